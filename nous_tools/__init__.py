@@ -1,0 +1,71 @@
+"""nous_tools: run the tools an LLM agent calls — safely, synchronously, and fast.
+
+>>> from nous_tools import Err, Ok, RunContext, execute, tool
+>>> @tool(timeout=1.0)
+... def shout(text: str) -> str:
+...     '''Upper-case a text.'''
+...     return text.upper()
+>>> execute(shout, {"text": "hi"}, RunContext.new())
+Ok(value='HI', update=None)
+>>> execute(shout, {"text": 3}).reason.message
+"Invalid arguments for 'shout': Type mismatch: text: expected string, got integer"
+"""
+
+from __future__ import annotations
+
+from . import signals
+from .advice import Advice
+from .approval import check_approval
+from .context_update import ContextUpdate
+from .errors import (
+    ExecutorSaturated,
+    ExecutorShutdown,
+    SandboxViolation,
+    ToolCancelled,
+    ToolDenied,
+    ToolError,
+    ToolNotFound,
+    ToolTimeout,
+)
+from .executor import ToolCall, ToolExecutor, default_executor, execute, execute_many
+from .registry import Registry
+from .results import ApprovalRequest, Edit, Err, NeedsApproval, Ok, Result
+from .run_context import RunContext
+from .sandbox import SandboxPolicy
+from .tool import Tool, tool
+from .usage import Usage
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "Advice",
+    "ApprovalRequest",
+    "ContextUpdate",
+    "Edit",
+    "Err",
+    "ExecutorSaturated",
+    "ExecutorShutdown",
+    "NeedsApproval",
+    "Ok",
+    "Registry",
+    "Result",
+    "RunContext",
+    "SandboxPolicy",
+    "SandboxViolation",
+    "Tool",
+    "ToolCall",
+    "ToolCancelled",
+    "ToolDenied",
+    "ToolError",
+    "ToolExecutor",
+    "ToolNotFound",
+    "ToolTimeout",
+    "Usage",
+    "__version__",
+    "check_approval",
+    "default_executor",
+    "execute",
+    "execute_many",
+    "signals",
+    "tool",
+]

@@ -1,0 +1,105 @@
+"""The approval gate: step 1 of every call, and fail-closed.
+
+A tool's ``approval`` level decides: ``"auto"`` runs without asking anyone,
+``"deny"`` never runs, ``"ask"`` runs only when
+
+* the context is ``approval_gated`` (the caller already ran its own approval), or
+* the context's ``approval_handler`` answers ``"approve"`` or an :class:`Edit`.
+
+Any other answer, a handler that raises, or no handler at all is a rejection:
+the tool does not run.
+
+>>> from nous_tools import Edit, RunContext, Tool, execute
+>>> delete = Tool.from_function(lambda path: f"deleted {path}", name="delete",
+...                             approval="ask", timeout=None)
+>>> execute(delete, {"path": "/tmp/x"}).reason.message
+"Tool 'delete' requires approval, but the context has no approval_handler"
+>>> ctx = RunContext.new(approval_handler=lambda req: Edit({"path": "/tmp/y"}))
+>>> execute(delete, {"path": "/tmp/x"}, ctx).value
+'deleted /tmp/y'
+"""
+
+from __future__ import annotations
+
+import collections.abc as c
+import logging
+import typing as t
+
+from .errors import ToolDenied, ToolError
+from .results import ApprovalRequest, Edit, Err
+
+if t.TYPE_CHECKING:
+    from .run_context import RunContext
+    from .tool import Tool
+
+__all__ = ["check_approval"]
+
+_log = logging.getLogger("nous_tools")
+
+
+def _rejected(tool: Tool, why: str, original_error: object = None) -> Err:
+    return Err(
+        ToolError(
+            f"Tool '{tool.name}' was {why}",
+            tool_name=tool.name,
+            original_error=original_error,
+        )
+    )
+
+
+def check_approval(
+    tool: Tool,
+    arguments: c.Mapping[str, t.Any],
+    ctx: RunContext[t.Any],
+    call_id: str | None = None,
+) -> c.Mapping[str, t.Any] | Err:
+    """Return the arguments to run with, or the ``Err`` that stops the call."""
+    level = tool.approval
+    if level == "auto":
+        return arguments
+    if level == "deny":
+        return Err(ToolDenied(tool.name))
+    if ctx.approval_gated:
+        return arguments
+    handler = ctx.approval_handler
+    if handler is None:
+        _log.warning(
+            "Tool '%s' requires approval, but the context has no approval_handler; rejected",
+            tool.name,
+        )
+        return Err(
+            ToolError(
+                f"Tool '{tool.name}' requires approval, but the context has no approval_handler",
+                tool_name=tool.name,
+            )
+        )
+    request = ApprovalRequest(name=tool.name, id=call_id, arguments=arguments, tool=tool)
+    try:
+        decision = handler(request)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # fail closed, whatever the handler raised
+        _log.warning(
+            "Approval handler raised %s for tool '%s'; treated as a rejection",
+            type(exc).__name__,
+            tool.name,
+        )
+        return _rejected(tool, "rejected by the approval handler (it raised)", exc)
+    if isinstance(decision, str):
+        if decision == "approve":
+            return arguments
+        if decision == "reject":
+            return _rejected(tool, "rejected by the approval handler")
+    elif isinstance(decision, Edit):
+        return decision.arguments
+    _log.warning(
+        "Approval handler for tool '%s' returned %s; expected 'approve', 'reject' or an Edit. "
+        "Treated as a rejection",
+        tool.name,
+        type(decision).__name__,
+    )
+    return _rejected(
+        tool,
+        f"rejected by the approval handler (unexpected answer of type "
+        f"{type(decision).__name__}; expected 'approve', 'reject' or an Edit)",
+    )

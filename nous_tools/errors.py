@@ -1,0 +1,171 @@
+"""The error classes of nous_tools.
+
+Every failure that :func:`nous_tools.execute` reports is an :class:`Err` whose
+``reason`` is usually one of these exceptions. They are plain exceptions with a
+few keyword-only fields, so a caller can ``raise`` them, log them, or match on
+their class.
+
+>>> err = ToolError(tool_name="search", attempt=3)
+>>> str(err)
+'Tool execution failed (search) after 3 attempt(s)'
+>>> str(ToolTimeout(tool_name="search", timeout=0.5))
+"Tool 'search' timed out after 0.5 s"
+"""
+
+from __future__ import annotations
+
+import typing as t
+
+__all__ = [
+    "ExecutorSaturated",
+    "ExecutorShutdown",
+    "SandboxViolation",
+    "ToolCancelled",
+    "ToolDenied",
+    "ToolError",
+    "ToolNotFound",
+    "ToolTimeout",
+]
+
+
+class ToolError(Exception):
+    """A tool call that did not produce a value.
+
+    ``tool_name`` and ``attempt`` say where it happened when they are known;
+    ``original_error`` keeps the cause (the raw exception a tool raised, or a
+    validation tuple such as ``("missing_required", ["name"])``).
+    """
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        tool_name: str | None = None,
+        attempt: int | None = None,
+        original_error: object = None,
+    ) -> None:
+        self.tool_name = tool_name
+        self.attempt = attempt
+        self.original_error = original_error
+        self.message = message if message is not None else self._default_message()
+        super().__init__(self.message)
+
+    def _default_message(self) -> str:
+        text = "Tool execution failed"
+        if self.tool_name is not None:
+            text += f" ({self.tool_name})"
+        if self.attempt is not None:
+            text += f" after {self.attempt} attempt(s)"
+        return text
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r})"
+
+    def __reduce__(self) -> tuple[t.Any, ...]:
+        # Keyword-only fields do not survive the default exception pickling.
+        return (
+            _rebuild,
+            (type(self), self.message, self.tool_name, self.attempt, self.original_error),
+        )
+
+
+def _rebuild(
+    cls: type[ToolError],
+    message: str,
+    tool_name: str | None,
+    attempt: int | None,
+    original_error: object,
+) -> ToolError:
+    err = cls.__new__(cls)
+    ToolError.__init__(
+        err, message, tool_name=tool_name, attempt=attempt, original_error=original_error
+    )
+    return err
+
+
+class ToolTimeout(ToolError):
+    """The attempt's deadline passed. Terminal: a timed-out call is never re-run."""
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        tool_name: str | None = None,
+        timeout: float | None = None,
+        attempt: int | None = None,
+        original_error: object = None,
+    ) -> None:
+        self.timeout = timeout
+        if message is None:
+            message = f"Tool '{tool_name or 'unknown'}' timed out after {timeout or 0} s"
+        super().__init__(
+            message, tool_name=tool_name, attempt=attempt, original_error=original_error
+        )
+
+    def __reduce__(self) -> tuple[t.Any, ...]:
+        return (
+            _rebuild_timeout,
+            (self.message, self.tool_name, self.timeout, self.attempt, self.original_error),
+        )
+
+
+def _rebuild_timeout(
+    message: str,
+    tool_name: str | None,
+    timeout: float | None,
+    attempt: int | None,
+    original_error: object,
+) -> ToolTimeout:
+    return ToolTimeout(
+        message,
+        tool_name=tool_name,
+        timeout=timeout,
+        attempt=attempt,
+        original_error=original_error,
+    )
+
+
+class ToolNotFound(ToolError):
+    """No tool of that name is registered."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"Tool '{name}' not found", tool_name=name)
+
+    def __reduce__(self) -> tuple[t.Any, ...]:
+        return (type(self), (self.name,))
+
+
+class ToolDenied(ToolError):
+    """The tool's approval level is ``"deny"``: it never runs."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"Tool '{name}' is denied and never runs", tool_name=name)
+
+    def __reduce__(self) -> tuple[t.Any, ...]:
+        return (type(self), (self.name,))
+
+
+class ExecutorSaturated(ToolError):
+    """Too many workers are stuck past their deadlines to accept a new timed call."""
+
+
+class ExecutorShutdown(ToolError):
+    """The executor was shut down and accepts no more calls."""
+
+
+class SandboxViolation(PermissionError):
+    """A path or operation is outside what the :class:`SandboxPolicy` allows."""
+
+
+class ToolCancelled(BaseException):
+    """Raised inside a worker whose attempt passed its deadline.
+
+    It derives from ``BaseException`` so that a tool's own ``except Exception``
+    does not swallow it. It is delivered asynchronously and lands at the next
+    Python bytecode the worker runs; it cannot interrupt a blocking C call.
+    """

@@ -1,0 +1,681 @@
+"""``ToolExecutor``: the pipeline every tool call goes through.
+
+Approval → validation → attempts, in that order; approval and validation run
+once per call, never again on a retry.
+
+>>> from nous_tools import Err, Ok, RunContext, ToolExecutor, tool
+>>> @tool(timeout=2, retries=0)
+... def greet(ctx: RunContext, name: str) -> str:
+...     return f"hello {name} from {ctx.deps['who']}"
+>>> with ToolExecutor(max_workers=2) as executor:
+...     match executor.execute(greet, {"name": "Ada"}, RunContext.new({"who": "us"})):
+...         case Ok(value):
+...             print(value)
+...         case Err(reason):
+...             print("failed:", reason)
+hello Ada from us
+
+``execute`` never raises for anything a tool, a handler, a signal receiver or
+bad input does: it returns ``Err``. Only a ``KeyboardInterrupt`` in the
+caller's own thread propagates (it is the user's Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import collections.abc as c
+import logging
+import threading
+import time
+import traceback
+import typing as t
+
+import attrs
+import tenacity
+
+from . import _isolation
+from . import signals as _signals
+from ._clock import monotonic
+from ._pool import RAISED, RETURNED, SATURATED, TIMED_OUT, WorkerPool
+from .approval import check_approval
+from .errors import ExecutorSaturated, ExecutorShutdown, ToolCancelled, ToolError, ToolTimeout
+from .results import Err, Ok, Result
+from .run_context import RunContext
+from .tool import ON_TIMEOUT_MODES, Tool
+
+__all__ = ["ToolCall", "ToolExecutor", "default_executor", "execute", "execute_many"]
+
+_log = logging.getLogger("nous_tools")
+
+_BARE_CONTEXT: RunContext[t.Any] = RunContext()
+
+_start = _signals.tool_execute_start
+_stop = _signals.tool_execute_stop
+_exception = _signals.tool_execute_exception
+_timeout = _signals.tool_timeout
+_send = _signals.send
+
+
+@attrs.frozen(slots=True)
+class ToolCall:
+    """A neutral tool call: the provider's call ``id``, the tool ``name`` and its ``arguments``."""
+
+    id: str | None
+    name: str
+    arguments: t.Any = attrs.field(factory=dict)
+
+
+class _Failure:
+    """An attempt that raised an ordinary exception: retried while attempts remain."""
+
+    __slots__ = ("attempt", "error")
+
+    def __init__(self, error: Exception, attempt: int) -> None:
+        self.error = error
+        self.attempt = attempt
+
+
+class _Retry(Exception):
+    """Carries a :class:`_Failure` through tenacity."""
+
+    def __init__(self, failure: _Failure) -> None:
+        self.failure = failure
+
+
+def _safe_str(value: object) -> str:
+    try:
+        return str(value)
+    except Exception:
+        return f"<{type(value).__name__} whose str() raised>"
+
+
+def _arguments_error(tool: Tool, arguments: object) -> Err:
+    return Err(
+        ToolError(
+            f"Invalid arguments for '{tool.name}': expected a mapping (a JSON object), "
+            f"got {type(arguments).__name__}",
+            tool_name=tool.name,
+            attempt=1,
+            original_error=("invalid", [("(root)", f"not a mapping: {type(arguments).__name__}")]),
+        )
+    )
+
+
+def _with_attempt(
+    ctx: RunContext[t.Any],
+    retry: int,
+    deadline: float | None = None,
+    cancelled: threading.Event | None = None,
+) -> RunContext[t.Any]:
+    if cancelled is None:
+        return attrs.evolve(ctx, retry=retry, deadline=deadline)
+    return attrs.evolve(ctx, retry=retry, deadline=deadline, cancelled=cancelled)
+
+
+class ToolExecutor:
+    """Runs tools: approval, validation, attempts with retries, deadlines and signals.
+
+    ``max_workers`` bounds concurrent timed attempts (default ``min(32, cpus + 4)``);
+    ``max_abandoned`` (default 64) is how many workers may be stuck past their
+    deadlines before new timed calls get ``Err(ExecutorSaturated)``;
+    ``on_timeout`` (``"interrupt"`` or ``"abandon"``) is the default for tools that
+    do not set their own. A context manager: leaving it calls :meth:`shutdown`.
+    """
+
+    def __init__(
+        self,
+        max_workers: int | None = None,
+        *,
+        max_abandoned: int = 64,
+        on_timeout: str = "interrupt",
+    ) -> None:
+        if on_timeout not in ON_TIMEOUT_MODES:
+            raise ValueError(
+                f"ToolExecutor option 'on_timeout' must be one of "
+                f"{', '.join(repr(m) for m in ON_TIMEOUT_MODES)}, got {on_timeout!r}"
+            )
+        self._pool = WorkerPool(max_workers, max_abandoned=max_abandoned)
+        self.on_timeout = on_timeout
+
+    @property
+    def max_workers(self) -> int:
+        return self._pool.max_workers
+
+    @property
+    def max_abandoned(self) -> int:
+        return self._pool.max_abandoned
+
+    # -- public API ------------------------------------------------------------
+
+    def execute(
+        self,
+        tool: Tool,
+        arguments: c.Mapping[str, t.Any] | None = None,
+        ctx: RunContext[t.Any] | None = None,
+        *,
+        call_id: str | None = None,
+    ) -> Result:
+        """Run ``tool`` with ``arguments`` (None counts as ``{}``) and return ``Ok`` or ``Err``.
+
+        ``call_id`` is passed to an approval handler as ``ApprovalRequest.id``.
+        """
+        try:
+            return self._execute(tool, arguments, ctx, call_id)
+        except (KeyboardInterrupt, ToolCancelled):
+            raise
+        except BaseException as exc:  # a bug of ours must not reach the caller either
+            name = getattr(tool, "name", "unknown")
+            _log.error("Internal error while executing tool '%s'", name, exc_info=True)
+            return Err(
+                ToolError(
+                    f"Tool '{name}' could not be executed: internal error "
+                    f"{type(exc).__name__}: {_safe_str(exc)}",
+                    tool_name=name if isinstance(name, str) else None,
+                    original_error=exc,
+                )
+            )
+
+    def execute_approved(
+        self,
+        tool: Tool,
+        arguments: c.Mapping[str, t.Any] | None = None,
+        ctx: RunContext[t.Any] | None = None,
+        *,
+        call_id: str | None = None,
+    ) -> Result:
+        """Like :meth:`execute`, but without the approval step (step 1): the caller has
+        already approved this call. Even a ``"deny"`` tool runs, as in Minga's
+        ``execute_approved``; validation, attempts and signals are unchanged."""
+        try:
+            return self._execute(tool, arguments, ctx, call_id, skip_approval=True)
+        except (KeyboardInterrupt, ToolCancelled):
+            raise
+        except BaseException as exc:  # as in execute: a bug of ours must not reach the caller
+            name = getattr(tool, "name", "unknown")
+            _log.error("Internal error while executing tool '%s'", name, exc_info=True)
+            return Err(
+                ToolError(
+                    f"Tool '{name}' could not be executed: internal error "
+                    f"{type(exc).__name__}: {_safe_str(exc)}",
+                    tool_name=name if isinstance(name, str) else None,
+                    original_error=exc,
+                )
+            )
+
+    def execute_many(
+        self,
+        calls: c.Iterable[tuple[Tool, c.Mapping[str, t.Any] | None] | ToolCall],
+        ctx: RunContext[t.Any] | None = None,
+        *,
+        resolve: c.Callable[[str], Tool | None] | None = None,
+    ) -> list[Result]:
+        """Run several calls concurrently (at most ``max_workers`` at once); results
+        come back in input order and one call's failure never affects another's.
+
+        A call is a ``(tool, arguments)`` pair or a :class:`ToolCall`; a
+        ``ToolCall`` names its tool, found with ``resolve(name)``.
+        """
+        from .errors import ToolNotFound
+
+        jobs: list[tuple[Tool, t.Any, str | None] | Err] = []
+        for call in calls:
+            if isinstance(call, ToolCall):
+                found = resolve(call.name) if resolve is not None else None
+                if found is None:
+                    jobs.append(Err(ToolNotFound(call.name)))
+                else:
+                    jobs.append((found, call.arguments, call.id))
+            else:
+                try:
+                    tool, arguments = call
+                except (TypeError, ValueError):
+                    jobs.append(
+                        Err(
+                            ToolError(
+                                "execute_many expects (tool, arguments) pairs or ToolCalls, "
+                                f"got {type(call).__name__}"
+                            )
+                        )
+                    )
+                    continue
+                jobs.append((tool, arguments, None))
+        return self.run_jobs(jobs, ctx)
+
+    def run_jobs(
+        self,
+        jobs: c.Sequence[tuple[Tool, t.Any, str | None] | Err],
+        ctx: RunContext[t.Any] | None,
+        run: c.Callable[[Tool, t.Any, RunContext[t.Any] | None, str | None], t.Any] | None = None,
+    ) -> list[t.Any]:
+        """Run prepared ``(tool, arguments, call_id)`` jobs concurrently; an ``Err``
+        in ``jobs`` is its own result. ``run`` replaces :meth:`execute` per job."""
+        runner = run if run is not None else self._run_job
+        results: list[t.Any] = [job if isinstance(job, Err) else None for job in jobs]
+        todo = [i for i, job in enumerate(jobs) if not isinstance(job, Err)]
+        if not todo:
+            return results
+        if len(todo) == 1:
+            i = todo[0]
+            tool, arguments, call_id = t.cast(tuple[Tool, t.Any, "str | None"], jobs[i])
+            results[i] = runner(tool, arguments, ctx, call_id)
+            return results
+        lock = threading.Lock()
+        queue = iter(todo)
+
+        def drain() -> None:
+            while True:
+                with lock:
+                    i = next(queue, None)
+                if i is None:
+                    return
+                tool, arguments, call_id = t.cast(tuple[Tool, t.Any, "str | None"], jobs[i])
+                try:
+                    results[i] = runner(tool, arguments, ctx, call_id)
+                except BaseException as exc:
+                    results[i] = Err(
+                        ToolError(
+                            f"Tool '{getattr(tool, 'name', 'unknown')}' could not be run: "
+                            f"{type(exc).__name__}: {_safe_str(exc)}",
+                            original_error=exc,
+                        )
+                    )
+
+        # Lanes only coordinate: each runs whole calls one after another, and the
+        # calls' timed attempts take pool workers as usual. The caller is a lane too.
+        lanes = min(len(todo), self._pool.max_workers)
+        try:
+            futures = [self._pool.submit_unbounded(drain) for _ in range(lanes - 1)]
+        except RuntimeError:
+            futures = []
+        drain()
+        for future in futures:
+            future.result()
+        return results
+
+    def _run_job(
+        self, tool: Tool, arguments: t.Any, ctx: RunContext[t.Any] | None, call_id: str | None
+    ) -> Result:
+        return self.execute(tool, arguments, ctx, call_id=call_id)
+
+    def stats(self) -> dict[str, int]:
+        """Workers and calls: ``workers``, ``idle``, ``busy`` (= ``running``),
+        ``abandoned``, ``completed``, ``timed_out``, ``saturated``, ``pending``."""
+        return self._pool.stats()
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Stop the workers; with ``wait``, wait for healthy running calls (never for
+        abandoned ones). Idempotent; ``execute`` afterwards runs inline tools as
+        before and returns ``Err(ExecutorShutdown)`` for timed ones."""
+        self._pool.shutdown(wait)
+
+    def __enter__(self) -> ToolExecutor:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown(wait=True)
+
+    # -- the pipeline ----------------------------------------------------------
+
+    def _execute(
+        self,
+        tool: Tool,
+        arguments: c.Mapping[str, t.Any] | None,
+        ctx: RunContext[t.Any] | None,
+        call_id: str | None,
+        *,
+        skip_approval: bool = False,
+    ) -> Result:
+        if not isinstance(tool, Tool):
+            return Err(
+                ToolError(f"execute expects a Tool, got {type(tool).__name__}")
+            )
+        if ctx is None:
+            ctx = _BARE_CONTEXT
+        elif not isinstance(ctx, RunContext):
+            return Err(
+                ToolError(
+                    f"execute expects a RunContext or None as ctx, got {type(ctx).__name__}",
+                    tool_name=tool.name,
+                )
+            )
+        if arguments is None:
+            arguments = {}
+        # 1. approval (skipped for a call the caller has already approved)
+        if tool.approval != "auto" and not skip_approval:
+            approved = check_approval(tool, arguments, ctx, call_id)
+            if isinstance(approved, Err):
+                return approved
+            arguments = approved
+        # 2. validation
+        if type(arguments) is not dict and not isinstance(arguments, c.Mapping):
+            return _arguments_error(tool, arguments)
+        validator = tool._validator
+        if validator is not None:
+            failure = validator.validate(arguments)
+            if failure is not None:
+                _log.warning("Invalid arguments for tool '%s'", tool.name)
+                return Err(
+                    ToolError(
+                        f"Invalid arguments for '{tool.name}': {failure.message}",
+                        tool_name=tool.name,
+                        attempt=1,
+                        original_error=failure.original_error,
+                    )
+                )
+        # 3. attempts
+        total = tool.retries + 1
+        if _log.isEnabledFor(logging.DEBUG):
+            began = time.perf_counter()
+            outcome = self._attempt(tool, arguments, ctx, 1, total)
+            if type(outcome) is Ok:
+                elapsed_ms = (time.perf_counter() - began) * 1000
+                _log.debug("Tool '%s' completed in %.1f ms", tool.name, elapsed_ms)
+        else:
+            outcome = self._attempt(tool, arguments, ctx, 1, total)
+        if type(outcome) is not _Failure:
+            return t.cast(Result, outcome)
+        if total == 1:
+            return self._final_failure(tool, t.cast(_Failure, outcome), total)
+        return self._retry(tool, arguments, ctx, t.cast(_Failure, outcome), total)
+
+    def _retry(
+        self,
+        tool: Tool,
+        arguments: c.Mapping[str, t.Any],
+        ctx: RunContext[t.Any],
+        first: _Failure,
+        total: int,
+    ) -> Result:
+        """Attempts 2..total, driven by tenacity (entered only after a first failure)."""
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(total),
+            wait=tool.retry_wait if tool.retry_wait is not None else tenacity.wait_none(),
+            retry=tenacity.retry_if_exception_type(_Retry),
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    number = attempt.retry_state.attempt_number
+                    if number == 1:
+                        raise _Retry(first)
+                    outcome = self._attempt(tool, arguments, ctx, number, total)
+                    if type(outcome) is _Failure:
+                        raise _Retry(t.cast(_Failure, outcome))
+                    if type(outcome) is Ok:
+                        _log.info("Tool '%s' succeeded on retry attempt %d", tool.name, number)
+                    return t.cast(Result, outcome)
+        except _Retry as final:
+            return self._final_failure(tool, final.failure, total)
+        raise AssertionError("unreachable: tenacity ended without an outcome")
+
+    def _final_failure(self, tool: Tool, failure: _Failure, total: int) -> Err:
+        exc = failure.error
+        message = f"Tool execution failed: {_safe_str(exc)}"
+        _log.error(
+            "Tool '%s' failed after all %d attempt(s). Error: %s. Error type: %s",
+            tool.name,
+            total,
+            message,
+            type(exc).__name__,
+        )
+        return Err(
+            ToolError(message, tool_name=tool.name, attempt=failure.attempt, original_error=exc)
+        )
+
+    def _attempt(
+        self,
+        tool: Tool,
+        arguments: c.Mapping[str, t.Any],
+        ctx: RunContext[t.Any],
+        attempt: int,
+        total: int,
+    ) -> Result | _Failure:
+        """One attempt: its signals, the call (inline or in a worker), its outcome."""
+        emit = bool(_start.receivers or _stop.receivers or _exception.receivers)
+        if emit:
+            if _start.receivers:
+                _send(
+                    _start,
+                    tool,
+                    {"system_time": time.time_ns(), "monotonic_time": time.monotonic_ns()},
+                    {
+                        "tool_name": tool.name,
+                        "tool_module": tool.module,
+                        "attempt": attempt,
+                        "max_retries": total,
+                        "has_timeout": tool.timeout is not None,
+                    },
+                )
+            began = time.perf_counter_ns()
+        timeout = tool.timeout
+        if timeout is None:
+            if tool.takes_ctx:
+                if ctx.retry != attempt - 1:
+                    ctx = _with_attempt(ctx, attempt - 1)
+                call_args: tuple[t.Any, ...] = (ctx,)
+            else:
+                call_args = ()
+            try:
+                value = tool.function(*call_args, **arguments)
+            except Exception as exc:
+                kind, value = RAISED, exc
+            except (KeyboardInterrupt, ToolCancelled):
+                raise  # the user's Ctrl-C, or a cancelled outer worker: not ours to keep
+            except BaseException as exc:
+                kind, value = RAISED, exc
+            else:
+                if not emit:
+                    return value if type(value) is Ok or type(value) is Err else Ok(value)
+                kind = RETURNED
+        else:
+            kind, value = self._timed(tool, arguments, ctx, attempt, timeout)
+        duration = time.perf_counter_ns() - began if emit else 0
+        if kind == RETURNED:
+            result = value if isinstance(value, (Ok, Err)) else Ok(value)
+            if _stop.receivers:
+                _send(
+                    _stop,
+                    tool,
+                    {"duration": duration, "attempt": attempt},
+                    {"tool_name": tool.name, "attempt": attempt, "success": True},
+                )
+            return result
+        if kind == RAISED:
+            return self._raised(tool, arguments, value, attempt, total, duration)
+        if kind == TIMED_OUT:
+            return self._timed_out(tool, attempt, t.cast(float, timeout), duration)
+        # The attempt never started (or could not cross to a child process).
+        if kind == _isolation.UNPICKLABLE:
+            error: ToolError = ToolError(
+                f"Tool '{tool.name}' cannot run in a child process: {value}",
+                tool_name=tool.name,
+                attempt=attempt,
+            )
+        elif kind == SATURATED:
+            stuck, cap = value
+            error = ExecutorSaturated(
+                f"Tool '{tool.name}' was not started: {stuck} worker(s) are stuck past their "
+                f"deadlines, at the cap max_abandoned={cap}",
+                tool_name=tool.name,
+                attempt=attempt,
+            )
+        else:
+            error = ExecutorShutdown(
+                f"Tool '{tool.name}' was not started: the ToolExecutor was shut down",
+                tool_name=tool.name,
+                attempt=attempt,
+            )
+        _log.error("%s", error.message)
+        if _exception.receivers:
+            self._send_exception(tool, attempt, duration, False, type(error), error, [])
+        return Err(error)
+
+    def _timed(
+        self,
+        tool: Tool,
+        arguments: c.Mapping[str, t.Any],
+        ctx: RunContext[t.Any],
+        attempt: int,
+        timeout: float,
+    ) -> tuple[str, t.Any]:
+        deadline = monotonic() + timeout
+        cancelled = threading.Event()
+        function = tool.function
+        if tool.takes_ctx:
+            actx = _with_attempt(ctx, attempt - 1, deadline, cancelled)
+            if tool.isolation == "process":
+                return _isolation.run_in_process(tool, arguments, actx, deadline)
+
+            def call() -> t.Any:
+                return function(actx, **arguments)
+
+        else:
+            if tool.isolation == "process":
+                return _isolation.run_in_process(tool, arguments, None, deadline)
+
+            def call() -> t.Any:
+                return function(**arguments)
+
+        interrupt = (tool.on_timeout or self.on_timeout) == "interrupt"
+        outcome = self._pool.run(call, deadline, cancelled=cancelled, interrupt=interrupt)
+        return outcome.kind, outcome.value
+
+    def _raised(
+        self,
+        tool: Tool,
+        arguments: c.Mapping[str, t.Any],
+        exc: BaseException,
+        attempt: int,
+        total: int,
+        duration: int,
+    ) -> Result | _Failure:
+        if isinstance(exc, TimeoutError):  # a socket timeout, say: terminal like a deadline
+            timeout = tool.timeout or 0.0
+            if _exception.receivers:
+                self._send_exception(tool, attempt, duration, False, "timeout", "timeout", None)
+            if _timeout.receivers:
+                _send(_timeout, tool, {"timeout": timeout}, {"tool_name": tool.name})
+            _log.error(
+                "Tool '%s' raised TimeoutError on attempt %d; terminal, not retried",
+                tool.name,
+                attempt,
+            )
+            return Err(
+                ToolTimeout(
+                    f"Tool '{tool.name}' timed out: {_safe_str(exc)}",
+                    tool_name=tool.name,
+                    timeout=tool.timeout,
+                    attempt=attempt,
+                    original_error=exc,
+                )
+            )
+        if not isinstance(exc, Exception):
+            # SystemExit, GeneratorExit, KeyboardInterrupt in a worker: never retried.
+            if _exception.receivers:
+                self._send_exception(
+                    tool, attempt, duration, False, type(exc), exc, exc.__traceback__
+                )
+            message = f"Tool execution failed: {type(exc).__name__}: {_safe_str(exc)}"
+            _log.error(
+                "Tool '%s' failed after all %d attempt(s). Error: %s. Error type: %s",
+                tool.name,
+                attempt,
+                message,
+                type(exc).__name__,
+            )
+            return Err(
+                ToolError(message, tool_name=tool.name, attempt=attempt, original_error=exc)
+            )
+        if isinstance(exc, TypeError) and any(type(k) is not str for k in arguments):
+            return Err(
+                ToolError(
+                    f"Invalid arguments for '{tool.name}': argument names must be strings",
+                    tool_name=tool.name,
+                    attempt=attempt,
+                    original_error=exc,
+                )
+            )
+        will_retry = attempt < total
+        if _exception.receivers:
+            self._send_exception(
+                tool, attempt, duration, will_retry, type(exc), exc, exc.__traceback__
+            )
+        if will_retry:
+            _log.warning(
+                "Tool '%s' failed (attempt %d/%d), will retry. Error type: %s",
+                tool.name,
+                attempt,
+                total,
+                type(exc).__name__,
+            )
+        return _Failure(exc, attempt)
+
+    def _timed_out(self, tool: Tool, attempt: int, timeout: float, duration: int) -> Err:
+        if _exception.receivers:
+            self._send_exception(tool, attempt, duration, False, "timeout", "timeout", None)
+        if _timeout.receivers:
+            _send(_timeout, tool, {"timeout": timeout}, {"tool_name": tool.name})
+        _log.error(
+            "Tool '%s' timed out after %s s on attempt %d; terminal, not retried",
+            tool.name,
+            timeout,
+            attempt,
+        )
+        return Err(ToolTimeout(tool_name=tool.name, timeout=timeout, attempt=attempt))
+
+    @staticmethod
+    def _send_exception(
+        tool: Tool,
+        attempt: int,
+        duration: int,
+        will_retry: bool,
+        kind: object,
+        reason: object,
+        tb: t.Any,
+    ) -> None:
+        metadata: dict[str, t.Any] = {
+            "tool_name": tool.name,
+            "attempt": attempt,
+            "will_retry": will_retry,
+            "kind": kind,
+            "reason": reason,
+        }
+        if tb is not None:
+            metadata["stacktrace"] = tb if isinstance(tb, list) else traceback.extract_tb(tb)
+        _send(_exception, tool, {"duration": duration}, metadata)
+
+
+_default: ToolExecutor | None = None
+_default_lock = threading.Lock()
+
+
+def default_executor() -> ToolExecutor:
+    """The process-wide executor behind :func:`execute`, created on first use."""
+    global _default
+    executor = _default
+    if executor is None:
+        with _default_lock:
+            if _default is None:
+                _default = ToolExecutor()
+            executor = _default
+    return executor
+
+
+def execute(
+    tool: Tool,
+    arguments: c.Mapping[str, t.Any] | None = None,
+    ctx: RunContext[t.Any] | None = None,
+) -> Result:
+    """Run ``tool`` on the process-wide default executor; see :meth:`ToolExecutor.execute`."""
+    executor = _default
+    if executor is None:
+        executor = default_executor()
+    return executor.execute(tool, arguments, ctx)
+
+
+def execute_many(
+    calls: c.Iterable[tuple[Tool, c.Mapping[str, t.Any] | None] | ToolCall],
+    ctx: RunContext[t.Any] | None = None,
+) -> list[Result]:
+    """Run calls concurrently on the default executor; see :meth:`ToolExecutor.execute_many`."""
+    return default_executor().execute_many(calls, ctx)

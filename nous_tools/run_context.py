@@ -1,0 +1,107 @@
+"""The context a tool sees: deps, the attempt index, usage and approval settings.
+
+A ``RunContext`` is plain, frozen data. Build one directly to call a tool
+outside an agent loop, or to assert on what a tool would see:
+
+>>> ctx = RunContext.new({"database": "db", "api_key": "secret"})
+>>> ctx.deps["api_key"]
+'secret'
+>>> (ctx.retry, ctx.approval_gated, ctx.usage.total_tokens)
+(0, False, 0)
+
+An approval handler decides about tools whose approval level is ``"ask"``:
+
+>>> handler = lambda req: "reject" if req.name == "delete_all" else "approve"
+>>> ctx = RunContext.new({}, retry=2, approval_handler=handler)
+>>> ctx.retry, ctx.approval_gated
+(2, False)
+
+Inside an attempt the executor also sets ``deadline`` (a ``time.monotonic()``
+value, or None without a timeout) and ``cancelled``, a ``threading.Event`` set
+when the deadline passes; ``ctx.cancelled.wait(seconds)`` is a sleep that ends
+early when the call is cancelled.
+"""
+
+from __future__ import annotations
+
+import collections.abc as c
+import threading
+import typing as t
+
+import attrs
+
+from ._clock import monotonic
+from .usage import Usage
+
+if t.TYPE_CHECKING:
+    from .results import ApprovalRequest, Edit
+    from .sandbox import SandboxPolicy
+
+__all__ = ["ApprovalHandler", "RunContext"]
+
+DepsT = t.TypeVar("DepsT")
+
+#: An approval handler: called with an :class:`ApprovalRequest`, returns
+#: ``"approve"``, ``"reject"`` or an :class:`Edit`.
+ApprovalHandler = c.Callable[["ApprovalRequest"], "t.Literal['approve', 'reject'] | Edit | object"]
+
+#: A shared, never-set event for contexts that are not inside a timed attempt.
+_NEVER_CANCELLED = threading.Event()
+
+
+def _check_retry(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"RunContext option 'retry' must be an int >= 0, got {value!r}")
+
+
+def _check_handler(instance: object, attribute: attrs.Attribute[t.Any], value: object) -> None:
+    if value is not None and not callable(value):
+        raise TypeError(
+            "RunContext option 'approval_handler' must be callable or None, "
+            f"got {type(value).__name__}"
+        )
+
+
+@attrs.frozen(slots=True, eq=False)
+class RunContext(t.Generic[DepsT]):
+    """What a tool sees of the run. Frozen: use :func:`attrs.evolve` to change it."""
+
+    deps: DepsT = None  # type: ignore[assignment]
+    retry: int = attrs.field(default=0, validator=_check_retry)
+    usage: Usage = attrs.field(factory=Usage)
+    approval_handler: ApprovalHandler | None = attrs.field(default=None, validator=_check_handler)
+    approval_gated: bool = attrs.field(default=False, converter=bool)
+    sandbox: SandboxPolicy | None = None
+    deadline: float | None = None
+    cancelled: threading.Event = attrs.field(default=_NEVER_CANCELLED)
+
+    @classmethod
+    def new(
+        cls,
+        deps: t.Any = None,
+        *,
+        retry: int = 0,
+        usage: Usage | None = None,
+        approval_handler: ApprovalHandler | None = None,
+        approval_gated: bool = False,
+        sandbox: t.Any = None,
+    ) -> RunContext[t.Any]:
+        """Build a context. ``sandbox`` may be a policy, a mode string or a mapping."""
+        if sandbox is not None:
+            from .sandbox import SandboxPolicy
+
+            sandbox = SandboxPolicy.new(sandbox)
+        return cls(
+            deps=deps,
+            retry=retry,
+            usage=usage if usage is not None else Usage(),
+            approval_handler=approval_handler,
+            approval_gated=approval_gated,
+            sandbox=sandbox,
+        )
+
+    def time_left(self) -> float | None:
+        """Seconds until this attempt's deadline (never below 0), or None without one."""
+        if self.deadline is None:
+            return None
+        return max(0.0, self.deadline - monotonic())

@@ -1,0 +1,110 @@
+"""Telemetry as blinker signals: ``start``, ``stop``, ``exception`` and ``timeout``.
+
+Every signal is sent with the :class:`~nous_tools.Tool` as sender and two keyword
+arguments, ``measurements`` and ``metadata`` (dicts). Times are integer
+nanoseconds; ``timeout`` is the tool's timeout in seconds.
+
+>>> from nous_tools import Tool, execute
+>>> seen = []
+>>> def on_stop(sender, measurements, metadata):
+...     seen.append((sender.name, metadata["success"]))
+>>> tool_execute_stop.connect(on_stop)  # doctest: +ELLIPSIS
+<function on_stop at ...>
+>>> execute(Tool.from_function(lambda: 1, name="one", timeout=None), {}).value
+1
+>>> seen
+[('one', True)]
+>>> tool_execute_stop.disconnect(on_stop)
+
+Signals are sent from the thread that called ``execute`` (also when the attempt
+runs in a pool worker), so receivers see the caller's ``contextvars``. A receiver
+that raises is logged and skipped: it never changes a tool's outcome and never
+stops the other receivers.
+
+The ``exception`` event carries the raw exception (``reason``) and its
+``stacktrace`` for in-process handlers. Those may hold secrets (an API key in an
+error message): a receiver that forwards events off the machine must pass the
+metadata through :func:`scrub` first.
+"""
+
+from __future__ import annotations
+
+import collections.abc as c
+import logging
+import typing as t
+
+import blinker
+
+__all__ = [
+    "scrub",
+    "send",
+    "tool_execute_exception",
+    "tool_execute_start",
+    "tool_execute_stop",
+    "tool_timeout",
+]
+
+_log = logging.getLogger("nous_tools")
+
+#: Sent when an attempt starts. measurements: ``system_time``, ``monotonic_time``;
+#: metadata: ``tool_name``, ``tool_module``, ``attempt``, ``max_retries`` (total
+#: attempts), ``has_timeout``.
+tool_execute_start = blinker.NamedSignal("nous_tools.tool.execute.start")
+
+#: Sent when an attempt returns (a returned ``Err`` counts as returned).
+#: measurements: ``duration``, ``attempt``; metadata: ``tool_name``, ``attempt``, ``success``.
+tool_execute_stop = blinker.NamedSignal("nous_tools.tool.execute.stop")
+
+#: Sent when an attempt raises or times out. measurements: ``duration``; metadata:
+#: ``tool_name``, ``attempt``, ``will_retry``, ``kind`` (the exception class, or
+#: ``"timeout"``), ``reason`` (the raw exception, or ``"timeout"``), ``stacktrace``
+#: (``traceback.extract_tb`` frames; absent for a timeout).
+tool_execute_exception = blinker.NamedSignal("nous_tools.tool.execute.exception")
+
+#: Sent after the ``exception`` event of an attempt whose deadline passed.
+#: measurements: ``timeout`` (seconds); metadata: ``tool_name``.
+tool_timeout = blinker.NamedSignal("nous_tools.tool.timeout")
+
+ALL_SIGNALS = (tool_execute_start, tool_execute_stop, tool_execute_exception, tool_timeout)
+
+_RAW_KEYS = frozenset({"reason", "stacktrace"})
+
+
+def send(
+    signal: blinker.Signal,
+    sender: object,
+    measurements: dict[str, t.Any],
+    metadata: dict[str, t.Any],
+) -> None:
+    """Send ``signal`` to each receiver, isolating receivers that raise.
+
+    A receiver's exception is logged (with its traceback, at warning level) and
+    the remaining receivers still run. ``KeyboardInterrupt`` still propagates.
+    """
+    for receiver in signal.receivers_for(sender):
+        try:
+            receiver(sender, measurements=measurements, metadata=metadata)
+        except Exception:
+            _log.warning(
+                "Signal receiver %r for %s raised; ignored",
+                receiver,
+                signal.name,
+                exc_info=True,
+            )
+
+
+def scrub(metadata: c.Mapping[str, t.Any]) -> dict[str, t.Any]:
+    """Return a copy of ``metadata`` without the raw ``reason`` and ``stacktrace``.
+
+    ``kind`` is kept as a class *name*, so the copy is plain data that is safe to
+    serialise and send off the machine.
+
+    >>> scrub({"tool_name": "t", "kind": ValueError, "reason": ValueError("sk-1"),
+    ...        "stacktrace": []})
+    {'tool_name': 't', 'kind': 'ValueError'}
+    """
+    clean = {key: value for key, value in metadata.items() if key not in _RAW_KEYS}
+    kind = clean.get("kind")
+    if isinstance(kind, type):
+        clean["kind"] = kind.__name__
+    return clean

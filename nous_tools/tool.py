@@ -1,0 +1,248 @@
+"""``Tool``: a function an agent may call, with its schema and execution options.
+
+Build one from a function; its name, description and JSON Schema come from the
+signature and the docstring:
+
+>>> @tool(timeout=5, retries=2)
+... def add(a: int, b: int = 0) -> int:
+...     '''Add two numbers.
+...
+...     Args:
+...         a: The first number.
+...         b: The second number.
+...     '''
+...     return a + b
+>>> add.name, add.description, add.retries, add.timeout
+('add', 'Add two numbers.', 2, 5.0)
+>>> add.parameters["required"], add.parameters["properties"]["a"]
+(['a'], {'type': 'integer', 'description': 'The first number.'})
+>>> add.to_openai_schema()["function"]["name"]
+'add'
+
+A tool stays callable as the plain function it wraps: ``add(1, 2) == 3``.
+Options are checked at construction, with a message that names the option:
+
+>>> Tool(name="x", function=len, retries=-1)
+Traceback (most recent call last):
+...
+ValueError: Tool option 'retries' must be an int >= 0, got -1
+"""
+
+from __future__ import annotations
+
+import collections.abc as c
+import math
+import typing as t
+
+import attrs
+
+from . import _schema
+from .validation import ArgumentValidator, check_schema
+
+__all__ = ["APPROVAL_LEVELS", "ISOLATION_MODES", "ON_TIMEOUT_MODES", "Tool", "tool"]
+
+APPROVAL_LEVELS = ("auto", "ask", "deny")
+ISOLATION_MODES = ("thread", "process")
+ON_TIMEOUT_MODES = ("interrupt", "abandon")
+
+Approval = t.Literal["auto", "ask", "deny"]
+Isolation = t.Literal["thread", "process"]
+OnTimeout = t.Literal["interrupt", "abandon"]
+
+
+def _check_name(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"Tool option 'name' must be a non-empty string, got {value!r}")
+
+
+def _check_function(instance: object, attribute: attrs.Attribute[t.Any], value: object) -> None:
+    if not callable(value):
+        raise TypeError(
+            f"Tool option 'function' must be callable, got {type(value).__name__}"
+        )
+
+
+def _check_retries(instance: object, attribute: attrs.Attribute[int], value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"Tool option 'retries' must be an int >= 0, got {value!r}")
+
+
+def _convert_timeout(value: object) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(
+            f"Tool option 'timeout' must be a number of seconds or None, "
+            f"got {type(value).__name__}"
+        )
+    seconds = float(value)
+    if math.isnan(seconds) or seconds < 0:
+        raise ValueError(f"Tool option 'timeout' must be >= 0 seconds or None, got {value!r}")
+    if seconds == 0 or math.isinf(seconds):
+        return None
+    return seconds
+
+
+def _one_of(option: str, allowed: tuple[str | None, ...]) -> t.Callable[[object, t.Any, object], None]:
+    def check(instance: object, attribute: object, value: object) -> None:
+        if value not in allowed:
+            shown = ", ".join(repr(a) for a in allowed)
+            raise ValueError(f"Tool option '{option}' must be one of {shown}, got {value!r}")
+
+    return check
+
+
+def _check_parameters(instance: object, attribute: object, value: object) -> None:
+    if value is None:
+        return
+    if not isinstance(value, c.Mapping):
+        raise TypeError(
+            f"Tool option 'parameters' must be a JSON Schema mapping or None, "
+            f"got {type(value).__name__}"
+        )
+    check_schema(value)
+
+
+def _check_retry_wait(instance: object, attribute: object, value: object) -> None:
+    if value is not None and not callable(value):
+        raise TypeError(
+            "Tool option 'retry_wait' must be a tenacity wait strategy (a callable) or None, "
+            f"got {type(value).__name__}"
+        )
+
+
+def _to_tags(value: object) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    return tuple(t.cast(c.Iterable[str], value))
+
+
+@attrs.frozen(slots=True, eq=False, repr=False)
+class Tool:
+    """A callable with a name, a JSON Schema and the options that govern its execution.
+
+    ``retries`` counts *extra* attempts (total attempts = retries + 1). ``timeout``
+    is in seconds; None or 0 means no deadline and the tool runs inline in the
+    caller's thread. ``approval`` is ``"auto"`` (run), ``"ask"`` (a person or a
+    handler must approve each call) or ``"deny"`` (never run);
+    ``requires_approval=True`` is the same as ``approval="ask"``.
+
+    Tools compare and hash by identity.
+    """
+
+    name: str = attrs.field(validator=_check_name)
+    function: t.Callable[..., t.Any] = attrs.field(validator=_check_function)
+    description: str = attrs.field(default="", converter=lambda v: "" if v is None else str(v))
+    parameters: c.Mapping[str, t.Any] | None = attrs.field(
+        default=None, validator=_check_parameters
+    )
+    takes_ctx: bool = attrs.field(default=None)
+    retries: int = attrs.field(default=1, validator=_check_retries)
+    timeout: float | None = attrs.field(default=30.0, converter=_convert_timeout)
+    validate_args: bool = attrs.field(default=True, converter=bool)
+    approval: Approval = attrs.field(default="auto", validator=_one_of("approval", APPROVAL_LEVELS))
+    category: str | None = None
+    tags: tuple[str, ...] = attrs.field(default=(), converter=_to_tags)
+    module: str | None = None
+    retry_wait: t.Any = attrs.field(default=None, validator=_check_retry_wait)
+    isolation: Isolation = attrs.field(
+        default="thread", validator=_one_of("isolation", ISOLATION_MODES)
+    )
+    on_timeout: OnTimeout | None = attrs.field(
+        default=None, validator=_one_of("on_timeout", (None, *ON_TIMEOUT_MODES))
+    )
+    _requires_approval: bool | None = attrs.field(
+        default=None, alias="requires_approval", repr=False
+    )
+    _validator: ArgumentValidator | None = attrs.field(init=False, default=None, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self.takes_ctx is None:
+            object.__setattr__(self, "takes_ctx", _schema.detect_takes_ctx(self.function))
+        else:
+            object.__setattr__(self, "takes_ctx", bool(self.takes_ctx))
+        if self._requires_approval and self.approval == "auto":
+            object.__setattr__(self, "approval", "ask")
+        if self.module is None:
+            module = getattr(self.function, "__module__", None)
+            object.__setattr__(self, "module", module if isinstance(module, str) else None)
+        if self.parameters and self.validate_args:
+            object.__setattr__(self, "_validator", ArgumentValidator(self.parameters))
+
+    @property
+    def requires_approval(self) -> bool:
+        """True when every call must be approved (``approval == "ask"``)."""
+        return self.approval == "ask"
+
+    @property
+    def validator(self) -> ArgumentValidator | None:
+        """The compiled argument validator, or None when arguments are not validated."""
+        return self._validator
+
+    @classmethod
+    def from_function(cls, function: t.Callable[..., t.Any], **overrides: t.Any) -> Tool:
+        """Make a tool of ``function``: name, description, ``takes_ctx`` and
+        ``parameters`` come from it unless given in ``overrides``."""
+        if not callable(function):
+            raise TypeError(
+                f"Tool option 'function' must be callable, got {type(function).__name__}"
+            )
+        options = dict(overrides)
+        if "name" not in options:
+            options["name"] = getattr(function, "__name__", None) or type(function).__name__
+        if "description" not in options:
+            options["description"] = _schema.description_from_docstring(function)
+        if options.get("takes_ctx") is None:
+            options["takes_ctx"] = _schema.detect_takes_ctx(function)
+        if "parameters" not in options:
+            options["parameters"] = _schema.parameters_schema(
+                function, takes_ctx=options["takes_ctx"]
+            )
+        return cls(function=function, **options)
+
+    def to_openai_schema(self) -> dict[str, t.Any]:
+        """The tool as an OpenAI function-calling schema."""
+        parameters = (
+            dict(self.parameters)
+            if self.parameters
+            else {"type": "object", "properties": {}, "required": []}
+        )
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description or "No description provided",
+                "parameters": parameters,
+            },
+        }
+
+    def __call__(self, *args: t.Any, **kwargs: t.Any) -> t.Any:
+        """Call the wrapped function directly: no approval, validation or deadline."""
+        return self.function(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return (
+            f"Tool(name={self.name!r}, approval={self.approval!r}, "
+            f"timeout={self.timeout!r}, retries={self.retries!r})"
+        )
+
+
+@t.overload
+def tool(function: t.Callable[..., t.Any], /) -> Tool: ...
+@t.overload
+def tool(
+    function: None = None, /, **options: t.Any
+) -> t.Callable[[t.Callable[..., t.Any]], Tool]: ...
+def tool(
+    function: t.Callable[..., t.Any] | None = None, /, **options: t.Any
+) -> Tool | t.Callable[[t.Callable[..., t.Any]], Tool]:
+    """Decorator: ``@tool`` or ``@tool(timeout=5, approval="ask", ...)`` makes a :class:`Tool`."""
+    if function is not None:
+        return Tool.from_function(function, **options)
+
+    def decorate(fn: t.Callable[..., t.Any]) -> Tool:
+        return Tool.from_function(fn, **options)
+
+    return decorate

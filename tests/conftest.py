@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import collections.abc as c
+import typing as t
+
+import pytest
+
+from nous_tools import ToolExecutor, signals
+
+
+@pytest.fixture
+def executor() -> c.Iterator[ToolExecutor]:
+    with ToolExecutor(max_workers=4) as ex:
+        yield ex
+
+
+class Recorder:
+    """Collects every signal sent, in order, as (signal short name, measurements, metadata)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict[str, t.Any], dict[str, t.Any]]] = []
+        self._receivers: list[tuple[t.Any, t.Any]] = []
+
+    def connect(self) -> None:
+        for short, sig in (
+            ("start", signals.tool_execute_start),
+            ("stop", signals.tool_execute_stop),
+            ("exception", signals.tool_execute_exception),
+            ("timeout", signals.tool_timeout),
+        ):
+
+            def receiver(sender: t.Any, *, measurements: t.Any, metadata: t.Any, _s=short) -> None:
+                self.events.append((_s, measurements, metadata))
+
+            sig.connect(receiver)
+            self._receivers.append((sig, receiver))
+
+    def disconnect(self) -> None:
+        for sig, receiver in self._receivers:
+            sig.disconnect(receiver)
+
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _, _ in self.events]
+
+
+@pytest.fixture
+def recorder() -> c.Iterator[Recorder]:
+    rec = Recorder()
+    rec.connect()
+    yield rec
+    rec.disconnect()

@@ -1,0 +1,119 @@
+"""Signals of SPEC section 3."""
+
+from __future__ import annotations
+
+import traceback
+import typing as t
+
+from conftest import Recorder
+
+from nous_tools import Err, Ok, Tool, ToolExecutor, signals
+
+
+def make(fn: t.Callable[..., t.Any], **options: t.Any) -> Tool:
+    options.setdefault("timeout", None)
+    return Tool.from_function(fn, **options)
+
+
+def test_success_emits_start_then_stop_with_the_spec_keys(
+    executor: ToolExecutor, recorder: Recorder
+) -> None:
+    tool = make(lambda: 1, name="one")
+    assert executor.execute(tool, {}) == Ok(1)
+    assert recorder.names == ["start", "stop"]
+    (_, start_m, start_md), (_, stop_m, stop_md) = recorder.events
+    assert set(start_m) == {"system_time", "monotonic_time"}
+    assert set(start_md) == {"tool_name", "tool_module", "attempt", "max_retries", "has_timeout"}
+    assert start_md["tool_name"] == "one" and start_md["attempt"] == 1
+    assert start_md["max_retries"] == 2 and start_md["has_timeout"] is False
+    assert set(stop_m) == {"duration", "attempt"} and isinstance(stop_m["duration"], int)
+    assert stop_md == {"tool_name": "one", "attempt": 1, "success": True}
+
+
+def test_failing_tool_with_one_retry_emits_two_exceptions(
+    executor: ToolExecutor, recorder: Recorder
+) -> None:
+    def broken() -> None:
+        raise ValueError("bad")
+
+    executor.execute(make(broken, retries=1), {})
+    assert recorder.names == ["start", "exception", "start", "exception"]
+    first, second = recorder.events[1][2], recorder.events[3][2]
+    assert first["will_retry"] is True and second["will_retry"] is False
+    assert first["kind"] is ValueError and isinstance(first["reason"], ValueError)
+    assert isinstance(first["stacktrace"], traceback.StackSummary)
+    assert set(recorder.events[1][1]) == {"duration"}
+
+
+def test_timed_attempt_signals_come_from_the_calling_thread(
+    executor: ToolExecutor, recorder: Recorder
+) -> None:
+    import threading
+
+    threads: list[int] = []
+
+    def on_any(sender: t.Any, **kwargs: t.Any) -> None:
+        threads.append(threading.get_ident())
+
+    for signal in (signals.tool_execute_start, signals.tool_execute_stop):
+        signal.connect(on_any)
+    try:
+        executor.execute(make(lambda: 1, name="one", timeout=5), {})
+    finally:
+        for signal in (signals.tool_execute_start, signals.tool_execute_stop):
+            signal.disconnect(on_any)
+    assert threads == [threading.get_ident()] * 2
+
+
+def test_timeout_emits_exception_of_kind_timeout_then_timeout(
+    executor: ToolExecutor, recorder: Recorder
+) -> None:
+    import threading
+
+    release = threading.Event()
+    executor.execute(make(lambda: release.wait(5), name="hang", timeout=0.05), {})
+    release.set()
+    assert recorder.names == ["start", "exception", "timeout"]
+    metadata = recorder.events[1][2]
+    assert metadata["kind"] == "timeout" and metadata["reason"] == "timeout"
+    assert "stacktrace" not in metadata
+    assert recorder.events[2][1] == {"timeout": 0.05}
+    assert recorder.events[2][2] == {"tool_name": "hang"}
+
+
+def test_returned_err_emits_stop_with_success_true(
+    executor: ToolExecutor, recorder: Recorder
+) -> None:
+    executor.execute(make(lambda: Err("no"), name="no"), {})
+    assert recorder.names == ["start", "stop"]
+    assert recorder.events[1][2]["success"] is True
+
+
+def test_raising_receiver_changes_nothing_and_others_still_run(
+    executor: ToolExecutor, recorder: Recorder
+) -> None:
+    def bad(sender: t.Any, **kwargs: t.Any) -> None:
+        raise RuntimeError("receiver broke")
+
+    signals.tool_execute_start.connect(bad)
+    try:
+        assert executor.execute(make(lambda: 7, name="seven"), {}) == Ok(7)
+    finally:
+        signals.tool_execute_start.disconnect(bad)
+    assert recorder.names == ["start", "stop"]
+
+
+def test_scrub_drops_raw_reason_and_stacktrace() -> None:
+    metadata = {
+        "tool_name": "t",
+        "attempt": 1,
+        "will_retry": False,
+        "kind": ValueError,
+        "reason": ValueError("sk-test-SECRET"),
+        "stacktrace": traceback.extract_stack(),
+    }
+    clean = signals.scrub(metadata)
+    assert "reason" not in clean and "stacktrace" not in clean
+    assert clean["kind"] == "ValueError"
+    assert "SECRET" not in repr(clean)
+    assert "reason" in metadata  # the input is not changed
