@@ -10,8 +10,9 @@ Design, and why:
 * **Per-worker hand-off.** Each worker owns a ``wake`` lock. A timed call takes
   an idle worker, hands it the task and releases ``wake``; the worker releases
   the task's ``done`` lock when it finishes, and the caller waits on ``done``
-  with a timeout. No shared queue sits between them, so a round trip is two
-  lock releases and two wake-ups.
+  with a timeout. No shared queue and no ``Future`` sit between them, so a
+  round trip is two lock releases and two wake-ups, and the pool's one lock
+  is taken twice (take a worker; finish and go idle).
 * **Real time.** ``Lock.acquire(timeout=...)`` waits in C on the real monotonic
   clock, and the pool's own clock is captured at import, so deadlines hold
   inside ``freezegun.freeze_time`` (which replaces ``time.monotonic``).
@@ -62,6 +63,10 @@ SHUT_DOWN = "shut_down"
 
 _PENDING, _DONE, _ABANDONED = 0, 1, 2
 
+# What a worker does after its task: run the next one it was given, wait idle
+# to be handed one, exit (shutdown or overflow), or retire (the task timed out).
+_NEXT, _IDLE, _EXIT, _RETIRE = "next", "idle", "exit", "retire"
+
 # PyThreadState_SetAsyncExc(thread_id, exc) schedules ``exc`` in that thread;
 # with exc=NULL it clears a scheduled exception that has not been delivered yet.
 _set_async_exc = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_ulong, ctypes.py_object)(
@@ -80,24 +85,27 @@ def in_worker() -> bool:
 
 
 class _Task:
-    __slots__ = ("context", "done", "fn", "future", "kind", "lock", "state", "value", "worker")
+    """One call: what to run, and (for the caller) how it ended."""
+
+    __slots__ = ("args", "context", "done", "fn", "future", "kind", "kwargs", "state", "value")
 
     def __init__(
         self,
-        fn: t.Callable[[], t.Any],
-        context: contextvars.Context,
+        fn: t.Callable[..., t.Any],
+        args: tuple[t.Any, ...],
+        kwargs: dict[str, t.Any],
         future: concurrent.futures.Future[t.Any] | None = None,
     ) -> None:
         self.fn = fn
-        self.context = context
+        self.args = args
+        self.kwargs = kwargs
+        self.context = contextvars.copy_context()
         self.future = future
-        self.state = _PENDING
+        self.state = _PENDING  # guarded by the pool's lock
         self.kind = RETURNED
         self.value: t.Any = None
-        self.lock = threading.RLock()
         self.done = threading.Lock()
         self.done.acquire()
-        self.worker: _Worker | None = None
 
 
 class _Worker:
@@ -116,50 +124,37 @@ class _Worker:
         _local.worker = True
         pool = self.pool
         try:
-            task: _Task | None = self.task
+            task = self.task
             while task is not None:
                 self.task = None
-                if not self._run(task):
-                    return
-                task = pool._next_task(self)
+                kind, value = RETURNED, None
+                try:
+                    try:
+                        value = task.context.run(task.fn, *task.args, **task.kwargs)
+                    except BaseException as exc:  # the callable's, handed to the caller
+                        kind, value = RAISED, exc
+                except ToolCancelled:  # landed in the handler above
+                    kind, value = RAISED, None
+                task.fn = task.args = task.kwargs = task.context = None  # type: ignore[assignment]
+                after = pool._finish(self, task, kind, value)
+                if after is _RETIRE:
+                    return  # the task timed out
+                if task.future is not None:
+                    if kind == RETURNED:
+                        task.future.set_result(value)
+                    else:
+                        task.future.set_exception(value)
+                task.done.release()
+                if after is _IDLE:
+                    self.wake.acquire()  # until a caller hands over a task (None: exit)
+                task = self.task
         except ToolCancelled:
-            # Delivered after the task's callable ended: the task timed out and
-            # this worker is retired. This was the one exception sent to it.
+            # Delivered after the callable ended: the task timed out and this
+            # worker is retired. It was the one exception ever sent to it.
             return
         finally:
             if self.abandoned:
                 pool._abandoned_exited()
-
-    def _run(self, task: _Task) -> bool:
-        """Run one task; False when the worker must retire (its task timed out)."""
-        kind, value = RETURNED, None
-        try:
-            try:
-                value = task.context.run(task.fn)
-            except BaseException as exc:  # the callable's, handed to the caller
-                kind, value = RAISED, exc
-        except ToolCancelled:  # landed in the handler above
-            kind, value = RAISED, None
-        while True:
-            try:
-                with task.lock:
-                    if task.state == _ABANDONED:
-                        # An exception may have been sent and not delivered yet.
-                        _clear_async_exc(threading.get_ident(), None)
-                        return False
-                    task.state = _DONE
-                    task.kind, task.value = kind, value
-                break
-            except ToolCancelled:
-                continue
-        future = task.future
-        if future is not None:
-            if kind == RETURNED:
-                future.set_result(value)
-            else:
-                future.set_exception(value)
-        task.done.release()
-        return True
 
 
 class WorkerPool:
@@ -183,6 +178,7 @@ class WorkerPool:
         self._name = name
         self._lock = threading.Lock()
         self._capacity = threading.Condition(self._lock)
+        self._waiting = 0  # callers waiting for capacity
         self._idle: list[_Worker] = []
         self._workers: set[_Worker] = set()  # healthy: idle or busy
         self._pending: collections.deque[_Task] = collections.deque()
@@ -194,11 +190,19 @@ class WorkerPool:
         self._shutdown = False
         self._counter = itertools.count(1)
 
-    # -- taking a worker -------------------------------------------------------
+    # -- workers (called with or without the lock as noted) ----------------------
+
+    def _new_worker(self) -> _Worker:  # with the lock
+        worker = _Worker(self, f"{self._name}-{next(self._counter)}")
+        self._workers.add(worker)
+        return worker
+
+    def _free_capacity(self) -> None:  # with the lock
+        if self._waiting:
+            self._capacity.notify()
 
     def _take(self, deadline: float | None) -> _Worker | Outcome:
         """An idle or new worker, marked busy; or the Outcome that prevents it."""
-        nested = in_worker()
         with self._lock:
             while True:
                 if self._shutdown:
@@ -211,53 +215,69 @@ class WorkerPool:
                     worker = self._idle.pop()
                     worker.counted = True
                     return worker
-                if nested or self._busy < self.max_workers:
+                if self._busy < self.max_workers or in_worker():
                     self._busy += 1
-                    worker = _Worker(self, f"{self._name}-{next(self._counter)}")
-                    self._workers.add(worker)
-                    break
+                    return self._new_worker()
                 remaining = None if deadline is None else deadline - monotonic()
                 if remaining is not None and remaining <= 0:
                     self._timed_out += 1
                     return Outcome(TIMED_OUT)
-                self._capacity.wait(remaining)
-        return worker
+                self._waiting += 1
+                try:
+                    self._capacity.wait(remaining)
+                finally:
+                    self._waiting -= 1
 
     def _start(self, worker: _Worker, task: _Task) -> None:
-        task.worker = worker
         worker.task = task
-        if worker.thread.ident is None:
+        if worker.thread.ident is not None:
+            worker.wake.release()
+            return
+        try:
+            worker.thread.start()
+        except BaseException:
+            with self._lock:
+                if worker.counted:
+                    self._busy -= 1
+                self._workers.discard(worker)
+                self._free_capacity()
+            raise
+
+    def _finish(self, worker: _Worker, task: _Task, kind: str, value: t.Any) -> str:
+        """A worker's task ended: record it and go idle (before the caller is told,
+        so a caller's next call finds this worker idle); see ``_NEXT`` and co.
+
+        The state check and the bookkeeping share one critical section, so once
+        a task is ``_DONE`` no caller can abandon it and no asynchronous
+        exception can be on its way to this worker.
+        """
+        while True:
             try:
-                worker.thread.start()
-            except BaseException:
                 with self._lock:
+                    if task.state == _ABANDONED:
+                        # An exception may have been sent and not delivered yet.
+                        _clear_async_exc(threading.get_ident(), None)
+                        return _RETIRE
+                    task.state = _DONE
+                    task.kind, task.value = kind, value
+                    self._completed += 1
+                    if self._pending:
+                        worker.task = self._pending.popleft()
+                        if not worker.counted:
+                            worker.counted = True
+                            self._busy += 1
+                        return _NEXT
                     if worker.counted:
                         self._busy -= 1
-                    self._workers.discard(worker)
-                    self._capacity.notify()
-                raise
-        else:
-            worker.wake.release()
-
-    def _next_task(self, worker: _Worker) -> _Task | None:
-        """Called by a worker whose task ended: its next task, or None to exit."""
-        with self._lock:
-            self._completed += 1
-            if self._pending:
-                if not worker.counted:
-                    worker.counted = True
-                    self._busy += 1
-                return self._pending.popleft()
-            if worker.counted:
-                self._busy -= 1
-            if self._shutdown or len(self._workers) > self.max_workers:
-                self._workers.discard(worker)  # shutting down, or a nested overflow worker
-                self._capacity.notify()
-                return None
-            self._idle.append(worker)
-            self._capacity.notify()
-        worker.wake.acquire()
-        return worker.task
+                    self._free_capacity()
+                    if self._shutdown or len(self._workers) > self.max_workers:
+                        self._workers.discard(worker)  # shutting down, or an overflow worker
+                        worker.task = None
+                        return _EXIT
+                    self._idle.append(worker)
+                    return _IDLE
+            except ToolCancelled:
+                continue  # landed before the state check: look again
 
     def _abandoned_exited(self) -> None:
         with self._lock:
@@ -267,13 +287,16 @@ class WorkerPool:
 
     def run(
         self,
-        fn: t.Callable[[], t.Any],
+        fn: t.Callable[..., t.Any],
+        args: tuple[t.Any, ...],
+        kwargs: dict[str, t.Any],
         deadline: float,
         *,
         cancelled: threading.Event | None = None,
         interrupt: bool = True,
     ) -> Outcome:
-        """Run ``fn`` in a worker and wait for it until ``deadline`` (see :func:`monotonic`).
+        """Run ``fn(*args, **kwargs)`` in a worker, waiting until ``deadline``
+        (on :func:`monotonic`'s clock).
 
         At the deadline the task is abandoned: ``cancelled`` is set, ``ToolCancelled``
         is raised in the worker when ``interrupt`` is true, and ``TIMED_OUT`` is
@@ -281,43 +304,50 @@ class WorkerPool:
         caller while it waits abandons the task the same way, then propagates.
         """
         taken = self._take(deadline)
-        if isinstance(taken, Outcome):
+        if type(taken) is Outcome:
             return taken
-        task = _Task(fn, contextvars.copy_context())
+        worker = t.cast(_Worker, taken)
+        task = _Task(fn, args, kwargs)
         try:
-            self._start(taken, task)
-            finished = task.done.acquire(timeout=max(0.0, deadline - monotonic()))
+            self._start(worker, task)
+            finished = task.done.acquire(True, max(0.0, deadline - monotonic()))
         except BaseException:  # KeyboardInterrupt in the caller: cancel as at a deadline
-            if task.worker is not None:
-                self._abandon(task, cancelled, interrupt)
+            self._abandon(worker, task, cancelled, interrupt)
             raise
-        if finished or not self._abandon(task, cancelled, interrupt):
+        if finished or not self._abandon(worker, task, cancelled, interrupt):
             return Outcome(task.kind, task.value)
         return Outcome(TIMED_OUT)
 
     def _abandon(
-        self, task: _Task, cancelled: threading.Event | None, interrupt: bool
+        self,
+        worker: _Worker,
+        task: _Task,
+        cancelled: threading.Event | None,
+        interrupt: bool,
     ) -> bool:
         """Mark a running task abandoned; False if it had already finished."""
-        worker = task.worker
-        assert worker is not None
-        with task.lock:
+        with self._lock:
             if task.state == _DONE:
                 return False
             task.state = _ABANDONED
+            ident = worker.thread.ident
+            if ident is None:  # never started: nothing runs, nothing to count
+                self._workers.discard(worker)
+                if worker.counted:
+                    self._busy -= 1
+                self._free_capacity()
+                return True
             worker.abandoned = True
             if cancelled is not None:
                 cancelled.set()
-            ident = worker.thread.ident
-            if interrupt and ident is not None:
+            if interrupt:
                 _set_async_exc(ident, ToolCancelled)
-        with self._lock:
             if worker.counted:
                 self._busy -= 1
             self._abandoned += 1
             self._timed_out += 1
             self._workers.discard(worker)
-            self._capacity.notify()
+            self._free_capacity()
         return True
 
     def submit(
@@ -328,30 +358,32 @@ class WorkerPool:
         Like ``ThreadPoolExecutor.submit``: at most ``max_workers`` run at once and
         the rest wait in order. Raises ``RuntimeError`` after :meth:`shutdown`.
         """
-        call = fn if not (args or kwargs) else (lambda: fn(*args, **kwargs))
-        return self._submit(call, bounded=True)
+        return self._submit(fn, args, kwargs, bounded=True)
 
     def submit_unbounded(self, fn: t.Callable[[], t.Any]) -> concurrent.futures.Future[t.Any]:
         """Like :meth:`submit`, but never waits for capacity: for threads that only
         coordinate other calls (a batch's lanes), whose own attempts are bounded."""
-        return self._submit(fn, bounded=False)
+        return self._submit(fn, (), {}, bounded=False)
 
     def _submit(
-        self, call: t.Callable[[], t.Any], *, bounded: bool
+        self,
+        fn: t.Callable[..., t.Any],
+        args: tuple[t.Any, ...],
+        kwargs: dict[str, t.Any],
+        *,
+        bounded: bool,
     ) -> concurrent.futures.Future[t.Any]:
         future: concurrent.futures.Future[t.Any] = concurrent.futures.Future()
         future.set_running_or_notify_cancel()
-        task = _Task(call, contextvars.copy_context(), future)
-        nested = in_worker()
+        task = _Task(fn, args, kwargs, future)
         with self._lock:
             if self._shutdown:
                 raise RuntimeError("cannot submit to a WorkerPool after shutdown")
             worker: _Worker | None = None
             if self._idle:
                 worker = self._idle.pop()
-            elif not bounded or nested or self._busy < self.max_workers:
-                worker = _Worker(self, f"{self._name}-{next(self._counter)}")
-                self._workers.add(worker)
+            elif not bounded or self._busy < self.max_workers or in_worker():
+                worker = self._new_worker()
             else:
                 self._pending.append(task)
             if worker is not None:
@@ -367,10 +399,9 @@ class WorkerPool:
     def stats(self) -> dict[str, int]:
         """Counts of workers and calls: a snapshot taken under the pool's lock."""
         with self._lock:
-            idle = len(self._idle)
             return {
                 "workers": len(self._workers),
-                "idle": idle,
+                "idle": len(self._idle),
                 "busy": self._busy,
                 "running": self._busy,
                 "abandoned": self._abandoned,

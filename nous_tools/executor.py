@@ -325,9 +325,7 @@ class ToolExecutor:
         skip_approval: bool = False,
     ) -> Result:
         if not isinstance(tool, Tool):
-            return Err(
-                ToolError(f"execute expects a Tool, got {type(tool).__name__}")
-            )
+            return Err(ToolError(f"execute expects a Tool, got {type(tool).__name__}"))
         if ctx is None:
             ctx = _BARE_CONTEXT
         elif not isinstance(ctx, RunContext):
@@ -374,8 +372,8 @@ class ToolExecutor:
         if type(outcome) is not _Failure:
             return t.cast(Result, outcome)
         if total == 1:
-            return self._final_failure(tool, t.cast(_Failure, outcome), total)
-        return self._retry(tool, arguments, ctx, t.cast(_Failure, outcome), total)
+            return self._final_failure(tool, outcome, total)
+        return self._retry(tool, arguments, ctx, outcome, total)
 
     def _retry(
         self,
@@ -400,7 +398,7 @@ class ToolExecutor:
                         raise _Retry(first)
                     outcome = self._attempt(tool, arguments, ctx, number, total)
                     if type(outcome) is _Failure:
-                        raise _Retry(t.cast(_Failure, outcome))
+                        raise _Retry(outcome)
                     if type(outcome) is Ok:
                         _log.info("Tool '%s' succeeded on retry attempt %d", tool.name, number)
                     return t.cast(Result, outcome)
@@ -519,25 +517,24 @@ class ToolExecutor:
         timeout: float,
     ) -> tuple[str, t.Any]:
         deadline = monotonic() + timeout
-        cancelled = threading.Event()
-        function = tool.function
+        if tool.isolation == "process":
+            pctx = _with_attempt(ctx, attempt - 1, deadline) if tool.takes_ctx else None
+            return _isolation.run_in_process(tool, arguments, pctx, deadline)
+        cancelled: threading.Event | None = None
         if tool.takes_ctx:
-            actx = _with_attempt(ctx, attempt - 1, deadline, cancelled)
-            if tool.isolation == "process":
-                return _isolation.run_in_process(tool, arguments, actx, deadline)
-
-            def call() -> t.Any:
-                return function(actx, **arguments)
-
+            cancelled = threading.Event()
+            call_args: tuple[t.Any, ...] = (_with_attempt(ctx, attempt - 1, deadline, cancelled),)
         else:
-            if tool.isolation == "process":
-                return _isolation.run_in_process(tool, arguments, None, deadline)
-
-            def call() -> t.Any:
-                return function(**arguments)
-
-        interrupt = (tool.on_timeout or self.on_timeout) == "interrupt"
-        outcome = self._pool.run(call, deadline, cancelled=cancelled, interrupt=interrupt)
+            call_args = ()
+        on_timeout = tool.on_timeout or self.on_timeout
+        outcome = self._pool.run(
+            tool.function,
+            call_args,
+            arguments if type(arguments) is dict else dict(arguments),
+            deadline,
+            cancelled=cancelled,
+            interrupt=on_timeout == "interrupt",
+        )
         return outcome.kind, outcome.value
 
     def _raised(
@@ -583,9 +580,7 @@ class ToolExecutor:
                 message,
                 type(exc).__name__,
             )
-            return Err(
-                ToolError(message, tool_name=tool.name, attempt=attempt, original_error=exc)
-            )
+            return Err(ToolError(message, tool_name=tool.name, attempt=attempt, original_error=exc))
         if isinstance(exc, TypeError) and any(type(k) is not str for k in arguments):
             return Err(
                 ToolError(

@@ -110,9 +110,7 @@ def _canonical(name: str, arguments: object) -> bytes:
             default=repr,
         )
     except (TypeError, ValueError) as exc:  # mixed key types, a reference cycle
-        raise ValueError(
-            f"the arguments of tool '{name}' cannot be fingerprinted: {exc}"
-        ) from exc
+        raise ValueError(f"the arguments of tool '{name}' cannot be fingerprinted: {exc}") from exc
     return text.encode("utf-8")
 
 
@@ -176,9 +174,7 @@ class NeedsApproval:
         return False
 
     @staticmethod
-    def compute_fingerprint(
-        name: str, arguments: object, secret: str | bytes | None = None
-    ) -> str:
+    def compute_fingerprint(name: str, arguments: object, secret: str | bytes | None = None) -> str:
         """The fingerprint of ``name`` and ``arguments``: SHA-256 hex of their canonical
         JSON, or HMAC-SHA256 hex under ``secret``. Raises ``ValueError`` for arguments
         that cannot be put in canonical JSON (keys of mixed types, a cycle)."""

@@ -71,7 +71,7 @@ _RAW_KEYS = frozenset({"reason", "stacktrace"})
 
 
 def send(
-    signal: blinker.Signal,
+    signal: blinker.NamedSignal,
     sender: object,
     measurements: dict[str, t.Any],
     metadata: dict[str, t.Any],

@@ -57,9 +57,7 @@ def _check_name(instance: object, attribute: attrs.Attribute[str], value: object
 
 def _check_function(instance: object, attribute: attrs.Attribute[t.Any], value: object) -> None:
     if not callable(value):
-        raise TypeError(
-            f"Tool option 'function' must be callable, got {type(value).__name__}"
-        )
+        raise TypeError(f"Tool option 'function' must be callable, got {type(value).__name__}")
 
 
 def _check_retries(instance: object, attribute: attrs.Attribute[int], value: object) -> None:
@@ -72,8 +70,7 @@ def _convert_timeout(value: object) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(
-            f"Tool option 'timeout' must be a number of seconds or None, "
-            f"got {type(value).__name__}"
+            f"Tool option 'timeout' must be a number of seconds or None, got {type(value).__name__}"
         )
     seconds = float(value)
     if math.isnan(seconds) or seconds < 0:
@@ -83,7 +80,9 @@ def _convert_timeout(value: object) -> float | None:
     return seconds
 
 
-def _one_of(option: str, allowed: tuple[str | None, ...]) -> t.Callable[[object, t.Any, object], None]:
+def _one_of(
+    option: str, allowed: tuple[str | None, ...]
+) -> t.Callable[[object, t.Any, object], None]:
     def check(instance: object, attribute: object, value: object) -> None:
         if value not in allowed:
             shown = ", ".join(repr(a) for a in allowed)
@@ -92,7 +91,7 @@ def _one_of(option: str, allowed: tuple[str | None, ...]) -> t.Callable[[object,
     return check
 
 
-def _check_parameters(instance: object, attribute: object, value: object) -> None:
+def _check_parameters(instance: object, attribute: object, value: t.Any) -> None:
     if value is None:
         return
     if not isinstance(value, c.Mapping):
@@ -109,6 +108,10 @@ def _check_retry_wait(instance: object, attribute: object, value: object) -> Non
             "Tool option 'retry_wait' must be a tenacity wait strategy (a callable) or None, "
             f"got {type(value).__name__}"
         )
+
+
+def _to_description(value: object) -> str:
+    return "" if value is None else str(value)
 
 
 def _to_tags(value: object) -> tuple[str, ...]:
@@ -134,7 +137,7 @@ class Tool:
 
     name: str = attrs.field(validator=_check_name)
     function: t.Callable[..., t.Any] = attrs.field(validator=_check_function)
-    description: str = attrs.field(default="", converter=lambda v: "" if v is None else str(v))
+    description: str = attrs.field(default="", converter=_to_description)
     parameters: c.Mapping[str, t.Any] | None = attrs.field(
         default=None, validator=_check_parameters
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -263,7 +264,7 @@ def test_retry_wait_strategy_is_honoured_between_attempts(executor: ToolExecutor
     wait = tenacity.wait_fixed(0.2)
     result = executor.execute(make(broken, retries=2, retry_wait=wait), {})
     assert isinstance(result, Err) and result.reason.attempt == 3
-    gaps = [later - earlier for earlier, later in zip(starts, starts[1:])]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(starts)]
     assert len(gaps) == 2
     assert all(gap >= 0.2 for gap in gaps)  # a sleep is never shorter than asked
 
@@ -400,7 +401,12 @@ def test_handler_approve_runs_with_original_arguments(executor: ToolExecutor) ->
     assert result == Ok("deleted a")
     assert ran == [{"path": "a"}]
     (req,) = requests
-    assert (req.name, req.id, dict(req.arguments), req.tool) == ("delete", None, {"path": "a"}, tool_)
+    assert (req.name, req.id, dict(req.arguments), req.tool) == (
+        "delete",
+        None,
+        {"path": "a"},
+        tool_,
+    )
 
 
 def test_handler_reject_never_runs_the_tool(executor: ToolExecutor) -> None:

@@ -1,0 +1,400 @@
+"""``Advice``: before/after/around/override functions around a tool call, by tool name.
+
+Advice follows Minga's ``Minga.Config.Advice`` (itself after Emacs's
+``advice-add``). Each :class:`~nous_tools.Registry` has one table,
+``registry.advice``; it wraps the whole executor call (approval, validation,
+attempts), so a ``before`` can rewrite the arguments before they are validated
+and an ``after`` sees the final ``Ok``/``Err``:
+
+>>> from nous_tools import Ok, Registry, Tool
+>>> registry = Registry([Tool.from_function(lambda text: text, name="echo", timeout=None)])
+>>> registry.advice.register("before", "echo", lambda args: {"text": args["text"].strip()})
+>>> registry.advice.register("after", "echo", lambda result: Ok(result.value.upper()))
+>>> registry.execute("echo", {"text": "  hi  "})
+Ok(value='HI', update=None)
+>>> def cached(proceed, args):
+...     return "from cache" if args["text"] == "known" else proceed(args)
+>>> registry.advice.register("around", "echo", cached)
+>>> registry.execute("echo", {"text": "known"}).value
+'FROM CACHE'
+
+The four phases:
+
+* ``before(args) -> args``: runs first, in registration order; must return a
+  mapping of arguments.
+* ``after(result) -> result``: runs last, in registration order; gets and must
+  return an ``Ok`` or ``Err``.
+* ``override(args) -> result``: replaces the tool call; the last registered wins.
+  Like a tool, it may return ``Ok``/``Err`` or a bare value (which becomes ``Ok``).
+* ``around(proceed, args) -> result``: wraps the call (or the override); the
+  first registered is outermost. It may call ``proceed(args)`` (which returns a
+  result) or skip it and return its own value (a bare value becomes ``Ok``).
+
+A ``before``/``after`` that raises, or returns the wrong kind of value, is
+logged (warning, logger ``nous_tools``) and skipped: what it got passes through
+unchanged. After 5 consecutive failures that function is disabled until
+:meth:`Advice.reset`; a success resets its count. An ``around``/``override``
+that raises turns the call into an ``Err(ToolError)`` naming the advice.
+
+When a name has no advice, :meth:`Advice.wrap` returns the core itself, and the
+registry pays one dict lookup per call.
+"""
+
+from __future__ import annotations
+
+import collections.abc as c
+import inspect
+import logging
+import threading
+import typing as t
+
+from .errors import ToolCancelled, ToolError
+from .results import Err, NeedsApproval, Ok
+
+__all__ = ["PHASES", "Advice"]
+
+_log = logging.getLogger("nous_tools")
+
+#: The advice phases, in the order they are documented.
+PHASES: tuple[str, ...] = ("before", "after", "around", "override")
+
+Phase = t.Literal["before", "after", "around", "override"]
+
+#: Consecutive failures after which a ``before``/``after`` function is disabled.
+BREAKER_THRESHOLD = 5
+
+_ARITY = {"before": 1, "after": 1, "around": 2, "override": 1}
+_SHAPE = {
+    "before": "(args) -> args",
+    "after": "(result) -> result",
+    "around": "(proceed, args) -> result",
+    "override": "(args) -> result",
+}
+
+Core = c.Callable[[t.Any], t.Any]
+
+_RESULT_TYPES = (Ok, Err, NeedsApproval)
+
+
+def _label(fn: object) -> str:
+    """How logs and errors name an advice function: its qualified name, less any
+    ``<locals>`` prefix (``Class.method``, ``helper``, ``<lambda>``)."""
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    if not isinstance(name, str):
+        return type(fn).__name__
+    return name.rpartition("<locals>.")[2]
+
+
+def _check_arity(phase: str, fn: c.Callable[..., t.Any]) -> None:
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin without a signature: trust it
+        return
+    expected = _ARITY[phase]
+    P = inspect.Parameter
+    params = list(signature.parameters.values())
+    positional = [p for p in params if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is P.empty]
+    var_positional = any(p.kind is P.VAR_POSITIONAL for p in params)
+    required_keywords = [p for p in params if p.kind is P.KEYWORD_ONLY and p.default is P.empty]
+    if (
+        len(required) <= expected
+        and (var_positional or len(positional) >= expected)
+        and not required_keywords
+    ):
+        return
+    plural = "argument" if expected == 1 else "arguments"
+    raise ValueError(
+        f"Advice '{phase}' functions take {expected} positional {plural} "
+        f"{_SHAPE[phase]}; {_label(fn)}{signature} does not"
+    )
+
+
+class _Entry:
+    """One registered function and its circuit-breaker state."""
+
+    __slots__ = ("disabled", "failures", "fn", "label", "name", "phase")
+
+    def __init__(self, phase: str, name: str, fn: c.Callable[..., t.Any]) -> None:
+        self.phase = phase
+        self.name = name
+        self.fn = fn
+        self.label = _label(fn)
+        self.failures = 0
+        self.disabled = False
+
+
+class _Chain:
+    """The advice of one name, per phase, in registration order. Never mutated."""
+
+    __slots__ = ("after", "around", "before", "override")
+
+    def __init__(
+        self,
+        before: tuple[_Entry, ...] = (),
+        after: tuple[_Entry, ...] = (),
+        around: tuple[_Entry, ...] = (),
+        override: tuple[_Entry, ...] = (),
+    ) -> None:
+        self.before = before
+        self.after = after
+        self.around = around
+        self.override = override
+
+    def entries(self, phase: str) -> tuple[_Entry, ...]:
+        return t.cast(tuple[_Entry, ...], getattr(self, phase))
+
+    def with_entries(self, phase: str, entries: tuple[_Entry, ...]) -> _Chain | None:
+        parts = {p: self.entries(p) for p in PHASES}
+        parts[phase] = entries
+        if not any(parts.values()):
+            return None
+        return _Chain(**parts)
+
+    def all(self) -> c.Iterator[_Entry]:
+        for phase in PHASES:
+            yield from self.entries(phase)
+
+
+def _as_result(value: object) -> t.Any:
+    return value if isinstance(value, _RESULT_TYPES) else Ok(value)
+
+
+class Advice:
+    """A table of advice functions by tool name. Thread-safe.
+
+    Writes (:meth:`register`, :meth:`unregister`, :meth:`clear`) take a lock and
+    publish a new table (copy-on-write); :meth:`wrap` and :meth:`advised` read the
+    current table without a lock. A call already wrapped keeps the advice it was
+    wrapped with.
+    """
+
+    #: The valid phases.
+    PHASES = PHASES
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # name -> _Chain; a name is present only while it has at least one function.
+        self._chains: dict[str, _Chain] = {}
+
+    # -- registration -----------------------------------------------------------
+
+    def register(self, phase: Phase | str, name: str, fn: c.Callable[..., t.Any]) -> None:
+        """Add ``fn`` to the ``phase`` advice of the tool called ``name``.
+
+        Raises ``ValueError`` for an unknown phase or a function of the wrong arity
+        (``before``/``after``/``override``: 1 positional argument; ``around``: 2),
+        ``TypeError`` when ``fn`` is not callable or ``name`` is not a string.
+        Registering a function twice runs it twice.
+        """
+        self._check_phase(phase)
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"Advice name must be a non-empty str, got {name!r}")
+        if not callable(fn):
+            raise TypeError(f"Advice functions must be callable, got {type(fn).__name__}")
+        _check_arity(phase, fn)
+        entry = _Entry(phase, name, fn)
+        with self._lock:
+            chains = dict(self._chains)
+            chain = chains.get(name) or _Chain()
+            chains[name] = t.cast(_Chain, chain.with_entries(phase, (*chain.entries(phase), entry)))
+            self._chains = chains
+
+    def unregister(self, phase: Phase | str, name: str, fn: c.Callable[..., t.Any]) -> bool:
+        """Remove every registration of ``fn`` (compared with ``==``) from ``phase``
+        of ``name``; True when something was removed."""
+        self._check_phase(phase)
+        with self._lock:
+            chain = self._chains.get(name)
+            if chain is None:
+                return False
+            kept = tuple(e for e in chain.entries(phase) if not (e.fn is fn or e.fn == fn))
+            if len(kept) == len(chain.entries(phase)):
+                return False
+            chains = dict(self._chains)
+            new = chain.with_entries(phase, kept)
+            if new is None:
+                del chains[name]
+            else:
+                chains[name] = new
+            self._chains = chains
+            return True
+
+    def clear(self) -> None:
+        """Remove all advice (Minga's ``reset``)."""
+        with self._lock:
+            self._chains = {}
+
+    def reset(self) -> None:
+        """Reset the circuit breaker: forget every failure count and re-enable every
+        disabled function. The registered advice stays (use :meth:`clear` to remove it)."""
+        with self._lock:
+            for chain in self._chains.values():
+                for entry in chain.all():
+                    entry.failures = 0
+                    entry.disabled = False
+
+    # -- queries ----------------------------------------------------------------
+
+    def advised(self, name: str) -> bool:
+        """True when any advice, of any phase, is registered for ``name``."""
+        return name in self._chains
+
+    def has_advice(self, phase: Phase | str, name: str) -> bool:
+        """True when ``phase`` advice is registered for ``name``."""
+        self._check_phase(phase)
+        chain = self._chains.get(name)
+        return chain is not None and bool(chain.entries(phase))
+
+    def disabled(self, phase: Phase | str, name: str, fn: c.Callable[..., t.Any]) -> bool:
+        """True when the circuit breaker has disabled ``fn`` in ``phase`` of ``name``."""
+        self._check_phase(phase)
+        chain = self._chains.get(name)
+        if chain is None:
+            return False
+        return any(e.disabled for e in chain.entries(phase) if e.fn is fn or e.fn == fn)
+
+    def names(self) -> list[str]:
+        """The advised names, sorted."""
+        return sorted(self._chains)
+
+    # -- running ----------------------------------------------------------------
+
+    def wrap(self, name: str, core: Core) -> Core:
+        """Return ``core`` wrapped in the advice of ``name`` — or ``core`` itself when
+        ``name`` has no advice. ``core(args)`` must return an ``Ok`` or ``Err``."""
+        chain = self._chains.get(name)
+        if chain is None:
+            return core
+
+        def advised(arguments: t.Any) -> t.Any:
+            return self._run(chain, name, core, arguments)
+
+        return advised
+
+    def _run(self, chain: _Chain, name: str, core: Core, arguments: t.Any) -> t.Any:
+        for entry in chain.before:
+            if not entry.disabled:
+                arguments = self._step(entry, arguments, c.Mapping, "a mapping of arguments")
+        call = core
+        if chain.override:
+            call = self._overriding(chain.override[-1], name)
+        for entry in reversed(chain.around):
+            call = self._surrounding(entry, name, call)
+        result = call(arguments)
+        for entry in chain.after:
+            if not entry.disabled:
+                result = self._step(entry, result, _RESULT_TYPES, "an Ok or Err")
+        return result
+
+    def _step(
+        self,
+        entry: _Entry,
+        value: t.Any,
+        expected: type[t.Any] | tuple[type[t.Any], ...],
+        what: str,
+    ) -> t.Any:
+        """Run a ``before``/``after``; on failure, log, count and pass ``value`` through."""
+        try:
+            new = entry.fn(value)
+        except (KeyboardInterrupt, ToolCancelled):
+            raise
+        except Exception as exc:
+            _log.warning(
+                "Advice %s %s for tool '%s' raised %s; skipped",
+                entry.phase,
+                entry.label,
+                entry.name,
+                type(exc).__name__,
+            )
+            _log.debug("Advice %s %s failure", entry.phase, entry.label, exc_info=True)
+            self._failed(entry)
+            return value
+        if not isinstance(new, expected):
+            _log.warning(
+                "Advice %s %s for tool '%s' returned %s, expected %s; skipped",
+                entry.phase,
+                entry.label,
+                entry.name,
+                type(new).__name__,
+                what,
+            )
+            self._failed(entry)
+            return value
+        if entry.failures:
+            with self._lock:
+                entry.failures = 0
+        return new
+
+    def _failed(self, entry: _Entry) -> None:
+        with self._lock:
+            entry.failures += 1
+            trip = entry.failures >= BREAKER_THRESHOLD and not entry.disabled
+            if trip:
+                entry.disabled = True
+        if trip:
+            _log.warning(
+                "Advice %s %s for tool '%s' failed %d times in a row; disabled until reset()",
+                entry.phase,
+                entry.label,
+                entry.name,
+                BREAKER_THRESHOLD,
+            )
+
+    @staticmethod
+    def _error(entry: _Entry, name: str, exc: Exception) -> Err:
+        _log.warning(
+            "Advice %s %s for tool '%s' raised %s; the call fails",
+            entry.phase,
+            entry.label,
+            name,
+            type(exc).__name__,
+        )
+        try:
+            text = str(exc)
+        except Exception:
+            text = "<str() raised>"
+        return Err(
+            ToolError(
+                f"Advice {entry.phase} {entry.label} for tool '{name}' raised "
+                f"{type(exc).__name__}: {text}",
+                tool_name=name,
+                original_error=exc,
+            )
+        )
+
+    def _overriding(self, entry: _Entry, name: str) -> Core:
+        fn = entry.fn
+
+        def override(arguments: t.Any) -> t.Any:
+            try:
+                return _as_result(fn(arguments))
+            except (KeyboardInterrupt, ToolCancelled):
+                raise
+            except Exception as exc:
+                return self._error(entry, name, exc)
+
+        return override
+
+    def _surrounding(self, entry: _Entry, name: str, proceed: Core) -> Core:
+        fn = entry.fn
+
+        def around(arguments: t.Any) -> t.Any:
+            try:
+                return _as_result(fn(proceed, arguments))
+            except (KeyboardInterrupt, ToolCancelled):
+                raise
+            except Exception as exc:
+                return self._error(entry, name, exc)
+
+        return around
+
+    @staticmethod
+    def _check_phase(phase: object) -> None:
+        if not isinstance(phase, str) or phase not in _ARITY:
+            raise ValueError(
+                f"Advice phase must be one of {', '.join(repr(p) for p in PHASES)}, got {phase!r}"
+            )
+
+    def __repr__(self) -> str:
+        return f"<Advice names={self.names()!r}>"

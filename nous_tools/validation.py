@@ -1,0 +1,732 @@
+"""Argument validation: full JSON Schema, every violation reported in Nous's words.
+
+>>> validator = ArgumentValidator({
+...     "type": "object",
+...     "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+...     "required": ["name"],
+... })
+>>> validator.validate({"name": "Ada", "age": 36}) is None
+True
+>>> failure = validator.validate({"age": "old"})
+>>> failure.message
+'Missing required fields: name; Type mismatch: age: expected integer, got string'
+>>> failure.original_error
+('missing_required', ['name'])
+>>> check_schema({"type": "objekt"})  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+    ...
+ValueError: Tool option 'parameters' is not a valid JSON Schema: unknown type 'objekt', ...
+
+**jsonschema is the source of truth.** The dialect is the one the schema names in
+``$schema`` (JSON Schema 2020-12 when it names none); ``format`` is an annotation,
+not an assertion, as in jsonschema's default behaviour. Arguments are Python
+values, so any ``Mapping`` counts as a JSON object and a ``tuple`` as an array.
+
+**Speed.** Valid arguments are the common case, so a schema is also compiled once
+with fastjsonschema, which answers "valid?" in about a microsecond. Only when it
+says no does jsonschema walk the arguments to list every violation; when
+jsonschema finds none the arguments are valid. The compiled path is used only
+for schemas on which the two libraries agree (see ``_fast_path_blocker``): a
+schema that uses a keyword fastjsonschema does not implement (``prefixItems``,
+``unevaluatedProperties``, ``dependentRequired``, ...), a ``$ref`` with sibling
+keywords (fastjsonschema follows draft 7 and ignores them), ``$id`` or a
+non-local ``$ref`` is validated by jsonschema alone. fastjsonschema never fetches
+a remote schema here, and never writes defaults into the arguments.
+
+**Wording.** Missing required fields, type mismatches and every other violation
+are listed in that order, each kind once::
+
+    Missing required fields: name, filter.min; Type mismatch: tags[1]: expected
+    string, got integer; Invalid values: age: -1 is less than the minimum of 0
+
+Paths join object keys with ``.`` and show array indices as ``[i]``; the arguments
+themselves are ``(root)``. Long messages are cut to about 200 characters, so a
+megabyte of argument never becomes a megabyte of error.
+"""
+
+from __future__ import annotations
+
+import collections.abc as c
+import copy
+import typing as t
+import urllib.parse
+
+import attrs
+import jsonschema
+import jsonschema.exceptions
+import jsonschema.protocols
+import jsonschema.validators
+
+__all__ = ["ArgumentValidator", "ValidationFailure", "check_schema", "compile_validator"]
+
+#: Longest text kept from one jsonschema message (or one path) in a failure message.
+_MAX_TEXT = 200
+#: Most violations of one kind spelt out in a failure message; ``original_error``
+#: keeps them all.
+_MAX_LISTED = 50
+
+_TOO_DEEP = "arguments nested too deeply to validate"
+
+_JSON_TYPES = ("array", "boolean", "integer", "null", "number", "object", "string")
+
+#: Keywords that never change whether an instance is valid (in any draft, with
+#: ``format`` not asserted). They may sit beside ``$ref`` on the compiled path.
+_ANNOTATIONS = frozenset(
+    {
+        "$comment",
+        "$defs",
+        "$schema",
+        "$vocabulary",
+        "contentEncoding",
+        "contentMediaType",
+        "contentSchema",
+        "default",
+        "definitions",
+        "deprecated",
+        "description",
+        "examples",
+        "format",
+        "readOnly",
+        "title",
+        "writeOnly",
+    }
+)
+
+#: 2019-09/2020-12 keywords that fastjsonschema (a draft 7 engine) does not apply:
+#: it would accept what jsonschema rejects, so such schemas skip the compiled path.
+_NEWER_KEYWORDS = frozenset(
+    {
+        "$anchor",
+        "$dynamicAnchor",
+        "$dynamicRef",
+        "$recursiveAnchor",
+        "$recursiveRef",
+        "additionalItems",
+        "dependentRequired",
+        "dependentSchemas",
+        "maxContains",
+        "minContains",
+        "prefixItems",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+    }
+)
+
+_ONE_SUBSCHEMA = (
+    "additionalItems",
+    "additionalProperties",
+    "contains",
+    "contentSchema",
+    "else",
+    "if",
+    "not",
+    "propertyNames",
+    "then",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+)
+_LIST_OF_SUBSCHEMAS = ("allOf", "anyOf", "oneOf", "prefixItems")
+_MAP_OF_SUBSCHEMAS = (
+    "$defs",
+    "definitions",
+    "dependencies",
+    "dependentSchemas",
+    "patternProperties",
+    "properties",
+)
+
+#: Keywords of a schema that accepts every mapping (``{"type": "object",
+#: "properties": {}}`` and the like); see ``_accepts_every_mapping``.
+_TRIVIAL_OBJECT_KEYWORDS = _ANNOTATIONS | {
+    "additionalProperties",
+    "patternProperties",
+    "properties",
+    "required",
+    "type",
+}
+
+
+# -- schemas ------------------------------------------------------------------
+
+
+def check_schema(schema: object) -> None:
+    """Raise unless ``schema`` is a valid JSON Schema for its metaschema.
+
+    The metaschema is the one named by ``$schema`` (2020-12 when none is named).
+    A ``$ref`` to a JSON pointer inside the schema that points nowhere is refused
+    too, since no arguments could ever be validated against it.
+
+    Raises ``TypeError`` when ``schema`` is not a mapping and ``ValueError``
+    otherwise; both messages name the tool option ``parameters``, e.g.
+    ``Tool option 'parameters' is not a valid JSON Schema: 5 is not of type
+    'object' (at path properties)``.
+    """
+    _checked_copy(schema)
+
+
+def _invalid_schema(reason: str, where: c.Sequence[object] = ()) -> ValueError:
+    return ValueError(
+        f"Tool option 'parameters' is not a valid JSON Schema: {_shorten(reason)}"
+        f" (at path {_shorten(_format_path(where))})"
+    )
+
+
+def _checked_copy(schema: object) -> dict[str, t.Any]:
+    """``schema`` as plain dicts and lists, checked as :func:`check_schema` says."""
+    if not isinstance(schema, c.Mapping):
+        raise TypeError(
+            f"Tool option 'parameters' must be a JSON Schema mapping, got {type(schema).__name__}"
+        )
+    try:
+        plain = t.cast("dict[str, t.Any]", _plain(schema))
+        cls = _validator_class(plain)
+        cls.check_schema(plain)
+    except jsonschema.exceptions.SchemaError as exc:
+        raise _invalid_schema(_schema_error_reason(exc), tuple(exc.path)) from None
+    except RecursionError:
+        raise _invalid_schema("the schema is nested too deeply") from None
+    except Exception as exc:  # e.g. an unhashable "$schema" value
+        raise _invalid_schema(f"{type(exc).__name__}: {exc}") from None
+    walk = _walk(plain, modern=_is_modern(cls))
+    if walk.unresolved and not walk.has_id:
+        ref, where = walk.unresolved[0]
+        raise _invalid_schema(f"$ref {ref!r} points to nothing in the schema", where)
+    return plain
+
+
+def _schema_error_reason(exc: jsonschema.exceptions.SchemaError) -> str:
+    path = tuple(exc.path)
+    if exc.validator == "anyOf" and path and path[-1] == "type" and isinstance(exc.instance, str):
+        return f"unknown type {exc.instance!r}, expected one of {', '.join(_JSON_TYPES)}"
+    return exc.message
+
+
+def _plain(value: object) -> object:
+    """A deep copy of ``value`` with every mapping a dict and every tuple a list."""
+    if isinstance(value, c.Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value
+
+
+def _validator_class(schema: c.Mapping[str, t.Any]) -> type[jsonschema.protocols.Validator]:
+    return jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+
+
+def _is_modern(cls: type[jsonschema.protocols.Validator]) -> bool:
+    return cls in (jsonschema.Draft201909Validator, jsonschema.Draft202012Validator)
+
+
+def _is_object(checker: object, instance: object) -> bool:
+    return isinstance(instance, c.Mapping)
+
+
+def _is_array(checker: object, instance: object) -> bool:
+    return isinstance(instance, (list, tuple))
+
+
+#: ``jsonschema.validators.extend`` (untyped in its stubs), typed for ``mypy --strict``.
+_extend: c.Callable[..., type[jsonschema.protocols.Validator]] = jsonschema.validators.extend
+
+_PYTHON_AWARE: dict[type[t.Any], type[jsonschema.protocols.Validator]] = {}
+
+
+def _python_aware(
+    cls: type[jsonschema.protocols.Validator],
+) -> type[jsonschema.protocols.Validator]:
+    """``cls`` with any Mapping an object and any tuple an array (made once per draft)."""
+    extended = _PYTHON_AWARE.get(cls)
+    if extended is None:
+        checker = cls.TYPE_CHECKER.redefine_many({"object": _is_object, "array": _is_array})
+        extended = _extend(cls, type_checker=checker)
+        _PYTHON_AWARE[cls] = extended
+    return extended
+
+
+# -- the walk over a schema ---------------------------------------------------
+
+
+@attrs.define
+class _Walk:
+    """What a walk over a schema's subschemas found."""
+
+    blockers: list[str] = attrs.Factory(list)
+    unresolved: list[tuple[str, tuple[object, ...]]] = attrs.Factory(list)
+    has_id: bool = False
+
+
+def _walk(root: dict[str, t.Any], *, modern: bool) -> _Walk:
+    """Visit every subschema of ``root`` (following local ``$ref`` pointers) and
+    note what keeps the compiled path from agreeing with jsonschema, and which
+    pointers lead nowhere."""
+    found = _Walk()
+    seen: set[int] = set()
+    stack: list[tuple[object, tuple[object, ...]]] = [(root, ())]
+    while stack:
+        node, where = stack.pop()
+        if not isinstance(node, dict) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node.get("$id"), str) or isinstance(node.get("id"), str):
+            found.has_id = True
+            found.blockers.append("$id changes the base URI")
+        if modern:
+            newer = sorted(_NEWER_KEYWORDS.intersection(node))
+            if newer:
+                found.blockers.append(f"{newer[0]} is not implemented by fastjsonschema")
+            if isinstance(node.get("items"), list):
+                found.blockers.append("items as a list")
+        for keyword in ("enum", "const"):
+            if keyword in node and _has_ref_key(node[keyword]):
+                found.blockers.append(f"a $ref key inside {keyword}")
+        ref = node.get("$ref")
+        if ref is not None:
+            target = _follow_ref(root, ref, node, where, found, modern=modern)
+            if target is not None:
+                stack.append((target, where))
+        for keyword in _ONE_SUBSCHEMA:
+            if keyword in node:
+                stack.append((node[keyword], (*where, keyword)))
+        items = node.get("items")
+        if isinstance(items, list):
+            stack.extend((item, (*where, "items", i)) for i, item in enumerate(items))
+        elif items is not None:
+            stack.append((items, (*where, "items")))
+        for keyword in _LIST_OF_SUBSCHEMAS:
+            group = node.get(keyword)
+            if isinstance(group, list):
+                stack.extend((item, (*where, keyword, i)) for i, item in enumerate(group))
+        for keyword in _MAP_OF_SUBSCHEMAS:
+            group = node.get(keyword)
+            if isinstance(group, dict):
+                stack.extend((item, (*where, keyword, key)) for key, item in group.items())
+    return found
+
+
+def _follow_ref(
+    root: dict[str, t.Any],
+    ref: object,
+    node: dict[str, t.Any],
+    where: tuple[object, ...],
+    found: _Walk,
+    *,
+    modern: bool,
+) -> object | None:
+    """The subschema a local JSON-pointer ``$ref`` names, or None (noting why)."""
+    if not isinstance(ref, str) or not ref.startswith("#"):
+        found.blockers.append("a $ref outside the schema")
+        return None
+    if modern and not _ANNOTATIONS.issuperset(node.keys() - {"$ref"}):
+        found.blockers.append("keywords beside $ref")
+    fragment = urllib.parse.unquote(ref[1:])
+    if fragment and not fragment.startswith("/"):
+        found.blockers.append("a $ref to an anchor")
+        return None
+    target: object = root
+    for token in fragment.split("/")[1:]:
+        token = token.replace("~1", "/").replace("~0", "~")
+        if isinstance(target, dict) and token in target:
+            target = target[token]
+        elif isinstance(target, list) and token.isdigit() and int(token) < len(target):
+            target = target[int(token)]
+        else:
+            found.blockers.append("an unresolvable $ref")
+            found.unresolved.append((ref, (*where, "$ref")))
+            return None
+    return target
+
+
+def _has_ref_key(value: object) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if "$ref" in item:
+                return True
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def _fast_path_blocker(schema: dict[str, t.Any], cls: type[t.Any]) -> str | None:
+    """Why fastjsonschema could accept arguments jsonschema rejects, or None.
+
+    fastjsonschema picks its draft from ``$schema`` by substring (draft 2019-09
+    rules when none is named, i.e. draft 7 plus formats); jsonschema picks it by
+    exact URI. The two must name the same draft, and the schema must not use what
+    the draft 7 engine does not implement.
+    """
+    declared = schema.get("$schema", "")
+    if not isinstance(declared, str):
+        return "a $schema that is not a string"
+    older = {
+        jsonschema.Draft4Validator: "draft-04",
+        jsonschema.Draft6Validator: "draft-06",
+        jsonschema.Draft7Validator: "draft-07",
+    }
+    marks = [mark for mark in older.values() if mark in declared]
+    if _is_modern(cls):
+        if marks:
+            return f"$schema {declared!r} means different drafts to the two libraries"
+    elif cls not in older or marks != [older[cls]]:
+        return f"$schema {declared!r} is not a draft fastjsonschema implements"
+    blockers = _walk(schema, modern=_is_modern(cls)).blockers
+    return blockers[0] if blockers else None
+
+
+def _accepts_every_mapping(schema: c.Mapping[str, t.Any]) -> bool:
+    """True for ``{"type": "object", "properties": {}}`` and its kin: no keyword
+    that could refuse a mapping."""
+    if not _TRIVIAL_OBJECT_KEYWORDS.issuperset(schema):
+        return False
+    kind = schema.get("type", "object")
+    return (
+        (kind == "object" or (isinstance(kind, list) and "object" in kind))
+        and schema.get("properties", {}) == {}
+        and schema.get("patternProperties", {}) == {}
+        and schema.get("required", []) == []
+        and schema.get("additionalProperties", True) in (True, {})
+    )
+
+
+#: Exact Python classes that certainly have each JSON type (subclasses, ``1.0`` as
+#: an integer and the like are left to the slower paths, which know better).
+_EXACT_TYPES: dict[str, frozenset[type[t.Any]]] = {
+    "array": frozenset({list}),
+    "boolean": frozenset({bool}),
+    "integer": frozenset({int}),
+    "null": frozenset({type(None)}),
+    "number": frozenset({int, float}),
+    "object": frozenset({dict}),
+    "string": frozenset({str}),
+}
+_FLAT_ROOT_KEYWORDS = _ANNOTATIONS | {"additionalProperties", "properties", "required", "type"}
+_FLAT_FIELD_KEYWORDS = _ANNOTATIONS | {"const", "enum", "type"}
+_ABSENT = object()
+
+_Field = tuple[str, bool, "frozenset[type[t.Any]] | None", "frozenset[str | None] | None"]
+
+
+class _Reject(Exception):
+    """The flat check's "not sure these are valid": the caller asks jsonschema."""
+
+
+def _flat_field(name: object, schema: object, required: bool) -> _Field | None:
+    if not isinstance(name, str):
+        return None
+    if schema is True or schema == {}:
+        return (name, required, None, None)
+    if not isinstance(schema, dict) or not _FLAT_FIELD_KEYWORDS.issuperset(schema):
+        return None
+    types: frozenset[type[t.Any]] | None = None
+    if "type" in schema:
+        names = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+        if not all(isinstance(kind, str) and kind in _EXACT_TYPES for kind in names):
+            return None
+        types = frozenset().union(*(_EXACT_TYPES[kind] for kind in names))
+    choices: frozenset[str | None] | None = None
+    for keyword, values in (("enum", schema.get("enum")), ("const", [schema.get("const")])):
+        if keyword not in schema:
+            continue
+        # Only strings and null: Python's == would make True equal 1 (JSON's does not).
+        if not isinstance(values, list) or not all(v is None or isinstance(v, str) for v in values):
+            return None
+        kept = frozenset(t.cast("list[str | None]", values))
+        choices = kept if choices is None else choices & kept
+    return (name, required, types, choices)
+
+
+def _compile_flat(schema: dict[str, t.Any]) -> c.Callable[[t.Any], object] | None:
+    """A check for the commonest tool schema: one object of scalar fields, each
+    with at most ``type``, ``enum`` and ``const`` (any draft). It accepts only what
+    jsonschema accepts and raises ``_Reject`` for anything it is not sure of.
+    None when ``schema`` is not of that shape."""
+    if not _FLAT_ROOT_KEYWORDS.issuperset(schema) or schema.get("type", "object") != "object":
+        return None
+    properties = schema.get("properties", {})
+    required = schema.get("required", [])
+    closed = schema.get("additionalProperties", True)
+    if not isinstance(properties, dict) or not isinstance(required, list):
+        return None
+    if closed not in (True, False, {}) or not all(isinstance(n, str) for n in required):
+        return None
+    fields = [_flat_field(name, sub, name in required) for name, sub in properties.items()]
+    if any(field is None for field in fields):
+        return None
+    known = tuple(t.cast("list[_Field]", fields))
+    extra = tuple(name for name in dict.fromkeys(required) if name not in properties)
+    if closed is False and extra:
+        return None  # a required name no property allows: leave it to jsonschema
+    only_known = closed is False
+
+    def check_flat(arguments: t.Any) -> None:
+        if type(arguments) is not dict:
+            raise _Reject
+        present = 0
+        for name, needed, types, choices in known:
+            value = arguments.get(name, _ABSENT)
+            if value is _ABSENT:
+                if needed:
+                    raise _Reject
+                continue
+            present += 1
+            if types is not None and type(value) not in types:
+                raise _Reject
+            if choices is not None and value not in choices:
+                raise _Reject
+        for name in extra:
+            if name not in arguments:
+                raise _Reject
+        if only_known and len(arguments) != present:
+            raise _Reject
+
+    return check_flat
+
+
+def _refuse_remote(uri: str) -> t.NoReturn:
+    raise ValueError(f"remote $ref {uri!r} is not fetched")
+
+
+class _NoRemoteRefs(c.Mapping[str, c.Callable[[str], t.Any]]):
+    """fastjsonschema's ``handlers``: every URI scheme refuses (never ``urlopen``)."""
+
+    def __getitem__(self, scheme: str) -> c.Callable[[str], t.Any]:
+        return _refuse_remote
+
+    def __iter__(self) -> c.Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+def _compile_fast(schema: dict[str, t.Any]) -> c.Callable[[t.Any], object] | None:
+    try:
+        import fastjsonschema
+
+        return t.cast(
+            "c.Callable[[t.Any], object]",
+            fastjsonschema.compile(
+                # fastjsonschema rewrites "$ref" values in place: give it its own copy.
+                copy.deepcopy(schema),
+                handlers=_NoRemoteRefs(),
+                use_default=False,  # never write defaults into the arguments
+                use_formats=False,  # "format" is an annotation, as in jsonschema
+                detailed_exceptions=False,
+            ),
+        )
+    except Exception:  # anything it cannot compile is left to jsonschema
+        return None
+
+
+def _require_mapping(arguments: object) -> None:
+    if type(arguments) is not dict and not isinstance(arguments, c.Mapping):
+        raise TypeError("not a mapping")
+
+
+# -- validation -----------------------------------------------------------------
+
+
+@attrs.frozen
+class ValidationFailure:
+    """Everything wrong with a set of arguments.
+
+    ``message`` is what follows ``"Invalid arguments for 'NAME': "`` (the executor
+    adds that prefix). ``original_error`` is the first kind of violation present,
+    in the order ``("missing_required", [name, ...])``, ``("type_mismatch",
+    [(path, expected, actual), ...])``, ``("invalid", [(path, message), ...])``;
+    it lists every violation of that kind, even when ``message`` is shortened.
+    """
+
+    message: str
+    original_error: tuple[str, list[t.Any]]
+
+
+class ArgumentValidator:
+    """A JSON Schema compiled once; :meth:`validate` checks tool arguments against it.
+
+    The schema is checked (see :func:`check_schema`) and copied, so changing the
+    mapping afterwards does not change what is enforced. Instances are immutable
+    and safe to share between threads.
+    """
+
+    __slots__ = ("_fast", "_full")
+
+    def __init__(self, schema: c.Mapping[str, t.Any]) -> None:
+        plain = _checked_copy(schema)
+        cls = _validator_class(plain)
+        self._full: jsonschema.protocols.Validator = _python_aware(cls)(plain)
+        self._fast: c.Callable[[t.Any], object] | None
+        if _accepts_every_mapping(plain):
+            self._fast = _require_mapping
+        elif (flat := _compile_flat(plain)) is not None:
+            self._fast = flat
+        elif _fast_path_blocker(plain, cls) is None:
+            self._fast = _compile_fast(plain)
+        else:
+            self._fast = None
+
+    def validate(self, arguments: c.Mapping[str, t.Any]) -> ValidationFailure | None:
+        """None when ``arguments`` satisfy the schema, else every violation.
+
+        Never raises for any value of ``arguments`` and never changes it.
+        Arguments nested too deeply for the interpreter's recursion limit give
+        ``("invalid", [("(root)", "arguments nested too deeply to validate")])``.
+        """
+        fast = self._fast
+        if fast is not None:
+            try:
+                fast(arguments)
+            except RecursionError:
+                return _failure_at_root(_TOO_DEEP)
+            except Exception:
+                return self._explain(arguments)
+            return None
+        return self._explain(arguments)
+
+    def _explain(self, arguments: t.Any) -> ValidationFailure | None:
+        """The slow path: jsonschema lists every violation (or finds none)."""
+        try:
+            errors = list(self._full.iter_errors(arguments))
+            if not errors:
+                return None
+            return _describe(arguments, errors)
+        except RecursionError:
+            return _failure_at_root(_TOO_DEEP)
+        except Exception as exc:  # e.g. a $ref jsonschema cannot resolve
+            return _failure_at_root(
+                _shorten(f"arguments could not be validated: {type(exc).__name__}: {exc}")
+            )
+
+
+def compile_validator(schema: c.Mapping[str, t.Any]) -> ArgumentValidator:
+    """Compile ``schema`` once: the same as ``ArgumentValidator(schema)``."""
+    return ArgumentValidator(schema)
+
+
+# -- wording --------------------------------------------------------------------
+
+
+def _failure_at_root(text: str) -> ValidationFailure:
+    return ValidationFailure(f"Invalid values: (root): {text}", ("invalid", [("(root)", text)]))
+
+
+def _shorten(text: str, limit: int = _MAX_TEXT) -> str:
+    """``text`` cut in the middle to at most ``limit`` characters: jsonschema puts
+    the (possibly huge) value first and what is wrong with it last."""
+    if len(text) <= limit:
+        return text
+    tail = (limit - 3) // 3
+    return text[: limit - 3 - tail] + "..." + text[len(text) - tail :]
+
+
+def _json_type(value: object) -> str:
+    """The JSON type name of a Python value (its class name when it has none)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    if isinstance(value, c.Mapping):
+        return "object"
+    return type(value).__name__
+
+
+def _format_path(parts: c.Iterable[object], root: object = None) -> str:
+    """``filter.min``, ``tags[1]``, ``items[0].id``; ``(root)`` for no parts.
+
+    With ``root`` (the instance the path runs through), a part is an index
+    exactly when its container is a list, so an integer key of a mapping
+    still reads as a key.
+    """
+    text = ""
+    node: object = root
+    for part in parts:
+        if node is None:
+            index = isinstance(part, int) and not isinstance(part, bool)
+        else:
+            index = isinstance(node, (list, tuple))
+            try:
+                node = node[part]  # type: ignore[index]
+            except Exception:
+                node = None
+        if index:
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else str(part)
+    return text or "(root)"
+
+
+def _sort_key(path: c.Sequence[object]) -> tuple[tuple[int, int, str], ...]:
+    return tuple(
+        (0, part, "") if isinstance(part, int) and not isinstance(part, bool) else (1, 0, str(part))
+        for part in path
+    )
+
+
+def _listed(entries: list[str]) -> str:
+    shown = ", ".join(entries[:_MAX_LISTED])
+    if len(entries) > _MAX_LISTED:
+        shown += f", ... and {len(entries) - _MAX_LISTED} more"
+    return shown
+
+
+def _describe(
+    arguments: object, errors: list[jsonschema.exceptions.ValidationError]
+) -> ValidationFailure:
+    missing: list[str] = []
+    mismatches: list[tuple[str, str, str]] = []
+    invalid: list[tuple[str, str]] = []
+    seen: set[object] = set()  # a violation can be found once per failing subschema
+    for error in sorted(errors, key=lambda e: _sort_key(e.absolute_path)):
+        path = tuple(error.absolute_path)
+        required = error.validator_value
+        if error.validator == "required" and isinstance(required, list):
+            # One error per missing name; name them all, once, in schema order.
+            instance = error.instance
+            where = _format_path(path, arguments)
+            for name in required:
+                if isinstance(instance, c.Mapping) and name not in instance:
+                    full = _shorten(str(name) if not path else f"{where}.{name}")
+                    if ("m", full) not in seen:
+                        seen.add(("m", full))
+                        missing.append(full)
+        elif error.validator == "type":
+            expected = error.validator_value
+            if isinstance(expected, list):
+                expected = " or ".join(str(kind) for kind in expected)
+            mismatch = (
+                _shorten(_format_path(path, arguments)),
+                str(expected),
+                _json_type(error.instance),
+            )
+            if mismatch not in seen:
+                seen.add(mismatch)
+                mismatches.append(mismatch)
+        else:
+            violation = (_shorten(_format_path(path, arguments)), _shorten(error.message))
+            if violation not in seen:
+                seen.add(violation)
+                invalid.append(violation)
+    parts: list[str] = []
+    kinds: list[tuple[str, list[t.Any]]] = []
+    if missing:
+        parts.append("Missing required fields: " + _listed(missing))
+        kinds.append(("missing_required", missing))
+    if mismatches:
+        entries = [f"{p}: expected {e}, got {a}" for p, e, a in mismatches]
+        parts.append("Type mismatch: " + _listed(entries))
+        kinds.append(("type_mismatch", mismatches))
+    if invalid:
+        parts.append("Invalid values: " + _listed([f"{p}: {m}" for p, m in invalid]))
+        kinds.append(("invalid", invalid))
+    return ValidationFailure("; ".join(parts), kinds[0])
