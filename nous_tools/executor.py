@@ -35,7 +35,7 @@ import tenacity
 from . import _isolation
 from . import signals as _signals
 from ._clock import monotonic
-from ._pool import RAISED, RETURNED, SATURATED, TIMED_OUT, WorkerPool
+from ._pool import RAISED, RETURNED, SATURATED, TIMED_OUT, WorkerPool, in_worker
 from .approval import check_approval
 from .errors import ExecutorSaturated, ExecutorShutdown, ToolCancelled, ToolError, ToolTimeout
 from .results import Err, Ok, Result
@@ -457,8 +457,12 @@ class ToolExecutor:
                 value = tool.function(*call_args, **arguments)
             except Exception as exc:
                 kind, value = RAISED, exc
-            except (KeyboardInterrupt, ToolCancelled):
-                raise  # the user's Ctrl-C, or a cancelled outer worker: not ours to keep
+            except KeyboardInterrupt:
+                raise  # the user's Ctrl-C: not ours to keep
+            except ToolCancelled as exc:
+                if in_worker():
+                    raise  # a cancelled outer worker: not ours to keep
+                kind, value = RAISED, exc  # raised by the tool itself, outside any worker
             except BaseException as exc:
                 kind, value = RAISED, exc
             else:

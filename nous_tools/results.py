@@ -109,7 +109,7 @@ def _canonical(name: str, arguments: object) -> bytes:
             separators=(",", ":"),
             default=repr,
         )
-    except (TypeError, ValueError) as exc:  # mixed key types, a reference cycle
+    except (TypeError, ValueError, RecursionError) as exc:  # mixed keys, a cycle, too deep
         raise ValueError(f"the arguments of tool '{name}' cannot be fingerprinted: {exc}") from exc
     return text.encode("utf-8")
 

@@ -78,13 +78,14 @@ def send(
 ) -> None:
     """Send ``signal`` to each receiver, isolating receivers that raise.
 
-    A receiver's exception is logged (with its traceback, at warning level) and
-    the remaining receivers still run. ``KeyboardInterrupt`` still propagates.
+    A receiver's exception (also ``SystemExit`` and ``GeneratorExit``) is logged
+    (with its traceback, at warning level) and the remaining receivers still run.
+    ``KeyboardInterrupt`` and ``ToolCancelled`` still propagate.
     """
     for receiver in signal.receivers_for(sender):
         try:
             receiver(sender, measurements=measurements, metadata=metadata)
-        except Exception:
+        except (Exception, SystemExit, GeneratorExit):
             _log.warning(
                 "Signal receiver %r for %s raised; ignored",
                 receiver,
