@@ -307,14 +307,12 @@ class SandboxPolicy:
             raise SandboxViolation(
                 f"Sandbox ({self.mode}) cannot resolve path {raw!r}: {exc}"
             ) from exc
-        # os.path.realpath gives up on a symlink loop and returns the rest of the path
-        # unresolved (possibly with ".." in it); refuse rather than judge that lexically.
-        looped = os.path.normpath(resolved) != resolved
-        if not looped:
-            try:
-                os.stat(resolved)
-            except OSError as exc:
-                looped = exc.errno == errno.ELOOP
+        # On a symlink loop os.path.realpath stops resolving: depending on the Python
+        # version it returns the rest unresolved (".." and all) or folds the ".."
+        # lexically, where the OS would fail with ELOOP. Ask the OS about the path as
+        # given and about the result (``missing/../loop`` reaches the loop only once
+        # folded), so a loop is refused the same way everywhere.
+        looped = os.path.normpath(resolved) != resolved or _loops(joined) or _loops(resolved)
         if looped:
             raise SandboxViolation(
                 f"Sandbox ({self.mode}) refuses path {raw!r}: it runs into a symlink loop"
@@ -394,6 +392,15 @@ def _check_keys(settings: c.Mapping[t.Any, t.Any], what: str) -> None:
             f"Unknown sandbox {what}(s) {names}; valid keys are "
             f"{', '.join(repr(k) for k in sorted(_KEYS))}"
         )
+
+
+def _loops(path: str) -> bool:
+    """True if the OS cannot reach ``path`` because of a symlink loop."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
 
 
 def _describe(path: StrPath, resolved: pathlib.Path) -> str:
