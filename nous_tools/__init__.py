@@ -33,6 +33,7 @@ from .results import ApprovalRequest, Edit, Err, NeedsApproval, Ok, Result
 from .run_context import RunContext
 from .sandbox import SandboxPolicy
 from .tool import Tool, tool
+from .tool_calls import ToolCallResults, execute_tool_calls, format_tool_result
 from .usage import Usage
 
 __version__ = "0.1.0.dev0"
@@ -54,6 +55,7 @@ __all__ = [
     "SandboxViolation",
     "Tool",
     "ToolCall",
+    "ToolCallResults",
     "ToolCancelled",
     "ToolDenied",
     "ToolError",
@@ -66,6 +68,8 @@ __all__ = [
     "default_executor",
     "execute",
     "execute_many",
+    "execute_tool_calls",
+    "format_tool_result",
     "signals",
     "tool",
 ]

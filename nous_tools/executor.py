@@ -23,6 +23,7 @@ caller's own thread propagates (it is the user's Ctrl-C).
 from __future__ import annotations
 
 import collections.abc as c
+import contextvars
 import logging
 import threading
 import time
@@ -270,6 +271,10 @@ class ToolExecutor:
                 tool, arguments, call_id = t.cast(tuple[Tool, t.Any, "str | None"], jobs[i])
                 try:
                     results[i] = runner(tool, arguments, ctx, call_id)
+                except (KeyboardInterrupt, ToolCancelled):
+                    if not in_worker():
+                        raise  # the user's Ctrl-C in the caller's own lane
+                    results[i] = Err(ToolError("the call was interrupted", tool_name=tool.name))
                 except BaseException as exc:
                     results[i] = Err(
                         ToolError(
@@ -286,7 +291,8 @@ class ToolExecutor:
             futures = [self._pool.submit_unbounded(drain) for _ in range(lanes - 1)]
         except RuntimeError:
             futures = []
-        drain()
+        # The caller's lane runs in a copy of its context, like every other lane.
+        contextvars.copy_context().run(drain)
         for future in futures:
             future.result()
         return results
@@ -363,17 +369,17 @@ class ToolExecutor:
         total = tool.retries + 1
         if _log.isEnabledFor(logging.DEBUG):
             began = time.perf_counter()
-            outcome = self._attempt(tool, arguments, ctx, 1, total)
+            outcome = self._attempt(tool, arguments, ctx, 1, total, call_id)
             if type(outcome) is Ok:
                 elapsed_ms = (time.perf_counter() - began) * 1000
                 _log.debug("Tool '%s' completed in %.1f ms", tool.name, elapsed_ms)
         else:
-            outcome = self._attempt(tool, arguments, ctx, 1, total)
+            outcome = self._attempt(tool, arguments, ctx, 1, total, call_id)
         if type(outcome) is not _Failure:
             return t.cast(Result, outcome)
         if total == 1:
             return self._final_failure(tool, outcome, total)
-        return self._retry(tool, arguments, ctx, outcome, total)
+        return self._retry(tool, arguments, ctx, outcome, total, call_id)
 
     def _retry(
         self,
@@ -382,6 +388,7 @@ class ToolExecutor:
         ctx: RunContext[t.Any],
         first: _Failure,
         total: int,
+        call_id: str | None = None,
     ) -> Result:
         """Attempts 2..total, driven by tenacity (entered only after a first failure)."""
         retrying = tenacity.Retrying(
@@ -396,7 +403,7 @@ class ToolExecutor:
                     number = attempt.retry_state.attempt_number
                     if number == 1:
                         raise _Retry(first)
-                    outcome = self._attempt(tool, arguments, ctx, number, total)
+                    outcome = self._attempt(tool, arguments, ctx, number, total, call_id)
                     if type(outcome) is _Failure:
                         raise _Retry(outcome)
                     if type(outcome) is Ok:
@@ -427,22 +434,26 @@ class ToolExecutor:
         ctx: RunContext[t.Any],
         attempt: int,
         total: int,
+        call_id: str | None = None,
     ) -> Result | _Failure:
         """One attempt: its signals, the call (inline or in a worker), its outcome."""
         emit = bool(_start.receivers or _stop.receivers or _exception.receivers)
         if emit:
             if _start.receivers:
+                start_metadata: dict[str, t.Any] = {
+                    "tool_name": tool.name,
+                    "tool_module": tool.module,
+                    "attempt": attempt,
+                    "max_retries": total,
+                    "has_timeout": tool.timeout is not None,
+                }
+                if call_id is not None:  # the model's tool-call id (for tracing)
+                    start_metadata["call_id"] = call_id
                 _send(
                     _start,
                     tool,
                     {"system_time": time.time_ns(), "monotonic_time": time.monotonic_ns()},
-                    {
-                        "tool_name": tool.name,
-                        "tool_module": tool.module,
-                        "attempt": attempt,
-                        "max_retries": total,
-                        "has_timeout": tool.timeout is not None,
-                    },
+                    start_metadata,
                 )
             began = time.perf_counter_ns()
         timeout = tool.timeout

@@ -1,0 +1,11 @@
+"""Integrations with other libraries, each an optional extra.
+
+- :mod:`nous_tools.contrib.opentelemetry`: one span per tool call
+  (``pip install 'nous-tools[otel]'``).
+
+Nothing here is imported by ``nous_tools`` itself; import the module you use.
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []

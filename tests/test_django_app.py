@@ -1,0 +1,203 @@
+"""examples/django_app.py, driven through Django's test client under plain pytest
+(settings configured by the example module, no database): the same flow as the
+Flask example, tampering refused, and per-request context in concurrent requests."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import pathlib
+import sys
+import threading
+import typing as t
+
+import pytest
+
+pytest.importorskip("django")
+
+import django
+from django.test import Client
+
+from nous_tools import Registry, Tool, ToolExecutor
+
+EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
+sys.path.insert(0, str(EXAMPLES))
+django_app = importlib.import_module("django_app")  # configures the settings
+sys.path.remove(str(EXAMPLES))
+django.setup()
+
+SECRET = "test-secret"
+WAIT = 5.0
+
+
+class Deleted:
+    """The ``ask`` tool: records what it deleted."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+
+    def __call__(self, path: str) -> str:
+        self.paths.append(path)
+        return f"deleted {path}"
+
+
+@pytest.fixture
+def deleted() -> Deleted:
+    return Deleted()
+
+
+@pytest.fixture
+def registry(executor: ToolExecutor, deleted: Deleted) -> t.Iterator[Registry]:
+    def get_weather(city: str) -> dict[str, t.Any]:
+        return {"city": city, "temp_c": 21, "request_id": django_app.request_id.get()}
+
+    registry = Registry(
+        [
+            Tool.from_function(get_weather, timeout=WAIT),
+            Tool.from_function(deleted, name="delete_file", timeout=WAIT, approval="ask"),
+        ],
+        executor=executor,
+    )
+    django_app.configure(registry, secret=SECRET)
+    yield registry
+    django_app.configure()
+
+
+@pytest.fixture
+def client(registry: Registry) -> Client:
+    return Client()
+
+
+def call(call_id: str, name: str, arguments: dict[str, t.Any]) -> dict[str, t.Any]:
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)},
+    }
+
+
+WEATHER = call("call_w", "get_weather", {"city": "Paris"})
+DELETE = call("call_d", "delete_file", {"path": "/tmp/x"})
+
+
+def post(client: Client, url: str, body: t.Any, request_id: str = "r-1") -> t.Any:
+    return client.post(
+        url,
+        data=json.dumps(body),
+        content_type="application/json",
+        headers={"X-Request-Id": request_id},
+    )
+
+
+def post_calls(client: Client, *calls: dict[str, t.Any], request_id: str = "r-1") -> t.Any:
+    return post(client, "/tool-calls", {"tool_calls": list(calls)}, request_id)
+
+
+def pending_of(client: Client) -> dict[str, t.Any]:
+    response = post_calls(client, WEATHER, DELETE)
+    assert response.status_code == 202
+    (pending,) = response.json()["pending"]
+    return t.cast(dict[str, t.Any], pending)
+
+
+def test_tool_calls_are_executed_and_answered_with_tool_messages(client: Client) -> None:
+    response = post_calls(client, WEATHER)
+    assert response.status_code == 200
+    weather = json.dumps({"city": "Paris", "temp_c": 21, "request_id": "r-1"})
+    assert response.json() == {
+        "messages": [{"role": "tool", "tool_call_id": "call_w", "content": weather}]
+    }
+
+
+def test_an_ask_tool_pauses_with_202(client: Client, deleted: Deleted) -> None:
+    response = post_calls(client, WEATHER, DELETE)
+    assert response.status_code == 202
+    body = response.json()
+    assert [m["tool_call_id"] for m in body["messages"]] == ["call_w"]
+    (pending,) = body["pending"]
+    assert (pending["tool"], pending["arguments"], pending["tool_call_id"]) == (
+        "delete_file",
+        {"path": "/tmp/x"},
+        "call_d",
+    )
+    assert deleted.paths == []
+
+
+def test_approving_runs_the_call_once(client: Client, deleted: Deleted) -> None:
+    pending = pending_of(client)
+    url = f"/approvals/{pending['id']}"
+    response = post(client, url, {"decision": "approve", "approval": pending})
+    assert response.status_code == 200
+    assert response.json() == {
+        "messages": [{"role": "tool", "tool_call_id": "call_d", "content": "deleted /tmp/x"}]
+    }
+    assert post(client, url, {"decision": "approve", "approval": pending}).status_code == 404
+    assert deleted.paths == ["/tmp/x"]
+
+
+def test_rejecting_answers_with_a_rejection_message(client: Client, deleted: Deleted) -> None:
+    pending = pending_of(client)
+    response = post(client, f"/approvals/{pending['id']}", {"decision": "reject"})
+    assert response.status_code == 200
+    assert response.json()["messages"][0]["content"] == (
+        "Error: tool 'delete_file' was rejected by a person and did not run"
+    )
+    assert deleted.paths == []
+
+
+def test_tampered_arguments_are_refused(client: Client, deleted: Deleted) -> None:
+    pending = pending_of(client)
+    url = f"/approvals/{pending['id']}"
+    tampered = {**pending, "arguments": {"path": "/etc/passwd"}}
+    response = post(client, url, {"decision": "approve", "approval": tampered})
+    assert response.status_code == 400
+    assert "arguments no longer match the fingerprint" in response.json()["error"]
+    assert deleted.paths == []
+    assert post(client, url, {"decision": "approve", "approval": pending}).status_code == 200
+    assert deleted.paths == ["/tmp/x"]
+
+
+def test_a_forged_id_is_404(client: Client, deleted: Deleted) -> None:
+    pending = pending_of(client)
+    forged = {**pending, "id": "f" * 32}
+    response = post(client, f"/approvals/{'f' * 32}", {"decision": "approve", "approval": forged})
+    assert response.status_code == 404
+    assert deleted.paths == []
+
+
+def test_only_post_is_allowed(client: Client) -> None:
+    assert client.get("/tool-calls").status_code == 405
+
+
+@pytest.mark.parametrize("body", ["not json", {"tool_calls": {"id": "x"}}])
+def test_a_malformed_tool_call_request_is_400(client: Client, body: t.Any) -> None:
+    data = body if isinstance(body, str) else json.dumps(body)
+    response = client.post("/tool-calls", data=data, content_type="application/json")
+    assert response.status_code == 400
+
+
+def test_concurrent_requests_keep_their_own_request_ids(registry: Registry) -> None:
+    barrier = threading.Barrier(2, timeout=WAIT)
+
+    def whoami() -> str:
+        barrier.wait()  # both requests are inside the tool at once
+        return django_app.request_id.get()
+
+    registry.register(Tool.from_function(whoami, timeout=WAIT * 2))
+    bodies: dict[str, t.Any] = {}
+
+    def run(request_id: str) -> None:
+        response = post_calls(
+            Client(), call(f"c_{request_id}", "whoami", {}), request_id=request_id
+        )
+        bodies[request_id] = response.json()
+
+    threads = [threading.Thread(target=run, args=(rid,)) for rid in ("req-a", "req-b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT * 3)
+    assert bodies == {
+        rid: {"messages": [{"role": "tool", "tool_call_id": f"c_{rid}", "content": rid}]}
+        for rid in ("req-a", "req-b")
+    }
