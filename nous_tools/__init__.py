@@ -13,6 +13,8 @@ Ok(value='HI', update=None)
 
 from __future__ import annotations
 
+import logging
+
 from . import signals
 from .advice import Advice
 from .approval import check_approval
@@ -37,6 +39,10 @@ from .tool_calls import ToolCallResults, execute_tool_calls, format_tool_result
 from .usage import Usage
 
 __version__ = "0.1.0.dev0"
+
+# A library adds no handler of its own, but a NullHandler keeps Python's
+# last-resort handler from printing our warnings where logging is not set up.
+logging.getLogger("nous_tools").addHandler(logging.NullHandler())
 
 __all__ = [
     "Advice",

@@ -45,8 +45,15 @@ DepsT = t.TypeVar("DepsT")
 #: ``"approve"``, ``"reject"`` or an :class:`Edit`.
 ApprovalHandler = c.Callable[["ApprovalRequest"], "t.Literal['approve', 'reject'] | Edit | object"]
 
-#: A shared, never-set event for contexts that are not inside a timed attempt.
-_NEVER_CANCELLED = threading.Event()
+class _NeverCancelled(threading.Event):
+    """The ``cancelled`` of contexts outside a timed attempt: shared, so it can
+    never be set (a tool calling ``set()`` on it must not cancel everyone)."""
+
+    def set(self) -> None:
+        return None
+
+
+_NEVER_CANCELLED = _NeverCancelled()
 
 
 def _check_retry(instance: object, attribute: attrs.Attribute[int], value: int) -> None:

@@ -1,0 +1,838 @@
+"""The ``nous-tools`` command line (also ``python -m nous_tools``).
+
+Three commands:
+
+* ``nous-tools run MODULE:ATTR [--args JSON|@FILE|-] [--timeout S] [--retries N]
+  [--approve prompt|yes|no] [--json] [--trace]`` imports a :class:`~nous_tools.Tool`
+  (or a plain function, made a tool with :meth:`Tool.from_function`), runs it
+  through a :class:`~nous_tools.ToolExecutor` and prints its value;
+* ``nous-tools list MODULE [--openai]`` lists the tools a module defines;
+* ``nous-tools demo`` runs the built-in demo toolbox.
+
+Exit status: 0 when the tool returned ``Ok``, 1 on ``Err`` (one line on stderr
+naming the tool and the cause), 2 on usage errors (a module that cannot be
+imported, a missing attribute, bad JSON, an unknown option), 130 on Ctrl-C.
+
+The library never imports this module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections.abc as c
+import contextlib
+import importlib
+import json
+import logging
+import math
+import os
+import shutil
+import sys
+import threading
+import time
+import types
+import typing as t
+
+import attrs
+
+from . import signals
+from .errors import ToolError
+from .executor import ToolExecutor
+from .results import ApprovalRequest, Edit, Ok, Result
+from .run_context import RunContext
+from .tool import Tool
+
+__all__ = ["main"]
+
+EXIT_OK = 0
+EXIT_ERR = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+#: How long an attempt runs before the live line appears, and how often it refreshes.
+LIVE_DELAY = 0.5
+LIVE_INTERVAL = 0.25
+
+_PROG = "nous-tools"
+
+
+class UsageError(Exception):
+    """A mistake in the command line itself: reported on one line, exit status 2."""
+
+
+# -- stderr -----------------------------------------------------------------------
+
+
+def _isatty(stream: t.IO[str] | None) -> bool:
+    try:
+        return stream is not None and stream.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _one_line(text: str) -> str:
+    """``text`` with its line breaks folded into spaces."""
+    return " ".join(part.strip() for part in text.strip().splitlines() if part.strip())
+
+
+def _safe_str(value: object) -> str:
+    try:
+        return str(value)
+    except Exception:
+        return f"<{type(value).__name__} whose str() raised>"
+
+
+def _safe_repr(value: object) -> str:
+    try:
+        return repr(value)
+    except Exception:
+        return f"<{type(value).__name__} whose repr() raised>"
+
+
+class _Console:
+    """stderr, shared by trace lines, log records and the live line.
+
+    Whole lines first erase the live line (if one is shown); the live line is
+    redrawn in place with ``\\r`` on its next refresh.
+    """
+
+    def __init__(self, stream: t.TextIO) -> None:
+        self.stream = stream
+        self._lock = threading.Lock()
+        self._shown = 0  # width of the live line currently on screen
+
+    def line(self, text: str) -> None:
+        with self._lock:
+            self._erase()
+            self._write(text + "\n")
+
+    def show(self, text: str) -> None:
+        with self._lock:
+            width = max(20, shutil.get_terminal_size().columns - 1)
+            text = text[:width]
+            self._write("\r" + text + " " * max(0, self._shown - len(text)))
+            self._shown = max(len(text), self._shown)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._erase()
+
+    def _erase(self) -> None:
+        if self._shown:
+            self._write("\r" + " " * self._shown + "\r")
+            self._shown = 0
+
+    def _write(self, text: str) -> None:
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except UnicodeEncodeError:
+            encoding = getattr(self.stream, "encoding", None) or "ascii"
+            self.stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
+            self.stream.flush()
+        except (OSError, ValueError):  # stderr closed: nothing more to say
+            pass
+
+
+class _ConsoleHandler(logging.Handler):
+    """Log records of the library, as lines on the console (``--verbose``)."""
+
+    def __init__(self, console: _Console) -> None:
+        super().__init__()
+        self.console = console
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.console.line(self.format(record))
+        except Exception:
+            self.handleError(record)
+
+
+@contextlib.contextmanager
+def _library_logging(verbosity: int, console: _Console) -> c.Iterator[None]:
+    """Route the ``nous_tools`` logger for the length of a command.
+
+    Without ``-v`` its records are dropped: the command reports failures itself,
+    in one line, and Python's last-resort handler would otherwise print the
+    library's warnings and errors too. ``-v`` shows INFO and up, ``-vv`` DEBUG.
+    """
+    logger = logging.getLogger("nous_tools")
+    handler: logging.Handler
+    if verbosity:
+        handler = _ConsoleHandler(console)
+        handler.setFormatter(logging.Formatter("[log] %(levelname)s %(message)s"))
+    else:
+        handler = logging.NullHandler()
+    saved = (logger.propagate, logger.level)
+    logger.addHandler(handler)
+    logger.propagate = False
+    if verbosity:
+        logger.setLevel(logging.DEBUG if verbosity > 1 else logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate, level = saved
+        logger.setLevel(level)
+
+
+# -- formatting -------------------------------------------------------------------
+
+
+def _seconds(value: float) -> str:
+    """``0.2`` → ``"0.2"``, ``30.0`` → ``"30"``."""
+    return f"{value:g}"
+
+
+def _duration(nanoseconds: object) -> str:
+    if not isinstance(nanoseconds, (int, float)):
+        return "?"
+    ms = nanoseconds / 1e6
+    return f"{ms:.1f} ms" if ms < 1000 else f"{ms / 1000:.2f} s"
+
+
+def _json_type(value: object) -> str:
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return "a number"
+    return names.get(type(value), type(value).__name__)
+
+
+def _dumps(value: object, *, indent: int | None = None, ascii_only: bool = True) -> str:
+    """Strict JSON (no NaN); values JSON cannot hold inside it are written as their repr."""
+    return json.dumps(
+        value, default=_safe_repr, allow_nan=False, indent=indent, ensure_ascii=ascii_only
+    )
+
+
+_JSON_NATIVE = (dict, list, tuple, int, float, bool, type(None))
+
+
+def _render_value(value: object) -> str:
+    """What ``run`` prints for an ``Ok``: a string as is, other values as JSON, and
+    a value JSON cannot hold (at the top, or one that fails as a whole) as its repr."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, _JSON_NATIVE):
+        try:
+            return _dumps(value, indent=2, ascii_only=False)
+        except (TypeError, ValueError, RecursionError):
+            pass
+    return _safe_repr(value)
+
+
+def _json_payload(payload: dict[str, t.Any]) -> str:
+    """The one JSON object of ``--json``; a value that fails as a whole becomes its repr."""
+    try:
+        return _dumps(payload)
+    except (TypeError, ValueError, RecursionError):
+        if "value" in payload:
+            return _dumps({**payload, "value": _safe_repr(payload["value"])})
+        raise
+
+
+def _write_stdout(text: str) -> None:
+    stream = sys.stdout
+    try:
+        stream.write(text + "\n")
+    except UnicodeEncodeError:
+        encoding = getattr(stream, "encoding", None) or "ascii"
+        stream.write((text + "\n").encode(encoding, "backslashreplace").decode(encoding))
+    stream.flush()
+
+
+# -- importing tools --------------------------------------------------------------
+
+
+def _ensure_cwd_on_path() -> None:
+    """Make modules in the current directory importable, as ``python -m`` does
+    (the ``nous-tools`` console script starts with its own directory on the path)."""
+    cwd = os.getcwd()
+    if "" not in sys.path and cwd not in sys.path:
+        sys.path.insert(0, cwd)
+
+
+def _import_module(name: str) -> types.ModuleType:
+    if not name:
+        raise UsageError("expected a module name, got an empty string")
+    if name.endswith(".py") or os.sep in name:
+        raise UsageError(
+            f"expected a module name such as 'package.module', not a file path: {name!r}"
+        )
+    _ensure_cwd_on_path()
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or name
+        if name == missing or name.startswith(missing + "."):
+            raise UsageError(f"cannot import module '{name}': no module named '{missing}'") from exc
+        raise UsageError(
+            f"cannot import module '{name}': ModuleNotFoundError: {_one_line(_safe_str(exc))}"
+        ) from exc
+    except (Exception, SystemExit) as exc:
+        raise UsageError(
+            f"cannot import module '{name}': {type(exc).__name__}: {_one_line(_safe_str(exc))}"
+        ) from exc
+
+
+def _load_tool(target: str) -> Tool:
+    """The tool that ``MODULE:ATTR`` names (``ATTR`` may be dotted)."""
+    module_name, sep, attribute = target.partition(":")
+    if not sep or not module_name or not attribute:
+        raise UsageError(f"expected MODULE:ATTR (such as 'mytools:search'), got {target!r}")
+    value: object = _import_module(module_name)
+    where = module_name
+    for part in attribute.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            raise UsageError(f"'{where}' has no attribute '{part}'") from None
+        except Exception as exc:
+            raise UsageError(
+                f"cannot read '{where}.{part}': {type(exc).__name__}: {_one_line(_safe_str(exc))}"
+            ) from exc
+        where = f"{where}.{part}" if where != module_name else f"{module_name}:{part}"
+    if isinstance(value, Tool):
+        return value
+    if not callable(value):
+        raise UsageError(
+            f"'{target}' is a value of type {type(value).__name__}, not a Tool or a function"
+        )
+    try:
+        return Tool.from_function(value)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"cannot make a tool of '{target}': {_one_line(_safe_str(exc))}") from exc
+
+
+def _with_overrides(tool: Tool, timeout: float | None, retries: int | None) -> Tool:
+    changes: dict[str, t.Any] = {}
+    if timeout is not None:
+        changes["timeout"] = timeout
+    if retries is not None:
+        changes["retries"] = retries
+    if not changes:
+        return tool
+    try:
+        return attrs.evolve(tool, **changes)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(_one_line(_safe_str(exc))) from exc
+
+
+def _module_tools(module: types.ModuleType) -> list[Tool]:
+    """The :class:`Tool` instances among a module's attributes, each once, sorted by name."""
+    seen: set[int] = set()
+    found: list[Tool] = []
+    for value in vars(module).values():
+        if isinstance(value, Tool) and id(value) not in seen:
+            seen.add(id(value))
+            found.append(value)
+    return sorted(found, key=lambda tool: tool.name)
+
+
+# -- arguments --------------------------------------------------------------------
+
+
+def _parse_json_object(text: str, what: str) -> dict[str, t.Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(
+            f"{what} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+        ) from None
+    if not isinstance(value, dict):
+        raise UsageError(f"{what} must be a JSON object, got {_json_type(value)}")
+    return value
+
+
+def _read_arguments(spec: str | None) -> dict[str, t.Any]:
+    """``--args``: inline JSON, ``@file.json``, or ``-`` for stdin; none means ``{}``."""
+    if spec is None:
+        return {}
+    if spec == "-":
+        if sys.stdin is None:
+            raise UsageError("--args -: there is no stdin to read from")
+        return _parse_json_object(sys.stdin.read(), "--args (from stdin)")
+    if spec.startswith("@"):
+        path = spec[1:]
+        if not path:
+            raise UsageError("--args @FILE: the file name is missing")
+        try:
+            with open(path, encoding="utf-8") as file:
+                text = file.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise UsageError(f"cannot read --args file '{path}': {reason}") from None
+        return _parse_json_object(text, f"--args (file '{path}')")
+    return _parse_json_object(spec, "--args")
+
+
+# -- approval on a terminal -------------------------------------------------------
+
+
+class _Approver:
+    """The approval handler of ``run``: ``--approve yes``, ``no`` or ``prompt``.
+
+    ``mode`` None means "not asked, and no terminal to ask on": the call is
+    rejected with a message that says how to approve it. ``refusal`` is the cause
+    the command reports when this handler rejected the call.
+    """
+
+    def __init__(self, mode: str | None) -> None:
+        self.mode = mode
+        self.refusal: str | None = None
+
+    def __call__(self, request: ApprovalRequest) -> str | Edit:
+        name = request.name
+        if self.mode == "yes":
+            return "approve"
+        if self.mode == "no":
+            self.refusal = f"Tool '{name}' was rejected (--approve no)"
+            return "reject"
+        if self.mode is None:
+            self.refusal = (
+                f"Tool '{name}' requires approval and stdin is not a terminal; "
+                "pass --approve yes to approve it, or run it on a terminal (--approve prompt)"
+            )
+            return "reject"
+        return self._prompt(request)
+
+    def _prompt(self, request: ApprovalRequest) -> str | Edit:
+        with _terminal() as io:
+            if io is None:
+                self.refusal = (
+                    f"Tool '{request.name}' requires approval, but there is no terminal "
+                    "to ask on; pass --approve yes to approve it"
+                )
+                return "reject"
+            reader, writer = io
+            return self._ask(request, reader, writer)
+
+    def _ask(self, request: ApprovalRequest, reader: t.TextIO, writer: t.TextIO) -> str | Edit:
+        def say(text: str) -> None:
+            writer.write(text)
+            writer.flush()
+
+        say(
+            f"{_PROG}: tool '{request.name}' needs approval\n"
+            f"  arguments: {_dumps(dict(request.arguments), ascii_only=False)}\n"
+        )
+        while True:
+            say("approve / reject / edit [a/r/e]? ")
+            answer = reader.readline()
+            if not answer:
+                say("\n")
+                self.refusal = f"Tool '{request.name}' was not approved (no answer)"
+                return "reject"
+            choice = answer.strip().lower()
+            if choice in ("a", "approve", "y", "yes"):
+                return "approve"
+            if choice in ("r", "reject", "n", "no"):
+                self.refusal = f"Tool '{request.name}' was rejected at the prompt"
+                return "reject"
+            if choice in ("e", "edit"):
+                edited = self._edit(reader, say)
+                if edited is not None:
+                    return edited
+                continue
+            say("  please answer a (approve), r (reject) or e (edit)\n")
+
+    @staticmethod
+    def _edit(reader: t.TextIO, say: c.Callable[[str], None]) -> Edit | None:
+        """Read new arguments (one line of JSON); None (back to the question) on an empty line."""
+        while True:
+            say("new arguments (a JSON object on one line; empty to go back): ")
+            line = reader.readline()
+            if not line.strip():
+                if not line:
+                    say("\n")
+                return None
+            try:
+                return Edit(_parse_json_object(line.rstrip("\r\n"), "the new arguments"))
+            except UsageError as exc:
+                say(f"  {exc}\n")
+
+
+@contextlib.contextmanager
+def _terminal() -> c.Iterator[tuple[t.TextIO, t.TextIO] | None]:
+    """A terminal to prompt on: stdin/stderr when they are terminals, else ``/dev/tty``."""
+    reader: t.TextIO | None = sys.stdin if _isatty(sys.stdin) else None
+    writer: t.TextIO | None = sys.stderr if _isatty(sys.stderr) else None
+    opened: list[t.TextIO] = []
+    try:
+        if reader is None or writer is None:
+            try:
+                if reader is None:
+                    reader = open("/dev/tty", encoding="utf-8")  # noqa: SIM115
+                    opened.append(reader)
+                if writer is None:
+                    writer = open("/dev/tty", "w", encoding="utf-8")  # noqa: SIM115
+                    opened.append(writer)
+            except OSError:
+                yield None
+                return
+        yield reader, writer
+    finally:
+        for stream in opened:
+            stream.close()
+
+
+# -- signals: --trace and the live line -------------------------------------------
+
+Receiver = c.Callable[..., None]
+
+
+def _trace_receivers(console: _Console) -> list[tuple[t.Any, Receiver]]:
+    """One readable stderr line per signal, from scrubbed metadata only (type names,
+    never raw exception messages or stack traces)."""
+
+    def on_start(sender: object, *, measurements: t.Any, metadata: t.Any) -> None:
+        meta = signals.scrub(metadata)
+        timeout = getattr(sender, "timeout", None)
+        deadline = f"timeout {_seconds(timeout)} s" if timeout else "no timeout"
+        console.line(
+            f"[trace] start {meta.get('tool_name')} attempt "
+            f"{meta.get('attempt')}/{meta.get('max_retries')} ({deadline})"
+        )
+
+    def on_stop(sender: object, *, measurements: t.Any, metadata: t.Any) -> None:
+        meta = signals.scrub(metadata)
+        console.line(
+            f"[trace] stop {meta.get('tool_name')} attempt {meta.get('attempt')} "
+            f"in {_duration(measurements.get('duration'))}"
+        )
+
+    def on_exception(sender: object, *, measurements: t.Any, metadata: t.Any) -> None:
+        meta = signals.scrub(metadata)
+        retry = "will retry" if meta.get("will_retry") else "not retried"
+        console.line(
+            f"[trace] exception {meta.get('tool_name')} attempt {meta.get('attempt')}: "
+            f"{meta.get('kind')}, {retry}"
+        )
+
+    def on_timeout(sender: object, *, measurements: t.Any, metadata: t.Any) -> None:
+        meta = signals.scrub(metadata)
+        timeout = measurements.get("timeout")
+        shown = _seconds(timeout) if isinstance(timeout, (int, float)) else "?"
+        console.line(f"[trace] timeout {meta.get('tool_name')} after {shown} s")
+
+    return [
+        (signals.tool_execute_start, on_start),
+        (signals.tool_execute_stop, on_stop),
+        (signals.tool_execute_exception, on_exception),
+        (signals.tool_timeout, on_timeout),
+    ]
+
+
+def _ellipsis(stream: t.TextIO) -> str:
+    """``…`` when ``stream`` can encode it, else ``...``."""
+    try:
+        "\u2026".encode(getattr(stream, "encoding", None) or "ascii")
+    except (UnicodeEncodeError, LookupError):
+        return "..."
+    return "\u2026"
+
+
+class _LiveLine:
+    """``search_web … 3.2 s / 30 s`` on stderr while an attempt runs past ``delay``.
+
+    A daemon thread redraws it every ``interval`` seconds; the ``start`` signal
+    begins an attempt, ``stop`` and ``exception`` end it (and erase the line).
+    """
+
+    def __init__(
+        self, console: _Console, delay: float = LIVE_DELAY, interval: float = LIVE_INTERVAL
+    ) -> None:
+        self._console = console
+        self._delay = delay
+        self._interval = interval
+        self._cond = threading.Condition()
+        self._attempt: tuple[str, float | None, int, int, float] | None = None
+        self._closed = False
+        self._ellipsis = _ellipsis(console.stream)
+        self._thread = threading.Thread(target=self._run, name="nous-tools-live", daemon=True)
+        self._thread.start()
+
+    def receivers(self) -> list[tuple[t.Any, Receiver]]:
+        def on_start(sender: object, *, measurements: t.Any, metadata: t.Any) -> None:
+            timeout = getattr(sender, "timeout", None)
+            with self._cond:
+                self._attempt = (
+                    str(metadata.get("tool_name")),
+                    timeout if isinstance(timeout, (int, float)) else None,
+                    int(metadata.get("attempt") or 1),
+                    int(metadata.get("max_retries") or 1),
+                    time.monotonic(),
+                )
+                self._cond.notify_all()
+
+        def on_end(sender: object, *, measurements: t.Any, metadata: t.Any) -> None:
+            with self._cond:
+                self._attempt = None
+                self._console.clear()
+                self._cond.notify_all()
+
+        return [
+            (signals.tool_execute_start, on_start),
+            (signals.tool_execute_stop, on_end),
+            (signals.tool_execute_exception, on_end),
+        ]
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._attempt = None
+            self._console.clear()
+            self._cond.notify_all()
+        self._thread.join(1.0)
+
+    def _text(
+        self, name: str, timeout: float | None, attempt: int, total: int, elapsed: float
+    ) -> str:
+        label = name if total == 1 or attempt == 1 else f"{name} (attempt {attempt}/{total})"
+        limit = f" / {_seconds(timeout)} s" if timeout else ""
+        return f"{label} {self._ellipsis} {elapsed:.1f} s{limit}"
+
+    def _run(self) -> None:
+        with self._cond:
+            while not self._closed:
+                current = self._attempt
+                if current is None:
+                    self._cond.wait()
+                    continue
+                name, timeout, attempt, total, began = current
+                elapsed = time.monotonic() - began
+                if elapsed < self._delay:
+                    self._cond.wait(self._delay - elapsed)
+                    continue
+                self._console.show(self._text(name, timeout, attempt, total, elapsed))
+                self._cond.wait(self._interval)
+
+
+# -- commands ---------------------------------------------------------------------
+
+
+def _error_fields(reason: object, tool: Tool, refusal: str | None) -> dict[str, t.Any]:
+    """``type``, ``message``, ``tool`` and ``attempt`` of an ``Err``'s reason."""
+    if refusal is not None:
+        message = refusal
+    elif isinstance(reason, ToolError):
+        message = reason.message
+    else:
+        message = _safe_str(reason)
+    attempt = getattr(reason, "attempt", None)
+    return {
+        "type": type(reason).__name__,
+        "message": _one_line(message) or type(reason).__name__,
+        "tool": tool.name,
+        "attempt": attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else None,
+    }
+
+
+def _report(result: Result, tool: Tool, approver: _Approver, as_json: bool) -> int:
+    if isinstance(result, Ok):
+        if as_json:
+            _write_stdout(_json_payload({"ok": True, "value": result.value}))
+        else:
+            _write_stdout(_render_value(result.value))
+        return EXIT_OK
+    error = _error_fields(result.reason, tool, approver.refusal)
+    if as_json:
+        _write_stdout(_json_payload({"ok": False, "error": error}))
+    else:
+        print(f"{_PROG}: tool '{tool.name}' failed: {error['message']}", file=sys.stderr)
+    return EXIT_ERR
+
+
+def _command_run(options: argparse.Namespace, console: _Console) -> int:
+    tool = _with_overrides(_load_tool(options.target), options.timeout, options.retries)
+    arguments = _read_arguments(options.args)
+    mode = options.approve
+    if mode is None and _isatty(sys.stdin):
+        mode = "prompt"
+    approver = _Approver(mode)
+    ctx = RunContext.new(approval_handler=approver)
+
+    live = _LiveLine(console) if _isatty(sys.stderr) and not options.json else None
+    connected: list[tuple[t.Any, Receiver]] = []
+    if options.trace:
+        connected += _trace_receivers(console)
+    if live is not None:
+        connected += live.receivers()
+    for signal, receiver in connected:
+        signal.connect(receiver, weak=False)
+    try:
+        with ToolExecutor() as executor:
+            result = executor.execute(tool, arguments, ctx)
+    finally:
+        for signal, receiver in connected:
+            signal.disconnect(receiver)
+        if live is not None:
+            live.close()
+    return _report(result, tool, approver, options.json)
+
+
+def _timeout_label(tool: Tool) -> str:
+    return f"{_seconds(tool.timeout)} s" if tool.timeout else "none"
+
+
+def _command_list(options: argparse.Namespace) -> int:
+    name: str = options.module
+    if ":" in name:
+        raise UsageError(f"list takes a MODULE, not MODULE:ATTR: {name!r}")
+    tools = _module_tools(_import_module(name))
+    if options.openai:
+        _write_stdout(_dumps([tool.to_openai_schema() for tool in tools], indent=2))
+        return EXIT_OK
+    if not tools:
+        print(f"{_PROG}: module '{name}' defines no tools", file=sys.stderr)
+        return EXIT_OK
+    rows = [("NAME", "APPROVAL", "TIMEOUT", "RETRIES", "DESCRIPTION")]
+    for tool in tools:
+        lines = tool.description.strip().splitlines()
+        rows.append(
+            (
+                tool.name,
+                tool.approval,
+                _timeout_label(tool),
+                str(tool.retries),
+                lines[0] if lines else "",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True)]
+        _write_stdout("  ".join([*cells, row[-1]]).rstrip())
+    return EXIT_OK
+
+
+def _command_demo(options: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(_write_stdout)
+
+
+# -- the parser -------------------------------------------------------------------
+
+
+def _seconds_option(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if math.isnan(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 seconds (0: no deadline), got {text}")
+    return value
+
+
+def _retries_option(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="show the library's log on stderr (-v: info, -vv: debug)",
+    )
+    parser = argparse.ArgumentParser(
+        prog=_PROG,
+        description="Run the tools an LLM agent calls: approval, validation, deadlines, retries.",
+        epilog="exit status: 0 ok, 1 the tool failed, 2 usage error, 130 interrupted",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = commands.add_parser(
+        "run",
+        parents=[common],
+        help="run one tool and print its value",
+        description="Import MODULE:ATTR (a Tool, or a function made a Tool) and run it once.",
+    )
+    run.add_argument("target", metavar="MODULE:ATTR", help="where the tool is, e.g. mytools:search")
+    run.add_argument(
+        "--args",
+        metavar="JSON|@FILE|-",
+        help="the arguments: a JSON object, @file.json, or - for stdin (default: {})",
+    )
+    run.add_argument(
+        "--timeout", type=_seconds_option, metavar="S", help="override the tool's timeout (0: none)"
+    )
+    run.add_argument(
+        "--retries", type=_retries_option, metavar="N", help="override the tool's extra attempts"
+    )
+    run.add_argument(
+        "--approve",
+        choices=("prompt", "yes", "no"),
+        help="for an 'ask' tool: ask on the terminal, approve, or reject "
+        "(default: prompt when stdin is a terminal, else reject)",
+    )
+    run.add_argument(
+        "--json",
+        action="store_true",
+        help='print one JSON object: {"ok": ..., "value"|"error": ...}',
+    )
+    run.add_argument("--trace", action="store_true", help="print each signal on stderr")
+
+    listing = commands.add_parser(
+        "list",
+        parents=[common],
+        help="list the tools a module defines",
+        description="List the Tool instances among MODULE's attributes, sorted by name.",
+    )
+    listing.add_argument("module", metavar="MODULE")
+    listing.add_argument(
+        "--openai", action="store_true", help="print their OpenAI schemas as a JSON array"
+    )
+
+    commands.add_parser(
+        "demo",
+        parents=[common],
+        help="run the built-in demo toolbox and print a report",
+        description="Run a small built-in toolbox end to end and report each case.",
+    )
+    return parser
+
+
+def main(argv: c.Sequence[str] | None = None) -> int:
+    """Entry point of ``nous-tools``; returns the exit status.
+
+    argparse itself exits with status 2 on an unknown option or a bad value.
+    """
+    parser = _build_parser()
+    options = parser.parse_args(argv)
+    if options.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    console = _Console(sys.stderr)
+    try:
+        with _library_logging(options.verbose, console):
+            if options.command == "run":
+                return _command_run(options, console)
+            if options.command == "list":
+                return _command_list(options)
+            return _command_demo(options)
+    except UsageError as exc:
+        console.line(f"{_PROG}: error: {exc}")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        console.line(f"{_PROG}: interrupted")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader of stdout went away (``| head``): stop quietly.
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_ERR
