@@ -45,6 +45,7 @@ DepsT = t.TypeVar("DepsT")
 #: ``"approve"``, ``"reject"`` or an :class:`Edit`.
 ApprovalHandler = c.Callable[["ApprovalRequest"], "t.Literal['approve', 'reject'] | Edit | object"]
 
+
 class _NeverCancelled(threading.Event):
     """The ``cancelled`` of contexts outside a timed attempt: shared, so it can
     never be set (a tool calling ``set()`` on it must not cancel everyone)."""

@@ -22,16 +22,20 @@ ValueError: Tool option 'parameters' is not a valid JSON Schema: unknown type 'o
 not an assertion, as in jsonschema's default behaviour. Arguments are Python
 values, so any ``Mapping`` counts as a JSON object and a ``tuple`` as an array.
 
-**Speed.** Valid arguments are the common case, so a schema is also compiled once
-with fastjsonschema, which answers "valid?" in about a microsecond. Only when it
-says no does jsonschema walk the arguments to list every violation; when
-jsonschema finds none the arguments are valid. The compiled path is used only
-for schemas on which the two libraries agree (see ``_fast_path_blocker``): a
-schema that uses a keyword fastjsonschema does not implement (``prefixItems``,
-``unevaluatedProperties``, ``dependentRequired``, ...), a ``$ref`` with sibling
-keywords (fastjsonschema follows draft 7 and ignores them), ``$id`` or a
-non-local ``$ref`` is validated by jsonschema alone. fastjsonschema never fetches
-a remote schema here, and never writes defaults into the arguments.
+**Speed.** Valid arguments are the common case, so each schema also gets, once, a
+quick check that can only say "valid" or "not sure": for a flat object of scalar
+fields (``type``/``enum``/``const`` only, the commonest tool schema) a few dict
+lookups; otherwise the function fastjsonschema compiles. "Not sure" sends the
+arguments to jsonschema, which lists every violation, or finds none and the
+arguments are valid after all. The quick check must never accept what jsonschema
+rejects, so fastjsonschema is not used (see ``_fast_path_blocker``) for a schema
+with a keyword it does not implement (``prefixItems``, ``unevaluatedProperties``,
+``dependentRequired``, ...), a ``$ref`` with sibling keywords (fastjsonschema
+follows draft 7 and ignores them), ``$id``, a non-local ``$ref``, ``multipleOf``
+(the two divide differently), or ``not``/``oneOf``/``if`` (where a check that is
+stricter inside becomes looser outside). Such schemas are validated by jsonschema
+alone. fastjsonschema never fetches a remote schema here, and never writes
+defaults into the arguments.
 
 **Wording.** Missing required fields, type mismatches and every other violation
 are listed in that order, each kind once::
@@ -48,6 +52,7 @@ from __future__ import annotations
 
 import collections.abc as c
 import copy
+import json
 import typing as t
 import urllib.parse
 
@@ -108,6 +113,34 @@ _NEWER_KEYWORDS = frozenset(
         "minContains",
         "prefixItems",
         "unevaluatedItems",
+        "unevaluatedProperties",
+    }
+)
+
+#: Keywords whose outcome does not grow with their subschemas' (``not`` flips it,
+#: ``oneOf`` wants exactly one, ``if`` picks a branch). fastjsonschema is in places
+#: stricter than jsonschema (``$`` as end of string, a bool against ``minimum`` in
+#: draft 4, only ``dict`` as an object, ...), which is harmless under ``allOf``,
+#: ``anyOf``, ``properties`` and the like (a stricter answer only sends the call to
+#: jsonschema) but would turn into a looser answer under these.
+_NON_MONOTONE = ("if", "not", "oneOf")
+
+#: Keywords that apply to objects only. fastjsonschema counts only a ``dict`` as an
+#: object, jsonschema here any ``Mapping``: where they appear without ``type``, the
+#: compiled copy gets ``"type": "object"`` so a non-dict mapping is sent to jsonschema
+#: instead of passing unexamined.
+_OBJECT_KEYWORDS = frozenset(
+    {
+        "additionalProperties",
+        "dependencies",
+        "dependentRequired",
+        "dependentSchemas",
+        "maxProperties",
+        "minProperties",
+        "patternProperties",
+        "properties",
+        "propertyNames",
+        "required",
         "unevaluatedProperties",
     }
 )
@@ -179,6 +212,9 @@ def _checked_copy(schema: object) -> dict[str, t.Any]:
         )
     try:
         plain = t.cast("dict[str, t.Any]", _plain(schema))
+        key = _cache_key(plain)
+        if key is not None and key in _KNOWN_GOOD:
+            return plain
         cls = _validator_class(plain)
         cls.check_schema(plain)
     except jsonschema.exceptions.SchemaError as exc:
@@ -191,7 +227,25 @@ def _checked_copy(schema: object) -> dict[str, t.Any]:
     if walk.unresolved and not walk.has_id:
         ref, where = walk.unresolved[0]
         raise _invalid_schema(f"$ref {ref!r} points to nothing in the schema", where)
+    if key is not None:
+        if len(_KNOWN_GOOD) >= 1024:
+            _KNOWN_GOOD.clear()
+        _KNOWN_GOOD.add(key)
     return plain
+
+
+#: Schemas already checked (a metaschema check takes about a millisecond, and a
+#: tool's schema is checked by ``Tool`` and again by its ``ArgumentValidator``).
+_KNOWN_GOOD: set[str] = set()
+
+
+def _cache_key(plain: object) -> str | None:
+    """A text that tells this schema from every other, or None (do not cache)."""
+    try:
+        json.dumps(plain, allow_nan=False)  # JSON values only; repr tells 1 from True
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return repr(plain)
 
 
 def _schema_error_reason(exc: jsonschema.exceptions.SchemaError) -> str:
@@ -256,10 +310,15 @@ class _Walk:
     has_id: bool = False
 
 
-def _walk(root: dict[str, t.Any], *, modern: bool) -> _Walk:
-    """Visit every subschema of ``root`` (following local ``$ref`` pointers) and
-    note what keeps the compiled path from agreeing with jsonschema, and which
-    pointers lead nowhere."""
+def _walk(
+    root: dict[str, t.Any],
+    *,
+    modern: bool,
+    visit: c.Callable[[dict[str, t.Any]], None] | None = None,
+) -> _Walk:
+    """Visit every subschema of ``root`` (following local ``$ref`` pointers, calling
+    ``visit`` on each) and note what keeps the compiled path from agreeing with
+    jsonschema, and which pointers lead nowhere."""
     found = _Walk()
     seen: set[int] = set()
     stack: list[tuple[object, tuple[object, ...]]] = [(root, ())]
@@ -268,6 +327,8 @@ def _walk(root: dict[str, t.Any], *, modern: bool) -> _Walk:
         if not isinstance(node, dict) or id(node) in seen:
             continue
         seen.add(id(node))
+        if visit is not None:
+            visit(node)
         if isinstance(node.get("$id"), str) or isinstance(node.get("id"), str):
             found.has_id = True
             found.blockers.append("$id changes the base URI")
@@ -277,6 +338,11 @@ def _walk(root: dict[str, t.Any], *, modern: bool) -> _Walk:
                 found.blockers.append(f"{newer[0]} is not implemented by fastjsonschema")
             if isinstance(node.get("items"), list):
                 found.blockers.append("items as a list")
+        for keyword in _NON_MONOTONE:
+            if keyword in node:
+                found.blockers.append(f"{keyword} (not monotone)")
+        if "multipleOf" in node:  # fastjsonschema divides in Decimal, jsonschema in float
+            found.blockers.append("multipleOf (the two libraries' arithmetic differs)")
         for keyword in ("enum", "const"):
             if keyword in node and _has_ref_key(node[keyword]):
                 found.blockers.append(f"a $ref key inside {keyword}")
@@ -404,20 +470,26 @@ _EXACT_TYPES: dict[str, frozenset[type[t.Any]]] = {
 }
 _FLAT_ROOT_KEYWORDS = _ANNOTATIONS | {"additionalProperties", "properties", "required", "type"}
 _FLAT_FIELD_KEYWORDS = _ANNOTATIONS | {"const", "enum", "type"}
-_ABSENT = object()
 
-_Field = tuple[str, bool, "frozenset[type[t.Any]] | None", "frozenset[str | None] | None"]
+
+class _Absent:
+    """The class of the marker for a missing field (no argument value has it)."""
+
+
+_ABSENT = _Absent()
+
+_Field = tuple[str, "frozenset[type[t.Any]] | None", "frozenset[str | None] | None"]
 
 
 class _Reject(Exception):
     """The flat check's "not sure these are valid": the caller asks jsonschema."""
 
 
-def _flat_field(name: object, schema: object, required: bool) -> _Field | None:
+def _flat_field(name: object, schema: object) -> _Field | None:
     if not isinstance(name, str):
         return None
     if schema is True or schema == {}:
-        return (name, required, None, None)
+        return (name, None, None)
     if not isinstance(schema, dict) or not _FLAT_FIELD_KEYWORDS.issuperset(schema):
         return None
     types: frozenset[type[t.Any]] | None = None
@@ -435,7 +507,7 @@ def _flat_field(name: object, schema: object, required: bool) -> _Field | None:
             return None
         kept = frozenset(t.cast("list[str | None]", values))
         choices = kept if choices is None else choices & kept
-    return (name, required, types, choices)
+    return (name, types, choices)
 
 
 def _compile_flat(schema: dict[str, t.Any]) -> c.Callable[[t.Any], object] | None:
@@ -452,34 +524,31 @@ def _compile_flat(schema: dict[str, t.Any]) -> c.Callable[[t.Any], object] | Non
         return None
     if closed not in (True, False, {}) or not all(isinstance(n, str) for n in required):
         return None
-    fields = [_flat_field(name, sub, name in required) for name, sub in properties.items()]
+    fields = [_flat_field(name, sub) for name, sub in properties.items()]
     if any(field is None for field in fields):
         return None
-    known = tuple(t.cast("list[_Field]", fields))
-    extra = tuple(name for name in dict.fromkeys(required) if name not in properties)
-    if closed is False and extra:
-        return None  # a required name no property allows: leave it to jsonschema
-    only_known = closed is False
+    known = t.cast("list[_Field]", fields)
+    needed = tuple(dict.fromkeys(required))
+    # The absent marker's class is allowed too, so a missing optional field passes.
+    typed = tuple((name, types | {_Absent}) for name, types, _ in known if types is not None)
+    chosen = tuple((name, choices) for name, _, choices in known if choices is not None)
+    names = frozenset(properties) if closed is False else None
 
     def check_flat(arguments: t.Any) -> None:
         if type(arguments) is not dict:
             raise _Reject
-        present = 0
-        for name, needed, types, choices in known:
-            value = arguments.get(name, _ABSENT)
-            if value is _ABSENT:
-                if needed:
-                    raise _Reject
-                continue
-            present += 1
-            if types is not None and type(value) not in types:
-                raise _Reject
-            if choices is not None and value not in choices:
-                raise _Reject
-        for name in extra:
+        for name in needed:
             if name not in arguments:
                 raise _Reject
-        if only_known and len(arguments) != present:
+        get = arguments.get
+        for name, types in typed:
+            if type(get(name, _ABSENT)) not in types:
+                raise _Reject
+        for name, choices in chosen:
+            value = get(name, _ABSENT)
+            if value is not _ABSENT and value not in choices:
+                raise _Reject
+        if names is not None and not names.issuperset(arguments):
             raise _Reject
 
     return check_flat
@@ -502,19 +571,28 @@ class _NoRemoteRefs(c.Mapping[str, c.Callable[[str], t.Any]]):
         return 0
 
 
-def _compile_fast(schema: dict[str, t.Any]) -> c.Callable[[t.Any], object] | None:
+def _objects_only(node: dict[str, t.Any]) -> None:
+    if "type" not in node and "$ref" not in node and not _OBJECT_KEYWORDS.isdisjoint(node):
+        node["type"] = "object"
+
+
+def _compile_fast(schema: dict[str, t.Any], *, modern: bool) -> c.Callable[[t.Any], object] | None:
+    # fastjsonschema rewrites "$ref" values in place, and the copy gets "type":
+    # "object" where object keywords stand alone (see _OBJECT_KEYWORDS).
+    compiled = copy.deepcopy(schema)
+    _walk(compiled, modern=modern, visit=_objects_only)
     try:
         import fastjsonschema
 
         return t.cast(
             "c.Callable[[t.Any], object]",
             fastjsonschema.compile(
-                # fastjsonschema rewrites "$ref" values in place: give it its own copy.
-                copy.deepcopy(schema),
+                compiled,
                 handlers=_NoRemoteRefs(),
                 use_default=False,  # never write defaults into the arguments
                 use_formats=False,  # "format" is an annotation, as in jsonschema
-                detailed_exceptions=False,
+                # detailed_exceptions=False would be cheaper on failure, but 2.22
+                # cannot compile "const" with it (KeyError 'definition_rule').
             ),
         )
     except Exception:  # anything it cannot compile is left to jsonschema
@@ -564,7 +642,7 @@ class ArgumentValidator:
         elif (flat := _compile_flat(plain)) is not None:
             self._fast = flat
         elif _fast_path_blocker(plain, cls) is None:
-            self._fast = _compile_fast(plain)
+            self._fast = _compile_fast(plain, modern=_is_modern(cls))
         else:
             self._fast = None
 
