@@ -40,6 +40,7 @@ from ._pool import RAISED, RETURNED, SATURATED, TIMED_OUT, WorkerPool, in_worker
 from .approval import check_approval
 from .errors import ExecutorSaturated, ExecutorShutdown, ToolCancelled, ToolError, ToolTimeout
 from .results import Err, Ok, Result
+from .results import ok_fast as _ok
 from .run_context import RunContext
 from .tool import ON_TIMEOUT_MODES, Tool
 
@@ -376,7 +377,7 @@ class ToolExecutor:
         else:
             outcome = self._attempt(tool, arguments, ctx, 1, total, call_id)
         if type(outcome) is not _Failure:
-            return t.cast(Result, outcome)
+            return outcome  # type: ignore[return-value]  # not a _Failure
         if total == 1:
             return self._final_failure(tool, outcome, total)
         return self._retry(tool, arguments, ctx, outcome, total, call_id)
@@ -478,7 +479,7 @@ class ToolExecutor:
                 kind, value = RAISED, exc
             else:
                 if not emit:
-                    return value if type(value) is Ok or type(value) is Err else Ok(value)
+                    return value if type(value) is Ok or type(value) is Err else _ok(value)
                 kind = RETURNED
         else:
             kind, value = self._timed(tool, arguments, ctx, attempt, timeout)

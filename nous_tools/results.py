@@ -74,6 +74,20 @@ class Err:
         raise ToolError(str(self.reason), original_error=self.reason)
 
 
+_new = object.__new__
+# The slots' descriptors: setting through them skips the frozen __setattr__.
+_set_value: t.Callable[[object, object], None] = Ok.__dict__["value"].__set__
+_set_update: t.Callable[[object, object], None] = Ok.__dict__["update"].__set__
+
+
+def ok_fast(value: object) -> Ok[t.Any]:
+    """``Ok(value)`` without attrs' frozen ``__init__`` (the executor's hot path)."""
+    result = _new(Ok)
+    _set_value(result, value)
+    _set_update(result, None)
+    return result
+
+
 Result = t.Union[Ok[t.Any], Err]  # noqa: UP007  (a runtime alias, usable in isinstance)
 
 
