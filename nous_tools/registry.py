@@ -40,7 +40,7 @@ import attrs
 from . import executor as _executor_module
 from .advice import Advice
 from .errors import ToolCancelled, ToolDenied, ToolError, ToolNotFound
-from .executor import ToolCall, ToolExecutor, default_executor
+from .executor import ToolCall, ToolExecutor, _safe_str, default_executor
 from .results import Err, NeedsApproval, Result
 from .run_context import RunContext
 from .tool import Tool
@@ -53,13 +53,6 @@ _log = logging.getLogger("nous_tools")
 RegistryResult = t.Union[Result, NeedsApproval]  # noqa: UP007  (a runtime alias)
 
 _GATED_CONTEXT: RunContext[t.Any] = RunContext(approval_gated=True)
-
-
-def _safe_str(value: object) -> str:
-    try:
-        return str(value)
-    except Exception:
-        return f"<{type(value).__name__} whose str() raised>"
 
 
 def _internal_error(name: object, exc: BaseException) -> Err:
