@@ -48,7 +48,8 @@ _log = logging.getLogger("nous_tools")
 
 #: Sent when an attempt starts. measurements: ``system_time``, ``monotonic_time``;
 #: metadata: ``tool_name``, ``tool_module``, ``attempt``, ``max_retries`` (total
-#: attempts), ``has_timeout``.
+#: attempts), ``has_timeout``, and ``call_id`` (the model's tool-call id) only when
+#: the call has one.
 tool_execute_start = blinker.NamedSignal("nous_tools.tool.execute.start")
 
 #: Sent when an attempt returns (a returned ``Err`` counts as returned).
