@@ -40,7 +40,7 @@ import attrs
 from . import executor as _executor_module
 from .advice import Advice
 from .errors import ToolCancelled, ToolDenied, ToolError, ToolNotFound
-from .executor import ToolCall, ToolExecutor, _safe_str, default_executor
+from .executor import ToolCall, ToolExecutor, _arguments_error, _safe_str, default_executor
 from .results import Err, NeedsApproval, Result
 from .run_context import RunContext
 from .tool import Tool
@@ -70,18 +70,6 @@ def _internal_error(name: object, exc: BaseException) -> Err:
 
 def _not_found(name: object) -> Err:
     return Err(ToolNotFound(name if isinstance(name, str) else repr(name)))
-
-
-def _not_a_mapping(tool: Tool, arguments: object) -> Err:
-    return Err(
-        ToolError(
-            f"Invalid arguments for '{tool.name}': expected a mapping (a JSON object), "
-            f"got {type(arguments).__name__}",
-            tool_name=tool.name,
-            attempt=1,
-            original_error=("invalid", [("(root)", f"not a mapping: {type(arguments).__name__}")]),
-        )
-    )
 
 
 def _gated(ctx: RunContext[t.Any] | None) -> RunContext[t.Any] | None:
@@ -360,9 +348,10 @@ class Registry:
         arguments: c.Mapping[str, t.Any] | None,
         ctx: RunContext[t.Any] | None,
         call_id: str | None,
+        executor: ToolExecutor | None = None,
     ) -> RegistryResult:
         """The registry path for a tool already found: approval level, then advice
-        around the executor call."""
+        around the call on ``executor`` (default: the registry's own)."""
         level = tool.approval
         if level == "deny":
             return Err(ToolDenied(tool.name))
@@ -372,12 +361,13 @@ class Registry:
             if arguments is None:
                 arguments = {}
             elif not isinstance(arguments, c.Mapping):
-                return _not_a_mapping(tool, arguments)
+                return _arguments_error(tool, arguments)
             try:
                 return NeedsApproval(tool, arguments)
             except ValueError as exc:
                 return Err(ToolError(str(exc), tool_name=tool.name, original_error=exc))
-        executor = self.executor
+        if executor is None:
+            executor = self.executor
         return self._advised(executor.execute, tool, arguments, ctx, call_id)
 
     def _advised(

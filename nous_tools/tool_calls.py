@@ -421,31 +421,6 @@ class ToolCallResults:
         ]
 
 
-def _run_on(
-    registry: Registry,
-    executor: ToolExecutor,
-    tool: Tool,
-    arguments: c.Mapping[str, t.Any],
-    ctx: RunContext[t.Any] | None,
-    call_id: str | None,
-) -> CallResult:
-    """The registry path (approval level, then advice around the executor call) on an
-    executor that is not the registry's own."""
-    if tool.approval == "deny":
-        return Err(ToolDenied(tool.name))
-    decided = ctx is not None and (ctx.approval_gated or ctx.approval_handler is not None)
-    if tool.approval == "ask" and not decided:
-        try:
-            return NeedsApproval(tool, arguments)
-        except ValueError as exc:
-            return Err(ToolError(str(exc), tool_name=tool.name, original_error=exc))
-
-    def core(args: c.Mapping[str, t.Any] | None) -> Result:
-        return executor.execute(tool, args, ctx, call_id=call_id)
-
-    return t.cast(CallResult, registry.advice.wrap(tool.name, core)(arguments))
-
-
 def execute_tool_calls(
     registry: Registry,
     tool_calls: c.Iterable[t.Any],
@@ -529,7 +504,7 @@ def execute_tool_calls(
         try:
             if runner is own:
                 return registry.execute(tool.name, call.arguments, run_ctx, call_id=call_id)
-            return _run_on(registry, runner, tool, call.arguments, run_ctx, call_id)
+            return registry._dispatch(tool, call.arguments, run_ctx, call_id, runner)
         finally:
             _current_call.reset(token)
 
