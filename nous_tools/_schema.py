@@ -48,6 +48,7 @@ import typing as t
 
 import attrs
 
+from ._text import JSON_TYPES, json_type
 from .run_context import RunContext
 
 __all__ = ["description_from_docstring", "detect_takes_ctx", "parameters_schema"]
@@ -639,25 +640,7 @@ def _literal_value(value: object) -> t.Any:
 
 
 def _enum_schema(values: list[t.Any]) -> Schema:
-    kinds = {_json_type(value) for value in values}
-    if len(kinds) == 1 and None not in kinds:
+    kinds = {json_type(value) for value in values}
+    if len(kinds) == 1 and kinds <= JSON_TYPES:
         return {"type": kinds.pop(), "enum": values}
     return {"enum": values}
-
-
-def _json_type(value: object) -> str | None:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return None

@@ -36,6 +36,7 @@ import typing as t
 import attrs
 
 from . import signals
+from ._text import safe_str as _safe_str
 from .errors import ToolError
 from .executor import ToolExecutor
 from .results import ApprovalRequest, Edit, Ok, Result
@@ -73,13 +74,6 @@ def _isatty(stream: t.IO[str] | None) -> bool:
 def _one_line(text: str) -> str:
     """``text`` with its line breaks folded into spaces."""
     return " ".join(part.strip() for part in text.strip().splitlines() if part.strip())
-
-
-def _safe_str(value: object) -> str:
-    try:
-        return str(value)
-    except Exception:
-        return f"<{type(value).__name__} whose str() raised>"
 
 
 def _safe_repr(value: object) -> str:

@@ -37,6 +37,7 @@ from . import _isolation
 from . import signals as _signals
 from ._clock import monotonic
 from ._pool import RAISED, RETURNED, SATURATED, TIMED_OUT, WorkerPool, in_worker
+from ._text import safe_str as _safe_str
 from .approval import check_approval
 from .errors import ExecutorSaturated, ExecutorShutdown, ToolCancelled, ToolError, ToolTimeout
 from .results import Err, Ok, Result
@@ -81,13 +82,6 @@ class _Retry(Exception):
 
     def __init__(self, failure: _Failure) -> None:
         self.failure = failure
-
-
-def _safe_str(value: object) -> str:
-    try:
-        return str(value)
-    except Exception:
-        return f"<{type(value).__name__} whose str() raised>"
 
 
 def _arguments_error(tool: Tool, arguments: object) -> Err:

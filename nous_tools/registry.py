@@ -38,9 +38,10 @@ import typing as t
 import attrs
 
 from . import executor as _executor_module
+from ._text import safe_str as _safe_str
 from .advice import Advice
 from .errors import ToolCancelled, ToolDenied, ToolError, ToolNotFound
-from .executor import ToolCall, ToolExecutor, _arguments_error, _safe_str, default_executor
+from .executor import ToolCall, ToolExecutor, _arguments_error, default_executor
 from .results import Err, NeedsApproval, Result
 from .run_context import RunContext
 from .tool import Tool

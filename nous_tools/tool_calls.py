@@ -48,6 +48,7 @@ import typing as t
 
 import attrs
 
+from ._text import safe_str as _safe_str
 from .context_update import ContextUpdate
 from .errors import ToolDenied, ToolError, ToolNotFound, ToolTimeout
 from .executor import ToolCall, ToolExecutor
@@ -222,13 +223,6 @@ def _safe_repr(value: object) -> str:
         return repr(value)
     except Exception:
         return f"<{type(value).__name__} object (its repr() raised)>"
-
-
-def _safe_str(value: object) -> str:
-    try:
-        return str(value)
-    except Exception:
-        return f"<{type(value).__name__} whose str() raised>"
 
 
 def _value_content(value: object) -> str:

@@ -62,6 +62,8 @@ import jsonschema.exceptions
 import jsonschema.protocols
 import jsonschema.validators
 
+from ._text import json_type as _json_type
+
 __all__ = ["ArgumentValidator", "ValidationFailure", "check_schema", "compile_validator"]
 
 #: Longest text kept from one jsonschema message (or one path) in a failure message.
@@ -698,25 +700,6 @@ def _shorten(text: str, limit: int = _MAX_TEXT) -> str:
         return text
     tail = (limit - 3) // 3
     return text[: limit - 3 - tail] + "..." + text[len(text) - tail :]
-
-
-def _json_type(value: object) -> str:
-    """The JSON type name of a Python value (its class name when it has none)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, (list, tuple)):
-        return "array"
-    if isinstance(value, c.Mapping):
-        return "object"
-    return type(value).__name__
 
 
 def _format_path(parts: c.Iterable[object], root: object = None) -> str:
