@@ -18,8 +18,10 @@ import logging
 from . import signals
 from .advice import Advice
 from .approval import check_approval
+from .approval_store import ApprovalStore, InMemoryApprovalStore
 from .context_update import ContextUpdate
 from .errors import (
+    ApprovalAlreadyUsed,
     ExecutorSaturated,
     ExecutorShutdown,
     SandboxViolation,
@@ -46,12 +48,15 @@ logging.getLogger("nous_tools").addHandler(logging.NullHandler())
 
 __all__ = [
     "Advice",
+    "ApprovalAlreadyUsed",
     "ApprovalRequest",
+    "ApprovalStore",
     "ContextUpdate",
     "Edit",
     "Err",
     "ExecutorSaturated",
     "ExecutorShutdown",
+    "InMemoryApprovalStore",
     "NeedsApproval",
     "Ok",
     "Registry",

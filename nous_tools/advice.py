@@ -2,9 +2,10 @@
 
 Advice follows Minga's ``Minga.Config.Advice`` (itself after Emacs's
 ``advice-add``). Each :class:`~nous_tools.Registry` has one table,
-``registry.advice``; it wraps the whole executor call (approval, validation,
-attempts), so a ``before`` can rewrite the arguments before they are validated
-and an ``after`` sees the final ``Ok``/``Err``:
+``registry.advice``; it wraps the whole executor call (validation, attempts), so a
+``before`` can rewrite the arguments before they are validated — and before a
+person or an approval handler approves them — and an ``after`` sees the final
+``Ok``/``Err``:
 
 >>> from nous_tools import Ok, Registry, Tool
 >>> registry = Registry([Tool.from_function(lambda text: text, name="echo", timeout=None)])
@@ -20,24 +21,28 @@ Ok(value='HI', update=None)
 
 The four phases:
 
-* ``before(args) -> args``: runs first, in registration order; must return a
-  mapping of arguments.
-* ``after(result) -> result``: runs last, in registration order; gets and must
-  return an ``Ok`` or ``Err``.
-* ``override(args) -> result``: replaces the tool call; the last registered wins.
-  Like a tool, it may return ``Ok``/``Err`` or a bare value (which becomes ``Ok``).
+* ``before(args) -> args``: runs first, in registration order.
+* ``after(result) -> result``: runs last, in registration order.
+* ``override(args) -> result``: replaces the core call; the last registered wins.
 * ``around(proceed, args) -> result``: wraps the call (or the override); the
-  first registered is outermost. It may call ``proceed(args)`` (which returns a
-  result) or skip it and return its own value (a bare value becomes ``Ok``).
+  first registered is outermost. It may call ``proceed(args)`` or skip it and
+  return its own value.
 
-A ``before``/``after`` that raises, or returns the wrong kind of value, is
-logged (warning, logger ``nous_tools``) and skipped: what it got passes through
-unchanged. After 5 consecutive failures that function is disabled until
-:meth:`Advice.reset`; a success resets its count. An ``around``/``override``
+:meth:`Advice.wrap` is value-agnostic, as Minga's ``wrap/2`` is: whatever the core
+and the advice return passes through unchanged. The registry, whose core returns
+``Ok``/``Err``, turns a bare value from an ``override`` or ``around`` into ``Ok``
+(as a tool's return value), and there a ``before`` must return a mapping and an
+``after`` an ``Ok``/``Err``, else it is skipped as if it had raised.
+
+A ``before``/``after`` that raises is logged (warning, logger ``nous_tools``) and
+skipped: what it got passes through unchanged. After 5 consecutive failures that
+function is disabled until :meth:`Advice.reset_breakers` (or :meth:`Advice.reset`,
+which removes all advice); a success resets its count. An ``around``/``override``
 that raises turns the call into an ``Err(ToolError)`` naming the advice.
 
 When a name has no advice, :meth:`Advice.wrap` returns the core itself, and the
-registry pays one dict lookup per call.
+registry pays one dict lookup per call. The full story, with the registry's
+approval path, is in ``docs/concepts/advice.md``.
 """
 
 from __future__ import annotations
@@ -163,7 +168,7 @@ def _as_result(value: object) -> t.Any:
 class Advice:
     """A table of advice functions by tool name. Thread-safe.
 
-    Writes (:meth:`register`, :meth:`unregister`, :meth:`clear`) take a lock and
+    Writes (:meth:`register`, :meth:`unregister`, :meth:`reset`) take a lock and
     publish a new table (copy-on-write); :meth:`wrap` and :meth:`advised` read the
     current table without a lock. A call already wrapped keeps the advice it was
     wrapped with.
@@ -220,14 +225,18 @@ class Advice:
             self._chains = chains
             return True
 
-    def clear(self) -> None:
-        """Remove all advice (Minga's ``reset``)."""
+    def reset(self) -> None:
+        """Remove all advice, and with it all circuit-breaker state (Minga's ``reset/0``)."""
         with self._lock:
             self._chains = {}
 
-    def reset(self) -> None:
-        """Reset the circuit breaker: forget every failure count and re-enable every
-        disabled function. The registered advice stays (use :meth:`clear` to remove it)."""
+    def clear(self) -> None:
+        """The same as :meth:`reset`."""
+        self.reset()
+
+    def reset_breakers(self) -> None:
+        """Reset the circuit breaker only: forget every failure count and re-enable every
+        disabled function. The registered advice stays."""
         with self._lock:
             for chain in self._chains.values():
                 for entry in chain.all():
@@ -262,36 +271,74 @@ class Advice:
 
     def wrap(self, name: str, core: Core) -> Core:
         """Return ``core`` wrapped in the advice of ``name`` — or ``core`` itself when
-        ``name`` has no advice. ``core(args)`` must return an ``Ok`` or ``Err``."""
+        ``name`` has no advice.
+
+        Value-agnostic, like Minga's ``wrap/2``: ``core`` may take and return any
+        values, and what the advice returns passes through unchanged (an ``around``
+        that skips ``proceed`` returns its own value; a ``before`` or ``after`` may
+        return anything). Only a raise is caught: a ``before``/``after`` that raises
+        is skipped (and counts towards its breaker), an ``around``/``override`` that
+        raises makes the result an ``Err(ToolError)``.
+        """
         chain = self._chains.get(name)
         if chain is None:
             return core
 
         def advised(arguments: t.Any) -> t.Any:
-            return self._run(chain, name, core, arguments)
+            return self._run(chain, name, core, arguments, checked=False, befores=True)
 
         return advised
 
-    def _run(self, chain: _Chain, name: str, core: Core, arguments: t.Any) -> t.Any:
+    def _wrap_results(self, name: str, core: Core, *, befores: bool = True) -> Core:
+        """The registry's :meth:`wrap`, for a core that returns ``Ok``/``Err``: a bare
+        value from an ``override`` or ``around`` becomes ``Ok``, a ``before`` must
+        return a mapping and an ``after`` an ``Ok``/``Err`` (else it is skipped, as if
+        it had raised). ``befores=False`` leaves the befores out (they already ran)."""
+        chain = self._chains.get(name)
+        if chain is None:
+            return core
+
+        def advised(arguments: t.Any) -> t.Any:
+            return self._run(chain, name, core, arguments, checked=True, befores=befores)
+
+        return advised
+
+    def _run_befores(self, name: str, arguments: t.Any) -> t.Any:
+        """Only the ``before`` advice of ``name`` (checked, as in :meth:`_wrap_results`)."""
+        chain = self._chains.get(name)
+        if chain is None:
+            return arguments
+        return self._befores(chain, arguments, checked=True)
+
+    def _befores(self, chain: _Chain, arguments: t.Any, checked: bool) -> t.Any:
+        expected = c.Mapping if checked else None
         for entry in chain.before:
             if not entry.disabled:
-                arguments = self._step(entry, arguments, c.Mapping, "a mapping of arguments")
+                arguments = self._step(entry, arguments, expected, "a mapping of arguments")
+        return arguments
+
+    def _run(
+        self, chain: _Chain, name: str, core: Core, arguments: t.Any, checked: bool, befores: bool
+    ) -> t.Any:
+        if befores:
+            arguments = self._befores(chain, arguments, checked)
         call = core
         if chain.override:
-            call = self._overriding(chain.override[-1], name)
+            call = self._overriding(chain.override[-1], name, checked)
         for entry in reversed(chain.around):
-            call = self._surrounding(entry, name, call)
+            call = self._surrounding(entry, name, call, checked)
         result = call(arguments)
+        expected = _RESULT_TYPES if checked else None
         for entry in chain.after:
             if not entry.disabled:
-                result = self._step(entry, result, _RESULT_TYPES, "an Ok or Err")
+                result = self._step(entry, result, expected, "an Ok or Err")
         return result
 
     def _step(
         self,
         entry: _Entry,
         value: t.Any,
-        expected: type[t.Any] | tuple[type[t.Any], ...],
+        expected: type[t.Any] | tuple[type[t.Any], ...] | None,
         what: str,
     ) -> t.Any:
         """Run a ``before``/``after``; on failure, log, count and pass ``value`` through."""
@@ -310,7 +357,7 @@ class Advice:
             _log.debug("Advice %s %s failure", entry.phase, entry.label, exc_info=True)
             self._failed(entry)
             return value
-        if not isinstance(new, expected):
+        if expected is not None and not isinstance(new, expected):
             _log.warning(
                 "Advice %s %s for tool '%s' returned %s, expected %s; skipped",
                 entry.phase,
@@ -334,7 +381,7 @@ class Advice:
                 entry.disabled = True
         if trip:
             _log.warning(
-                "Advice %s %s for tool '%s' failed %d times in a row; disabled until reset()",
+                "Advice %s %s for tool '%s' failed %d times in a row; disabled until reset_breakers()",
                 entry.phase,
                 entry.label,
                 entry.name,
@@ -363,12 +410,13 @@ class Advice:
             )
         )
 
-    def _overriding(self, entry: _Entry, name: str) -> Core:
+    def _overriding(self, entry: _Entry, name: str, to_result: bool) -> Core:
         fn = entry.fn
 
         def override(arguments: t.Any) -> t.Any:
             try:
-                return _as_result(fn(arguments))
+                value = fn(arguments)
+                return _as_result(value) if to_result else value
             except (KeyboardInterrupt, ToolCancelled):
                 raise
             except Exception as exc:
@@ -376,12 +424,13 @@ class Advice:
 
         return override
 
-    def _surrounding(self, entry: _Entry, name: str, proceed: Core) -> Core:
+    def _surrounding(self, entry: _Entry, name: str, proceed: Core, to_result: bool) -> Core:
         fn = entry.fn
 
         def around(arguments: t.Any) -> t.Any:
             try:
-                return _as_result(fn(proceed, arguments))
+                value = fn(proceed, arguments)
+                return _as_result(value) if to_result else value
             except (KeyboardInterrupt, ToolCancelled):
                 raise
             except Exception as exc:

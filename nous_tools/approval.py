@@ -7,7 +7,8 @@ A tool's ``approval`` level decides: ``"auto"`` runs without asking anyone,
 * the context's ``approval_handler`` answers ``"approve"`` or an :class:`Edit`.
 
 Any other answer, a handler that raises, or no handler at all is a rejection:
-the tool does not run.
+the tool does not run. Answers are checked by exact type: a ``str`` subclass that
+claims to equal ``"approve"``, or a subclass of ``Edit``, is a rejection too.
 
 >>> from nous_tools import Edit, RunContext, Tool, execute
 >>> delete = Tool.from_function(lambda path: f"deleted {path}", name="delete",
@@ -85,13 +86,17 @@ def check_approval(
             tool.name,
         )
         return _rejected(tool, "rejected by the approval handler (it raised)", exc)
-    if isinstance(decision, str):
+    # Exact types: a str subclass whose __eq__ always says yes, or an Edit subclass
+    # with its own ``arguments``, is not an answer.
+    if type(decision) is str:
         if decision == "approve":
             return arguments
         if decision == "reject":
             return _rejected(tool, "rejected by the approval handler")
-    elif isinstance(decision, Edit):
-        return decision.arguments
+    elif type(decision) is Edit:
+        edited = decision.arguments
+        # A snapshot: the arguments validated are the ones that run.
+        return dict(edited) if isinstance(edited, c.Mapping) else edited
     _log.warning(
         "Approval handler for tool '%s' returned %s; expected 'approve', 'reject' or an Edit. "
         "Treated as a rejection",

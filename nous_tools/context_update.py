@@ -34,7 +34,9 @@ Several tools' updates apply in order with :meth:`ContextUpdate.then` or
 
 A tool cannot grant itself approval or widen its own sandbox: operations on the
 keys in :data:`PROTECTED_KEYS` are kept in the update but dropped when it is
-applied, each with a warning on the ``nous_tools`` logger.
+applied, each with a warning on the ``nous_tools`` logger. Keys and operation
+kinds are plain ``str`` by exact type (a ``str`` subclass, which could compare or
+hash unlike the key it spells, is a ``TypeError``).
 """
 
 from __future__ import annotations
@@ -64,15 +66,16 @@ _KINDS: frozenset[str] = frozenset(t.get_args(OperationKind))
 
 
 def _check_kind(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
-    if value not in _KINDS:
+    if type(value) is not str or value not in _KINDS:
         raise ValueError(
             f"ContextUpdate operation must be one of {', '.join(sorted(_KINDS))}; got {value!r}"
         )
 
 
 def _check_key(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
-    if not isinstance(value, str):
-        raise TypeError(f"ContextUpdate keys must be str, got {type(value).__name__}")
+    # Exact type: a str subclass could compare or hash unlike the protected key it spells.
+    if type(value) is not str:
+        raise TypeError(f"ContextUpdate keys must be str (exactly), got {type(value).__name__}")
 
 
 def _check_value(instance: Operation, attribute: attrs.Attribute[t.Any], value: object) -> None:
@@ -104,7 +107,7 @@ def _check_operations(
     instance: object, attribute: attrs.Attribute[tuple[Operation, ...]], value: object
 ) -> None:
     for op in t.cast("tuple[object, ...]", value):
-        if not isinstance(op, Operation):
+        if type(op) is not Operation:
             raise TypeError(
                 f"ContextUpdate operations must be Operation values, got {type(op).__name__}"
             )
@@ -193,7 +196,7 @@ class ContextUpdate:
                 continue
             if not isinstance(update, ContextUpdate):
                 raise TypeError(f"can only combine ContextUpdates, got {type(update).__name__}")
-            operations.extend(update.operations)
+            operations.extend(_operations_of(update))
         return cls._trusted(tuple(operations))
 
     def is_empty(self) -> bool:
@@ -216,29 +219,55 @@ class ContextUpdate:
         shared with ``deps`` and the update, as in a persistent map. Operations on
         :data:`PROTECTED_KEYS` are dropped with a warning.
         """
-        if deps is None:
-            result: dict[str, t.Any] = {}
-        elif isinstance(deps, c.Mapping):
-            result = dict(deps)
-        else:
-            raise TypeError(
-                "ContextUpdate can only be applied to deps that are a mapping or None, "
-                f"got {type(deps).__name__}"
-            )
-        _apply_operations(self.operations, result)
-        return result
+        return _apply(_operations_of(self), deps)
 
     def apply_to_run_context(self, ctx: RunContext[t.Any]) -> RunContext[t.Any]:
         """Return a copy of ``ctx`` whose ``deps`` are ``self.apply(ctx.deps)``.
 
         Nothing else in the context changes (approval settings and the sandbox in
         particular). An empty update returns ``ctx`` itself, whatever its deps are.
+
+        This is the library's own code whatever ``self`` is: called as
+        ``ContextUpdate.apply_to_run_context(update, ctx)`` (as
+        :func:`~nous_tools.execute_tool_calls` does), a subclass's overrides of this
+        method, of :meth:`apply` or of ``operations`` are not used, and every
+        operation is checked again by exact type.
         """
         if not isinstance(ctx, RunContext):
             raise TypeError(f"expected a RunContext, got {type(ctx).__name__}")
-        if not self.operations:
+        operations = _operations_of(self)
+        if not operations:
             return ctx
-        return attrs.evolve(ctx, deps=self.apply(ctx.deps))
+        return attrs.evolve(ctx, deps=_apply(operations, ctx.deps))
+
+
+# The slot that holds a ContextUpdate's operations, read past any subclass property.
+_OPERATIONS_SLOT: t.Any = ContextUpdate.__dict__["operations"]
+
+
+def _operations_of(update: object) -> tuple[Operation, ...]:
+    """The operations stored in ``update``, read from the library's own slot."""
+    try:
+        operations = _OPERATIONS_SLOT.__get__(update, ContextUpdate)
+    except (TypeError, AttributeError):
+        raise TypeError(f"expected a ContextUpdate, got {type(update).__name__}") from None
+    if type(operations) is not tuple:
+        raise TypeError("ContextUpdate operations must be a tuple of Operation values")
+    return t.cast(tuple[Operation, ...], operations)
+
+
+def _apply(operations: tuple[Operation, ...], deps: object) -> dict[str, t.Any]:
+    if deps is None:
+        result: dict[str, t.Any] = {}
+    elif isinstance(deps, c.Mapping):
+        result = dict(deps)
+    else:
+        raise TypeError(
+            "ContextUpdate can only be applied to deps that are a mapping or None, "
+            f"got {type(deps).__name__}"
+        )
+    _apply_operations(operations, result)
+    return result
 
 
 def _apply_operations(operations: tuple[Operation, ...], deps: dict[str, t.Any]) -> None:
@@ -247,7 +276,13 @@ def _apply_operations(operations: tuple[Operation, ...], deps: dict[str, t.Any])
     # place is safe, which keeps n appends to one key O(n) rather than O(n^2).
     owned_lists: set[str] = set()
     for operation in operations:
+        if type(operation) is not Operation:
+            raise TypeError(
+                f"ContextUpdate operations must be Operation values, got {type(operation).__name__}"
+            )
         kind, key, value = operation.op, operation.key, operation.value
+        if type(key) is not str or type(kind) is not str:
+            raise TypeError("ContextUpdate operation keys and kinds must be str (exactly)")
         if key in PROTECTED_KEYS:
             _log.warning("ContextUpdate: dropped operation on protected key %r", key)
             continue

@@ -17,6 +17,7 @@ from __future__ import annotations
 import typing as t
 
 __all__ = [
+    "ApprovalAlreadyUsed",
     "ExecutorSaturated",
     "ExecutorShutdown",
     "SandboxViolation",
@@ -156,6 +157,11 @@ class ExecutorSaturated(ToolError):
 
 class ExecutorShutdown(ToolError):
     """The executor was shut down and accepts no more calls."""
+
+
+class ApprovalAlreadyUsed(ToolError):
+    """A ``NeedsApproval`` whose id the registry's approval store had already claimed:
+    a replayed or double-submitted approval. The tool did not run."""
 
 
 class SandboxViolation(PermissionError):

@@ -24,6 +24,8 @@ Ok(value='hi', update=None)
 (True, {'path': '/tmp/x'})
 >>> registry.execute_approved(pending).value      # after a person said yes
 'deleted /tmp/x'
+>>> registry.execute_approved(pending).reason.message   # once only
+"Tool 'delete' was not run: its approval was already used"
 
 ``execute`` never raises: every failure is an ``Err``.
 """
@@ -37,12 +39,14 @@ import typing as t
 
 import attrs
 
+from . import _canonical
 from . import executor as _executor_module
 from ._text import safe_str as _safe_str
 from .advice import Advice
-from .errors import ToolCancelled, ToolDenied, ToolError, ToolNotFound
+from .approval_store import ApprovalStore, InMemoryApprovalStore
+from .errors import ApprovalAlreadyUsed, ToolCancelled, ToolDenied, ToolError, ToolNotFound
 from .executor import ToolCall, ToolExecutor, _arguments_error, default_executor
-from .results import Err, NeedsApproval, Result
+from .results import Err, NeedsApproval, Result, check_max_age
 from .run_context import RunContext
 from .tool import Tool
 
@@ -54,6 +58,9 @@ _log = logging.getLogger("nous_tools")
 RegistryResult = t.Union[Result, NeedsApproval]  # noqa: UP007  (a runtime alias)
 
 _GATED_CONTEXT: RunContext[t.Any] = RunContext(approval_gated=True)
+
+#: How old (seconds) an approval token may be by default: one day.
+DEFAULT_APPROVAL_MAX_AGE = 24 * 60 * 60.0
 
 
 def _internal_error(name: object, exc: BaseException) -> Err:
@@ -90,6 +97,13 @@ class Registry:
     at call time). ``advice`` is the :class:`Advice` table (default: a new one,
     so each registry has its own); it is ``registry.advice``.
 
+    Approvals (see ``docs/concepts/approval.md``): ``name`` is the audience of the
+    tokens this registry issues — a registry with another name refuses them.
+    ``approval_max_age`` (seconds; default one day; None for no limit) is how old a
+    token :meth:`NeedsApproval.from_dict` accepts unless told otherwise.
+    ``approval_store`` (an :class:`ApprovalStore`; default a new
+    :class:`InMemoryApprovalStore`) makes each approval single-use.
+
     Writes take a lock and publish a new dict (copy-on-write), so a reader always
     sees a complete table, without locking.
     """
@@ -100,14 +114,44 @@ class Registry:
         *,
         executor: ToolExecutor | None = None,
         advice: Advice | None = None,
+        name: str | None = None,
+        approval_max_age: float | None = DEFAULT_APPROVAL_MAX_AGE,
+        approval_store: ApprovalStore | None = None,
     ) -> None:
+        if name is not None and (type(name) is not str or not name):
+            raise TypeError(f"Registry name must be a non-empty str or None, got {name!r}")
+        if approval_store is not None and not callable(getattr(approval_store, "claim", None)):
+            raise TypeError(
+                "approval_store must have a claim(approval_id) -> bool method, got "
+                f"{type(approval_store).__name__}"
+            )
         self._lock = threading.Lock()
         self._tools: dict[str, Tool] = {}
         self._executor = executor
+        self._name = name
+        self._approval_max_age = check_max_age(approval_max_age)
+        self._approval_store: ApprovalStore = (
+            approval_store if approval_store is not None else InMemoryApprovalStore()
+        )
         #: The advice table of this registry.
         self.advice: Advice = advice if advice is not None else Advice()
         for tool in tools:
             self.register(tool)
+
+    @property
+    def name(self) -> str | None:
+        """The audience of this registry's approval tokens (None: unnamed)."""
+        return self._name
+
+    @property
+    def approval_max_age(self) -> float | None:
+        """How old (seconds) an approval token may be, unless ``from_dict`` says otherwise."""
+        return self._approval_max_age
+
+    @property
+    def approval_store(self) -> ApprovalStore:
+        """The store that lets each approval id run once."""
+        return self._approval_store
 
     # -- the table --------------------------------------------------------------
 
@@ -176,7 +220,8 @@ class Registry:
         return iter(self.all())
 
     def __repr__(self) -> str:
-        return f"<Registry tools={self.names()!r}>"
+        named = f" name={self._name!r}" if self._name is not None else ""
+        return f"<Registry{named} tools={self.names()!r}>"
 
     # -- execution --------------------------------------------------------------
 
@@ -191,11 +236,13 @@ class Registry:
         """Run the tool called ``name``; never raises.
 
         Unknown name → ``Err(ToolNotFound)``; approval ``"deny"`` →
-        ``Err(ToolDenied)``; ``"ask"`` → ``NeedsApproval(tool, arguments)`` without
-        running it, unless ``ctx`` is ``approval_gated`` or has an
+        ``Err(ToolDenied)``; ``"ask"`` → a :class:`NeedsApproval` of the arguments
+        *after* the ``before`` advice (so a person approves what would run), without
+        running it — unless ``ctx`` is ``approval_gated`` or has an
         ``approval_handler``, in which case the executor's approval step decides;
         ``"auto"`` → the executor runs it. The advice of ``name`` wraps the executor
-        call. ``call_id`` reaches an approval handler as ``ApprovalRequest.id``.
+        call. ``call_id`` reaches an approval handler as ``ApprovalRequest.id`` and a
+        ``NeedsApproval`` as its ``call_id``.
         """
         try:
             tool = self._tools.get(name)
@@ -229,21 +276,28 @@ class Registry:
 
         ``tool`` is a :class:`Tool`, a registered name, or a :class:`NeedsApproval`
         (then the arguments are its own: ``execute_approved(na)`` or
-        ``execute_approved(na, ctx)``). There is no approval check at all — even a
-        ``"deny"`` tool runs, as in Minga — and the tool sees
-        ``ctx.approval_gated == True``. Advice applies. A ``NeedsApproval`` is
-        refused (``Err``) when its arguments no longer match its fingerprint, or when
-        the tool registered under its name is no longer the tool it names.
+        ``execute_approved(na, ctx)``). The tool sees ``ctx.approval_gated == True``.
+
+        With a ``Tool`` or a name — the program's own decision — there is no
+        approval check at all (even a ``"deny"`` tool runs, as in Minga) and all the
+        advice applies.
+
+        With a ``NeedsApproval`` — a person's decision — it runs only if it is still
+        the call that was approved, and only once. It is refused (``Err``, the tool
+        does not run) when its arguments no longer match its fingerprint, when the
+        tool registered under its name is no longer the tool it names or is
+        ``"deny"``, when arguments are passed separately, and when the registry's
+        approval store has already claimed its id (``Err(ApprovalAlreadyUsed)``; a
+        store that fails also refuses). The ``before`` advice does not run again
+        (it ran before the approval); an ``around`` that proceeds with other
+        arguments than the approved ones gets an ``Err`` instead of the call.
         """
         try:
             if isinstance(tool, NeedsApproval):
                 if isinstance(arguments, RunContext) and ctx is None:
                     ctx, arguments = arguments, None
-                checked = self._check_approved(tool, arguments)
-                if isinstance(checked, Err):
-                    return checked
-                target, arguments = tool.tool, tool.arguments
-            elif isinstance(tool, Tool):
+                return self._execute_approval(tool, arguments, ctx, call_id)
+            if isinstance(tool, Tool):
                 target = tool
             else:
                 found = self.lookup(tool) if isinstance(tool, str) else None
@@ -363,9 +417,11 @@ class Registry:
                 arguments = {}
             elif not isinstance(arguments, c.Mapping):
                 return _arguments_error(tool, arguments)
+            if tool.name in self.advice._chains:  # the person approves what would run
+                arguments = self.advice._run_befores(tool.name, arguments)
             try:
-                return NeedsApproval(tool, arguments)
-            except ValueError as exc:
+                return NeedsApproval(tool, arguments, call_id=call_id, audience=self._name)
+            except (TypeError, ValueError) as exc:
                 return Err(ToolError(str(exc), tool_name=tool.name, original_error=exc))
         if executor is None:
             executor = self.executor
@@ -382,15 +438,83 @@ class Registry:
         def core(args: c.Mapping[str, t.Any] | None) -> Result:
             return run(tool, args, ctx, call_id=call_id)
 
-        return t.cast(RegistryResult, self.advice.wrap(tool.name, core)(arguments))
+        return t.cast(RegistryResult, self.advice._wrap_results(tool.name, core)(arguments))
 
-    def _check_approved(self, na: NeedsApproval, arguments: object) -> Err | None:
+    def _execute_approval(
+        self,
+        na: NeedsApproval,
+        arguments: object,
+        ctx: RunContext[t.Any] | None,
+        call_id: str | None,
+    ) -> Result:
+        """``execute_approved`` of a :class:`NeedsApproval`: check, claim, run once."""
+        refused = self._check_approved(na, arguments, ctx)
+        if refused is not None:
+            return refused
+        tool, name = na.tool, na.tool.name
+        try:
+            claimed = self._approval_store.claim(na.id)
+        except (KeyboardInterrupt, ToolCancelled):
+            raise
+        except BaseException as exc:  # fail closed
+            _log.error("Approval store failed to claim an approval of tool '%s'", name)
+            return Err(
+                ToolError(
+                    f"Tool '{name}' was not run: the approval store failed ({type(exc).__name__})",
+                    tool_name=name,
+                    original_error=exc,
+                )
+            )
+        if claimed is not True:
+            _log.warning("Approval of tool '%s' was already used; not run again", name)
+            return Err(
+                ApprovalAlreadyUsed(
+                    f"Tool '{name}' was not run: its approval was already used", tool_name=name
+                )
+            )
+        executor = self._executor
+        if executor is None:
+            executor = default_executor()
+        gated = _gated(ctx)
+        run_id = call_id if call_id is not None else na.call_id
+        approved = na.arguments
+        if name not in self.advice._chains:
+            return executor.execute_approved(tool, _canonical.thaw(approved), gated, call_id=run_id)
+        expected = _canonical.dumps(_canonical.encode(approved))
+
+        def core(args: t.Any) -> Result:
+            try:
+                same = _canonical.dumps(_canonical.encode(args)) == expected
+            except (TypeError, ValueError):
+                same = False
+            if not same:
+                _log.warning("Advice of tool '%s' changed approved arguments; not run", name)
+                return Err(
+                    ToolError(
+                        f"Tool '{name}' was not run: advice changed the approved arguments",
+                        tool_name=name,
+                    )
+                )
+            # A fresh copy: whatever the advice holds, the tool gets what was approved.
+            return executor.execute_approved(tool, _canonical.thaw(approved), gated, call_id=run_id)
+
+        advised = self.advice._wrap_results(name, core, befores=False)
+        return t.cast(Result, advised(_canonical.thaw(approved)))
+
+    def _check_approved(self, na: NeedsApproval, arguments: object, ctx: object) -> Err | None:
         name = na.tool.name
         if arguments is not None:
             return Err(
                 ToolError(
                     f"Tool '{name}' was not run: execute_approved takes the arguments of a "
                     "NeedsApproval from it, not separately",
+                    tool_name=name,
+                )
+            )
+        if ctx is not None and not isinstance(ctx, RunContext):
+            return Err(
+                ToolError(
+                    f"execute expects a RunContext or None as ctx, got {type(ctx).__name__}",
                     tool_name=name,
                 )
             )
@@ -413,4 +537,6 @@ class Registry:
                     tool_name=name,
                 )
             )
+        if registered.approval == "deny":
+            return Err(ToolDenied(name))
         return None

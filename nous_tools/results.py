@@ -21,14 +21,17 @@ Results are explicit values, never exceptions across the boundary. Match on them
 from __future__ import annotations
 
 import collections.abc as c
+import functools
 import hashlib
 import hmac
 import json
+import time
 import typing as t
 import uuid
 
 import attrs
 
+from . import _canonical as _c
 from .errors import ToolError
 
 if t.TYPE_CHECKING:
@@ -36,7 +39,7 @@ if t.TYPE_CHECKING:
     from .registry import Registry
     from .tool import Tool
 
-__all__ = ["ApprovalRequest", "Edit", "Err", "NeedsApproval", "Ok", "Result"]
+__all__ = ["ApprovalRequest", "Edit", "Err", "NeedsApproval", "Ok", "Result", "tool_digest"]
 
 T = t.TypeVar("T")
 
@@ -115,30 +118,35 @@ class ApprovalRequest:
 
 
 def _canonical(name: str, arguments: object) -> bytes:
-    """The bytes a fingerprint is computed over: canonical JSON of the name and arguments."""
+    """The bytes a fingerprint is computed over: canonical JSON of the name and the
+    type-faithful encoding of the arguments."""
     try:
-        text = json.dumps(
-            {"tool": name, "arguments": arguments},
-            sort_keys=True,
-            separators=(",", ":"),
-            default=repr,
-        )
-    except (TypeError, ValueError, RecursionError) as exc:  # mixed keys, a cycle, too deep
-        raise ValueError(f"the arguments of tool '{name}' cannot be fingerprinted: {exc}") from exc
-    return text.encode("utf-8")
+        return _c.dumps({"tool": name, "arguments": _c.encode(arguments)})
+    except RecursionError as exc:  # pragma: no cover - MAX_DEPTH stops this first
+        raise ValueError(f"the arguments of tool '{name}' are nested too deeply") from exc
+
+
+def _key(secret: object) -> bytes:
+    """The HMAC key of ``secret``: a non-empty ``str`` (UTF-8) or ``bytes``."""
+    if type(secret) is str and secret:
+        return secret.encode("utf-8")
+    if type(secret) is bytes and secret:
+        return secret
+    raise ValueError(
+        f"an approval secret must be a non-empty str or bytes, got {type(secret).__name__}"
+    )
 
 
 def _digest(name: str, arguments: object, secret: str | bytes | None) -> str:
     data = _canonical(name, arguments)
     if secret is None:
         return hashlib.sha256(data).hexdigest()
-    key = secret.encode("utf-8") if isinstance(secret, str) else secret
-    return hmac.new(key, data, hashlib.sha256).hexdigest()
+    return hmac.new(_key(secret), data, hashlib.sha256).hexdigest()
 
 
 def _same(expected: str, given: object) -> bool:
     """Constant-time comparison that is False (never an error) for a non-ASCII or non-str value."""
-    if not isinstance(given, str):
+    if type(given) is not str:
         return False
     return hmac.compare_digest(expected.encode("utf-8"), given.encode("utf-8", "replace"))
 
@@ -147,37 +155,187 @@ def _new_id() -> str:
     return uuid.uuid4().hex
 
 
+def _now() -> int:
+    return int(time.time())
+
+
+def _freeze_arguments(value: object) -> c.Mapping[str, t.Any]:
+    """A deep, read-only copy of the arguments; names must be plain ``str``."""
+    if value is None:
+        return _c.FrozenDict()
+    if not isinstance(value, c.Mapping):
+        raise TypeError(f"NeedsApproval arguments must be a mapping, got {type(value).__name__}")
+    items = dict(value.items())
+    for key in items:
+        if type(key) is not str:
+            raise ValueError(
+                f"the argument names of an approval must be str, got {type(key).__name__} "
+                f"{_safe_repr(key)}"
+            )
+    try:
+        frozen: c.Mapping[str, t.Any] = _c.freeze(items)
+    except ValueError as exc:
+        raise ValueError(f"the arguments cannot be fingerprinted: {exc}") from None
+    return frozen
+
+
+def _safe_repr(value: object) -> str:
+    try:
+        text = repr(value)
+    except Exception:
+        return "<unrepresentable>"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _check_id(instance: object, attribute: object, value: object) -> None:
+    if type(value) is not str or not value:
+        raise ValueError(f"NeedsApproval id must be a non-empty str, got {_safe_repr(value)}")
+
+
+def _check_optional_str(instance: object, attribute: attrs.Attribute[t.Any], value: object) -> None:
+    if value is not None and type(value) is not str:
+        raise TypeError(
+            f"NeedsApproval {attribute.name} must be a str or None, got {type(value).__name__}"
+        )
+
+
+def _check_issued_at(instance: object, attribute: object, value: object) -> None:
+    if type(value) is not int:
+        raise TypeError(
+            f"NeedsApproval issued_at must be an int (Unix seconds), got {type(value).__name__}"
+        )
+
+
+def tool_digest(tool: Tool) -> str:
+    """SHA-256 hex of what makes a tool *this* tool: its function's module and
+    qualified name and its parameters schema.
+
+    A token carries it, so a tool re-registered under the same name as different
+    code (another function, or a changed schema) does not redeem an old approval.
+    Two lambdas of one module share a qualified name (``<lambda>``); give tools
+    that matter a named function. A ``functools.partial`` is named by the function
+    it wraps, a callable object by its class.
+    """
+    function: t.Any = tool.function
+    while isinstance(function, functools.partial):
+        function = function.func
+    named = function if hasattr(function, "__qualname__") else type(function)
+    identity = {
+        "module": str(getattr(named, "__module__", None)),
+        "qualname": str(getattr(named, "__qualname__", None)),
+        "parameters": json.dumps(
+            tool.parameters, sort_keys=True, separators=(",", ":"), default=repr
+        ),
+    }
+    return hashlib.sha256(_c.dumps(identity)).hexdigest()
+
+
+def check_max_age(value: object) -> float | None:
+    """``value`` as a number of seconds >= 0, or None; ``ValueError`` otherwise."""
+    if value is None:
+        return None
+    if type(value) not in (int, float) or not t.cast(float, value) >= 0:  # NaN fails too
+        raise ValueError(f"an approval max_age must be a number of seconds >= 0, got {value!r}")
+    return float(t.cast(float, value))
+
+
+#: The version of the wire format that :meth:`NeedsApproval.to_dict` writes.
+WIRE_VERSION = 1
+
+# Signed bytes start with this, so a signature of anything else made with the same
+# secret (a fingerprint from compute_fingerprint, say) is never a valid token.
+_DOMAIN = b"nous-tools approval token v1\n"
+_HMAC = "hmac-sha256:"
+_PLAIN = "sha256:"
+
+#: The keys of a token (``description`` only when the tool has one); others are ignored.
+WIRE_KEYS = (
+    "v",
+    "id",
+    "tool",
+    "tool_digest",
+    "arguments",
+    "issued_at",
+    "audience",
+    "call_id",
+    "description",
+    "signature",
+)
+
+
+def _seal(payload: c.Mapping[str, t.Any], secret: str | bytes | None) -> str:
+    data = _DOMAIN + _c.dumps(payload)
+    if secret is None:
+        return _PLAIN + hashlib.sha256(data).hexdigest()
+    return _HMAC + hmac.new(_key(secret), data, hashlib.sha256).hexdigest()
+
+
+def _refused(name: object, why: str) -> ValueError:
+    shown = f" for tool '{name}'" if type(name) is str else ""
+    return ValueError(f"approval{shown} refused: {why}")
+
+
+def _wire_field(
+    data: c.Mapping[str, t.Any], key: str, kinds: tuple[type, ...], name: object
+) -> t.Any:
+    if key not in data:
+        raise _refused(name, f"the token has no '{key}'")
+    value = data[key]
+    if type(value) not in kinds:
+        expected = " or ".join("None" if k is type(None) else k.__name__ for k in kinds)
+        raise _refused(name, f"'{key}' must be {expected}, got {type(value).__name__}")
+    return value
+
+
 @attrs.frozen(slots=True)
 class NeedsApproval:
     """The registry's answer for an ``"ask"`` tool that nobody has approved yet.
 
     The tool did not run. Show ``tool``/``arguments`` to a person, then run it with
-    ``registry.execute_approved(needs_approval)``. ``id`` is stable (a uuid4 hex
-    unless given) and ``fingerprint`` is the SHA-256 of the canonical JSON of the
-    tool name and the arguments, taken when the value is made. If the arguments
-    change afterwards (mutated in place, or ``attrs.evolve(na, arguments=...)``),
-    :meth:`verify` is False and ``execute_approved`` refuses to run it.
+    ``registry.execute_approved(needs_approval)`` — once: the registry's approval
+    store lets each ``id`` run a single time.
 
-    To resume in a later request, send :meth:`to_dict` to the client and read it
-    back with :meth:`from_dict`. Pass a server-side ``secret`` to both: the
-    fingerprint on the wire is then an HMAC-SHA256 that a browser cannot forge.
+    ``arguments`` is a deep, read-only copy of the arguments the person approves
+    (after the registry's ``before`` advice): changing the caller's dict afterwards
+    changes nothing, and the copy itself refuses changes (``TypeError``). The tool
+    gets a fresh mutable copy. Arguments are made of ``None``, ``bool``, ``int``,
+    ``float``, ``str``, ``bytes``, ``list``, ``tuple``, ``dict``, ``set`` and
+    ``frozenset`` (by exact type); anything else is a ``ValueError``, so no two
+    different calls can look the same. ``fingerprint`` is the SHA-256 of their
+    canonical, type-faithful encoding and the tool name; ``issued_at`` is when the
+    value was made (Unix seconds); ``call_id`` the model's tool-call id, when the
+    call came from a model; ``audience`` the name of the registry that made it.
+
+    To resume in a later request, send :meth:`to_dict` (signed with a server-side
+    secret) to the client and read it back with :meth:`from_dict`, which checks the
+    signature, the age, the registry and the tool before anything runs. See
+    ``docs/concepts/approval.md`` for what a token guarantees.
 
     >>> from nous_tools import Registry, Tool
-    >>> registry = Registry([Tool.from_function(lambda path: path, name="rm", approval="ask")])
+    >>> def rm(path: str) -> str:
+    ...     return f"removed {path}"
+    >>> registry = Registry([Tool.from_function(rm, approval="ask")], name="files")
     >>> na = registry.execute("rm", {"path": "/tmp/x"})
-    >>> na.is_ok(), na.tool.name, na.arguments, na.verify()
-    (False, 'rm', {'path': '/tmp/x'}, True)
+    >>> na.is_ok(), na.tool.name, na.arguments, na.audience
+    (False, 'rm', {'path': '/tmp/x'}, 'files')
     >>> import json
     >>> wire = json.dumps(na.to_dict(secret="s3cret"))
     >>> back = NeedsApproval.from_dict(json.loads(wire), registry, secret="s3cret")
     >>> back.id == na.id, back.arguments
     (True, {'path': '/tmp/x'})
+    >>> registry.execute_approved(back).value
+    'removed /tmp/x'
+    >>> registry.execute_approved(na).reason.message
+    "Tool 'rm' was not run: its approval was already used"
     """
 
     tool: Tool = attrs.field(repr=lambda tool: repr(tool.name))
-    arguments: c.Mapping[str, t.Any]
-    id: str = attrs.field(factory=_new_id)
+    arguments: c.Mapping[str, t.Any] = attrs.field(converter=_freeze_arguments)
+    id: str = attrs.field(factory=_new_id, validator=_check_id)
     fingerprint: str = attrs.field()
+    issued_at: int = attrs.field(factory=_now, validator=_check_issued_at, repr=False)
+    call_id: str | None = attrs.field(default=None, validator=_check_optional_str)
+    audience: str | None = attrs.field(default=None, validator=_check_optional_str, repr=False)
 
     @fingerprint.default
     def _default_fingerprint(self) -> str:
@@ -189,43 +347,60 @@ class NeedsApproval:
 
     @staticmethod
     def compute_fingerprint(name: str, arguments: object, secret: str | bytes | None = None) -> str:
-        """The fingerprint of ``name`` and ``arguments``: SHA-256 hex of their canonical
-        JSON, or HMAC-SHA256 hex under ``secret``. Raises ``ValueError`` for arguments
-        that cannot be put in canonical JSON (keys of mixed types, a cycle)."""
+        """The fingerprint of ``name`` and ``arguments``: SHA-256 hex of their canonical,
+        type-faithful JSON, or HMAC-SHA256 hex under ``secret``. Raises ``ValueError``
+        for arguments that cannot be represented faithfully."""
         return _digest(name, arguments, secret)
 
     def verify(self, secret: str | bytes | None = None) -> bool:
-        """True when ``fingerprint`` is still the fingerprint of the current arguments
-        (computed under ``secret`` when given; values made by the registry and by
-        :meth:`from_dict` carry the plain, unkeyed fingerprint)."""
+        """True when ``fingerprint`` is still the fingerprint of the arguments and tool
+        name (computed under ``secret`` when given). Only a value rebuilt with other
+        arguments (``attrs.evolve``) or another fingerprint fails."""
         try:
             expected = _digest(self.tool.name, self.arguments, secret)
         except ValueError:
             return False
         return _same(expected, self.fingerprint)
 
-    def to_dict(self, secret: str | bytes | None = None) -> dict[str, t.Any]:
-        """A JSON-safe dict: ``id``, ``tool`` (the name), ``arguments``, ``fingerprint``
-        (an HMAC under ``secret`` when given) and ``description`` when the tool has one.
+    def _payload(self) -> dict[str, t.Any]:
+        payload: dict[str, t.Any] = {
+            "v": WIRE_VERSION,
+            "id": self.id,
+            "tool": self.tool.name,
+            "tool_digest": tool_digest(self.tool),
+            "arguments": _c.encode(self.arguments),
+            "issued_at": self.issued_at,
+            "audience": self.audience,
+            "call_id": self.call_id,
+        }
+        if self.tool.description:
+            payload["description"] = self.tool.description
+        return payload
 
-        Values that JSON cannot hold are written as their ``repr`` (as in the
-        fingerprint). Raises ``ValueError`` when the arguments no longer match the
-        fingerprint: a changed call is never re-signed.
+    def to_dict(self, secret: str | bytes | None = None) -> dict[str, t.Any]:
+        """The approval as a JSON-safe token: ``v`` (the format, 1), ``id``, ``tool``
+        (the name), ``tool_digest`` (:func:`tool_digest`), ``arguments`` (their
+        type-faithful encoding: plain JSON where JSON says it exactly, ``{"$tuple":
+        [...]}`` and the like where it does not), ``issued_at``, ``audience``,
+        ``call_id``, ``description`` (when the tool has one) and ``signature``.
+
+        With ``secret`` (a non-empty ``str`` or ``bytes`` kept on the server) the
+        signature is ``"hmac-sha256:<hex>"`` over every other field, so a client can
+        read the token but change nothing in it. Without one it is a plain
+        ``"sha256:<hex>"`` checksum, which anyone can recompute: for trusted storage
+        only (:meth:`from_dict` refuses it unless told ``allow_unsigned=True``).
+
+        Raises ``ValueError`` when the arguments no longer match the fingerprint (a
+        value rebuilt with other arguments is never signed).
         """
-        if not (self.verify() or (secret is not None and self.verify(secret))):
+        if not self.verify():
             raise ValueError(
                 f"NeedsApproval for tool '{self.tool.name}': "
                 "arguments no longer match the fingerprint"
             )
-        data: dict[str, t.Any] = {
-            "id": self.id,
-            "tool": self.tool.name,
-            "arguments": json.loads(json.dumps(self.arguments, default=repr)),
-            "fingerprint": _digest(self.tool.name, self.arguments, secret),
-        }
-        if self.tool.description:
-            data["description"] = self.tool.description
-        return data
+        payload = self._payload()
+        payload["signature"] = _seal(payload, secret)
+        return payload
 
     @classmethod
     def from_dict(
@@ -233,36 +408,115 @@ class NeedsApproval:
         data: c.Mapping[str, t.Any],
         registry: Registry,
         secret: str | bytes | None = None,
+        *,
+        max_age: float | None = None,
+        allow_unsigned: bool = False,
     ) -> NeedsApproval:
-        """Read back what :meth:`to_dict` wrote, finding the tool by name in ``registry``.
+        """Read back a token that :meth:`to_dict` wrote, for a tool of ``registry``.
 
-        Raises ``ValueError`` when the data is malformed, the tool is not registered,
-        or the arguments no longer match the fingerprint (checked with ``secret``
-        when given, in constant time).
+        Every check happens before anything is returned, and each refusal is a
+        ``ValueError`` saying why:
+
+        - the token is malformed (a missing key, a value of the wrong *exact* type, an
+          unknown format version, arguments not in canonical form);
+        - the signature does not match (with ``secret``: an HMAC compared in constant
+          time, so no field — id, tool, arguments, time, audience, call id — can have
+          changed); without ``secret`` the token is refused unless
+          ``allow_unsigned=True`` (for trusted storage only, e.g. your own database),
+          and then only its checksum is checked;
+        - it is older than ``max_age`` seconds (default: ``registry.approval_max_age``;
+          None there means no limit);
+        - it was issued by another registry (``audience`` is not ``registry.name``);
+        - its tool is no longer registered, is now ``"deny"``, or is different code
+          under the same name (its :func:`tool_digest` changed).
+
+        A token whose ``id`` was already used is still read; running it with
+        ``registry.execute_approved`` is what fails (the store remembers ids).
         """
         if not isinstance(data, c.Mapping):
-            raise ValueError(f"NeedsApproval data must be a mapping, got {type(data).__name__}")
+            raise _refused(None, f"a token must be a mapping, got {type(data).__name__}")
         name = data.get("tool")
-        arguments = data.get("arguments", {})
-        fingerprint = data.get("fingerprint")
-        request_id = data.get("id")
-        if not isinstance(name, str):
-            raise ValueError("NeedsApproval data has no tool name (key 'tool')")
-        if not isinstance(arguments, c.Mapping):
-            raise ValueError(
-                f"NeedsApproval data for tool '{name}': 'arguments' must be a mapping, "
-                f"got {type(arguments).__name__}"
+        if type(name) is not str or not name:
+            raise _refused(None, "the token has no tool name (key 'tool')")
+        version = _wire_field(data, "v", (int,), name)
+        if version != WIRE_VERSION:
+            raise _refused(name, f"unknown token version {version} (this library reads 1)")
+        payload: dict[str, t.Any] = {"v": version, "tool": name}
+        payload["id"] = _wire_field(data, "id", (str,), name)
+        if not payload["id"]:
+            raise _refused(name, "the token has an empty id")
+        payload["tool_digest"] = _wire_field(data, "tool_digest", (str,), name)
+        payload["issued_at"] = _wire_field(data, "issued_at", (int,), name)
+        payload["audience"] = _wire_field(data, "audience", (str, type(None)), name)
+        payload["call_id"] = _wire_field(data, "call_id", (str, type(None)), name)
+        if "description" in data:
+            payload["description"] = _wire_field(data, "description", (str,), name)
+        if "arguments" not in data:
+            raise _refused(name, "the token has no 'arguments'")
+        payload["arguments"] = data["arguments"]
+        signature = _wire_field(data, "signature", (str,), name)
+
+        if secret is not None:
+            _key(secret)  # a bad secret is the program's error, said as such
+            if not signature.startswith(_HMAC):
+                raise _refused(name, "the token is not signed (no HMAC signature)")
+        elif signature.startswith(_HMAC):
+            raise _refused(name, "the token is signed, but no secret was given to check it")
+        elif not allow_unsigned:
+            raise _refused(
+                name,
+                "unsigned tokens are refused: pass the secret it was signed with "
+                "(or allow_unsigned=True, for trusted storage only)",
             )
-        if not isinstance(fingerprint, str):
-            raise ValueError(f"NeedsApproval data for tool '{name}' has no fingerprint")
-        if not isinstance(request_id, str) or not request_id:
-            raise ValueError(f"NeedsApproval data for tool '{name}' has no id")
+        try:
+            expected = _seal(payload, secret)
+        except (TypeError, ValueError, RecursionError) as exc:  # not JSON, NaN, too deep
+            raise _refused(name, f"the token cannot be read ({type(exc).__name__})") from None
+        if not _same(expected, signature):
+            raise _refused(
+                name,
+                "the signature does not match (the token was changed, forged, or signed "
+                "with another secret)",
+            )
+
+        if max_age is None:
+            max_age = getattr(registry, "approval_max_age", None)
+        else:
+            max_age = check_max_age(max_age)
+        if max_age is not None:
+            age = time.time() - payload["issued_at"]
+            if age > max_age:
+                raise _refused(
+                    name, f"the token has expired (issued {age:.0f} s ago; max_age {max_age} s)"
+                )
+        own = getattr(registry, "name", None)
+        if payload["audience"] != own:
+            raise _refused(
+                name,
+                f"the token was issued for registry {payload['audience']!r}, not {own!r}",
+            )
         tool = registry.lookup(name)
         if tool is None:
-            raise ValueError(f"NeedsApproval data names tool '{name}', which is not registered")
-        expected = _digest(name, arguments, secret)
-        if not _same(expected, fingerprint):
-            raise ValueError(
-                f"NeedsApproval for tool '{name}': arguments no longer match the fingerprint"
+            raise _refused(name, f"tool '{name}' is not registered")
+        if tool.approval == "deny":
+            raise _refused(name, f"tool '{name}' is denied")
+        if not _same(tool_digest(tool), payload["tool_digest"]):
+            raise _refused(
+                name,
+                f"tool '{name}' is not the tool that was approved (its code or schema "
+                "changed since the token was issued)",
             )
-        return cls(tool=tool, arguments=arguments, id=request_id)
+        try:
+            arguments = _c.decode(payload["arguments"])
+        except ValueError as exc:
+            raise _refused(name, str(exc)) from None
+        if type(arguments) is not _c.FrozenDict:
+            raise _refused(name, "'arguments' must be an object")
+        return cls(
+            tool=tool,
+            arguments=arguments,
+            id=payload["id"],
+            issued_at=payload["issued_at"],
+            call_id=payload["call_id"],
+            audience=payload["audience"],
+        )

@@ -507,9 +507,9 @@ def execute_tool_calls(
     context = ctx
     for call, result in zip(calls, results, strict=True):
         update = result.update if isinstance(result, Ok) else None
-        if isinstance(update, ContextUpdate) and not update.is_empty():
-            try:
-                context = update.apply_to_run_context(context)
+        if isinstance(update, ContextUpdate):
+            try:  # the library's own code, never a method of the tool's object
+                context = ContextUpdate.apply_to_run_context(update, context)
             except Exception as exc:  # deps that are not a mapping, say
                 _log.warning(
                     "Context update of tool '%s' (call %s) could not be applied: %s; skipped",

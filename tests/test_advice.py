@@ -9,7 +9,17 @@ import typing as t
 
 import pytest
 
-from nous_tools import Advice, Err, Ok, Registry, RunContext, Tool, ToolError, ToolExecutor
+from nous_tools import (
+    Advice,
+    Err,
+    NeedsApproval,
+    Ok,
+    Registry,
+    RunContext,
+    Tool,
+    ToolError,
+    ToolExecutor,
+)
 
 
 def make(fn: c.Callable[..., t.Any], **options: t.Any) -> Tool:
@@ -117,17 +127,22 @@ def test_a_non_callable_or_a_bad_name_is_refused() -> None:
         advice.register("before", t.cast(t.Any, None), identity)
 
 
-def test_unregister_clear_and_reset() -> None:
+def test_unregister_removes_one_function_and_reset_removes_all_advice() -> None:
     advice = Advice()
     advice.register("before", "echo", identity)
     advice.register("after", "echo", identity)
+    advice.register("override", "other", identity)
     assert advice.unregister("before", "echo", identity)
     assert not advice.unregister("before", "echo", identity)
     assert not advice.has_advice("before", "echo") and advice.advised("echo")
-    advice.reset()
-    assert advice.has_advice("after", "echo")  # reset() keeps the advice
-    advice.clear()
-    assert not advice.advised("echo") and advice.names() == []
+    advice.reset_breakers()
+    assert advice.has_advice("after", "echo")  # reset_breakers() keeps the advice
+    advice.reset()  # Minga's reset/0: every name, every phase
+    assert not advice.advised("echo") and not advice.advised("other")
+    assert advice.names() == []
+    advice.register("before", "echo", identity)
+    advice.clear()  # the same as reset()
+    assert advice.names() == []
 
 
 # -- order ---------------------------------------------------------------------
@@ -177,7 +192,7 @@ def test_the_last_registered_override_replaces_the_call(log: list[str]) -> None:
     advice = Advice()
     advice.register("override", "echo", lambda args: "first override")
     advice.register("override", "echo", lambda args: f"second override {args['x']}")
-    assert advice.wrap("echo", core_of(log))({"x": 1}) == Ok("second override 1")
+    assert advice.wrap("echo", core_of(log))({"x": 1}) == "second override 1"
     assert log == []
 
 
@@ -223,8 +238,8 @@ def test_arounds_wrap_the_override(log: list[str]) -> None:
 def test_an_around_that_skips_the_call_returns_its_own_value(log: list[str]) -> None:
     advice = Advice()
     advice.register("around", "echo", lambda proceed, args: "skipped")
-    assert advice.wrap("echo", core_of(log))({}) == Ok("skipped")
-    advice.clear()
+    assert advice.wrap("echo", core_of(log))({}) == "skipped"  # value-agnostic, as Minga
+    advice.reset()
     err = Err("refused by policy")
     advice.register("around", "echo", lambda proceed, args: err)
     assert advice.wrap("echo", core_of(log))({}) is err
@@ -266,11 +281,50 @@ def test_a_crashing_after_is_skipped_and_the_next_still_runs(log: list[str]) -> 
     assert advice.wrap("echo", core_of(log))({"a": 1}) == Ok(("next ran", {"a": 1}))
 
 
-def test_a_before_or_after_returning_the_wrong_kind_of_value_is_skipped(log: list[str]) -> None:
+def test_wrap_passes_whatever_the_core_and_the_advice_return_through_unchanged() -> None:
     advice = Advice()
-    advice.register("before", "echo", lambda args: None)  # forgot to return the arguments
-    advice.register("after", "echo", lambda result: "not a result")
-    assert advice.wrap("echo", core_of(log))({"a": 1}) == Ok({"a": 1})
+    def times_ten(n: int) -> int:
+        return n * 10
+
+    advice.register("before", "n", lambda n: n + 1)  # arguments need not be a mapping
+    advice.register("after", "n", times_ten)  # nor results an Ok/Err
+    advice.register("after", "n", lambda n: [n])
+    assert advice.wrap("n", lambda n: n * 2)(1) == [40]
+    advice.unregister("after", "n", times_ten)
+    advice.register("around", "n", lambda proceed, n: ("around", proceed(n)))
+    assert advice.wrap("n", lambda n: n * 2)(1) == [("around", 4)]  # the afters see it as is
+
+
+def test_the_registry_skips_a_before_or_after_returning_the_wrong_kind_of_value(
+    registry: Registry, log: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    registry.advice.register("before", "echo", lambda args: None)  # forgot to return them
+    registry.advice.register("after", "echo", lambda result: "not a result")
+    with caplog.at_level(logging.WARNING, logger="nous_tools"):
+        assert registry.execute("echo", {"text": "a"}) == Ok("a")
+    assert "expected a mapping of arguments; skipped" in caplog.text
+    assert "expected an Ok or Err; skipped" in caplog.text
+    assert log == ["core:a"]
+
+
+def test_the_registry_turns_a_bare_value_from_an_override_or_around_into_ok(
+    registry: Registry, log: list[str]
+) -> None:
+    seen: list[t.Any] = []
+    registry.advice.register("after", "echo", lambda result: (seen.append(result), result)[1])
+    def override(args: t.Any) -> str:
+        return f"override {args['text']}"
+
+    registry.advice.register("override", "echo", override)
+    assert registry.execute("echo", {"text": "x"}) == Ok("override x")
+    registry.advice.unregister("override", "echo", override)
+    registry.advice.register("around", "echo", lambda proceed, args: "cached")
+    assert registry.execute("echo", {"text": "y"}) == Ok("cached")
+    assert seen == [Ok("override x"), Ok("cached")]  # the afters see an Ok, too
+    err = Err("refused by policy")
+    registry.advice.register("around", "echo", lambda proceed, args: err)  # innermost now
+    assert registry.execute("echo", {"text": "z"}) == Ok("cached")
+    assert log == []
 
 
 def test_the_breaker_trips_on_the_fifth_consecutive_failure_not_the_fourth() -> None:
@@ -318,7 +372,7 @@ def test_a_success_resets_the_failure_count() -> None:
     assert advice.disabled("after", "echo", sometimes)
 
 
-def test_reset_re_enables_a_disabled_function() -> None:
+def test_reset_breakers_re_enables_a_disabled_function() -> None:
     advice = Advice()
     calls: list[int] = []
 
@@ -330,7 +384,7 @@ def test_reset_re_enables_a_disabled_function() -> None:
     for _ in range(5):
         advice.wrap("echo", core_of([]))({})
     assert advice.disabled("before", "echo", flaky)
-    advice.reset()
+    advice.reset_breakers()
     assert not advice.disabled("before", "echo", flaky)
     advice.wrap("echo", core_of([]))({})
     assert len(calls) == 6
@@ -434,22 +488,36 @@ def test_an_override_replaces_the_tool_without_running_it(
     assert log == []
 
 
-def test_advice_applies_to_execute_approved(registry: Registry, log: list[str]) -> None:
-    registry.register(make(lambda path: f"rm {path}", name="rm", approval="ask"))
-    registry.advice.register("before", "rm", lambda args: {"path": args["path"] + ".bak"})
-    pending = registry.execute("rm", {"path": "a"})
-    assert registry.execute_approved(pending) == Ok("rm a.bak")
-    assert registry.execute_approved("rm", {"path": "b"}) == Ok("rm b.bak")
-
-
-def test_advice_does_not_run_for_a_needs_approval_or_a_denied_tool(registry: Registry) -> None:
+def test_befores_run_once_before_the_approval_and_the_rest_when_it_runs(
+    registry: Registry,
+) -> None:
     ran: list[str] = []
-    registry.register(make(lambda: None, name="rm", approval="ask"))
+    registry.register(make(lambda path: f"rm {path}", name="rm", approval="ask"))
+
+    def backup(args: t.Any) -> t.Any:
+        ran.append("before")
+        return {"path": args["path"] + ".bak"}
+
+    registry.advice.register("before", "rm", backup)
+    registry.advice.register("after", "rm", lambda result: (ran.append("after"), result)[1])
+    pending = registry.execute("rm", {"path": "a"})
+    assert isinstance(pending, NeedsApproval)
+    assert pending.arguments == {"path": "a.bak"}  # the person approves what will run
+    assert ran == ["before"]
+    assert registry.execute_approved(pending) == Ok("rm a.bak")  # not a.bak.bak
+    assert ran == ["before", "after"]
+    # a direct execute_approved is the program's own call: all the advice applies
+    assert registry.execute_approved("rm", {"path": "b"}) == Ok("rm b.bak")
+    assert ran == ["before", "after", "before", "after"]
+
+
+def test_no_advice_runs_for_a_denied_tool(registry: Registry) -> None:
+    ran: list[str] = []
     registry.register(make(lambda: None, name="nuke", approval="deny"))
-    for name in ("rm", "nuke"):
-        registry.advice.register("before", name, lambda args, _n=name: ran.append(_n) or args)
-    registry.execute("rm", {})
-    registry.execute("nuke", {})
+    registry.advice.register("before", "nuke", lambda args: ran.append("before") or args)
+    registry.advice.register("after", "nuke", lambda result: ran.append("after") or result)
+    result = registry.execute("nuke", {})
+    assert isinstance(result, Err)
     assert ran == []
 
 

@@ -3,6 +3,7 @@ levels, NeedsApproval and its JSON form, execute_approved, execute_many, threads
 
 from __future__ import annotations
 
+import collections
 import collections.abc as c
 import hashlib
 import json
@@ -13,6 +14,7 @@ import attrs
 import pytest
 
 from nous_tools import (
+    ApprovalAlreadyUsed,
     ApprovalRequest,
     Edit,
     Err,
@@ -28,6 +30,8 @@ from nous_tools import (
     ToolNotFound,
     default_executor,
 )
+from nous_tools.approval_store import InMemoryApprovalStore
+from nous_tools.results import tool_digest
 
 
 def make(fn: c.Callable[..., t.Any], **options: t.Any) -> Tool:
@@ -213,7 +217,10 @@ def test_execute_never_raises_for_bad_input(registry: Registry) -> None:
     assert "expected a mapping" in not_a_mapping.reason.message
     bad_ctx = registry.execute("echo", {"text": "x"}, t.cast(t.Any, "ctx"))
     assert isinstance(bad_ctx, Err)
-    unfingerprintable = registry.execute("rm", {1: "a", "b": 2})
+    not_names = registry.execute("rm", {1: "a", "b": 2})
+    assert isinstance(not_names, Err)
+    assert "argument names of an approval must be str" in not_names.reason.message
+    unfingerprintable = registry.execute("rm", {"when": object()})
     assert isinstance(unfingerprintable, Err)
     assert "cannot be fingerprinted" in unfingerprintable.reason.message
 
@@ -262,15 +269,19 @@ def test_execute_approved_still_validates_the_arguments(registry: Registry) -> N
     assert "Type mismatch: text: expected string, got integer" in result.reason.message
 
 
-def test_execute_approved_with_a_needs_approval_runs_its_arguments(registry: Registry) -> None:
+def test_execute_approved_with_a_needs_approval_runs_its_arguments_once(
+    registry: Registry,
+) -> None:
     body = Calls()
     registry.register(make(body, name="rm", approval="ask"))
-    pending = registry.execute("rm", {"path": "/tmp/x"})
-    assert isinstance(pending, NeedsApproval)
-    assert registry.execute_approved(pending) == Ok("ran")
-    assert registry.execute_approved(pending, RunContext.new({"d": 1})) == Ok("ran")
-    assert registry.execute_approved(pending, ctx=RunContext.new()) == Ok("ran")
-    assert body.calls == [{"path": "/tmp/x"}] * 3
+    for ctx_given in ((), (RunContext.new({"d": 1}),)):
+        pending = registry.execute("rm", {"path": "/tmp/x"})
+        assert isinstance(pending, NeedsApproval)
+        assert registry.execute_approved(pending, *ctx_given) == Ok("ran")
+        again = registry.execute_approved(pending, ctx=RunContext.new())
+        assert isinstance(again, Err) and isinstance(again.reason, ApprovalAlreadyUsed)
+        assert again.reason.message == "Tool 'rm' was not run: its approval was already used"
+    assert body.calls == [{"path": "/tmp/x"}] * 2
 
 
 def test_execute_approved_refuses_a_needs_approval_whose_arguments_changed(
@@ -286,11 +297,11 @@ def test_execute_approved_refuses_a_needs_approval_whose_arguments_changed(
     assert isinstance(result, Err)
     assert "arguments changed after approval" in result.reason.message
 
-    t.cast(dict[str, t.Any], pending.arguments)["path"] = "/etc"  # mutated in place
-    result = registry.execute_approved(pending)
-    assert isinstance(result, Err)
-    assert "arguments changed after approval" in result.reason.message
+    with pytest.raises(TypeError, match="read-only"):  # its arguments cannot change in place
+        t.cast(dict[str, t.Any], pending.arguments)["path"] = "/etc"
     assert body.calls == []
+    assert registry.execute_approved(pending) == Ok("ran")  # the refusal did not use it up
+    assert body.calls == [{"path": "/tmp/x"}]
 
 
 def test_execute_approved_refuses_separate_arguments_with_a_needs_approval(
@@ -463,84 +474,79 @@ def test_needs_approval_has_a_stable_id_and_a_sha256_fingerprint(pending: NeedsA
     assert pending.verify()
 
 
-def test_needs_approval_round_trips_through_json(
-    registry: Registry, pending: NeedsApproval
-) -> None:
-    data = json.loads(json.dumps(pending.to_dict()))
-    assert data == {
-        "id": pending.id,
-        "tool": "rm",
-        "arguments": {"path": "/tmp/x", "force": True, "n": [1, 2]},
-        "fingerprint": pending.fingerprint,
-        "description": "Remove a file.",
-    }
-    back = NeedsApproval.from_dict(data, registry)
-    assert back.id == pending.id
-    assert back.tool is pending.tool
-    assert back.arguments == pending.arguments
-    assert back.fingerprint == pending.fingerprint
-    assert registry.execute_approved(back) == Ok("ran")
-
-
-def test_needs_approval_round_trips_through_json_with_a_secret(
+def test_needs_approval_round_trips_through_a_signed_json_token(
     registry: Registry, pending: NeedsApproval
 ) -> None:
     data = json.loads(json.dumps(pending.to_dict(secret="server-secret")))
-    assert data["fingerprint"] != pending.fingerprint
-    assert data["fingerprint"] == NeedsApproval.compute_fingerprint(
-        "rm", pending.arguments, b"server-secret"
-    )
+    assert data == {
+        "v": 1,
+        "id": pending.id,
+        "tool": "rm",
+        "tool_digest": tool_digest(pending.tool),
+        "arguments": {"path": "/tmp/x", "force": True, "n": [1, 2]},
+        "issued_at": pending.issued_at,
+        "audience": None,
+        "call_id": None,
+        "description": "Remove a file.",
+        "signature": data["signature"],
+    }
+    assert data["signature"].startswith("hmac-sha256:") and len(data["signature"]) == 12 + 64
     back = NeedsApproval.from_dict(data, registry, secret="server-secret")
-    assert back.id == pending.id and back.arguments == pending.arguments
+    assert back == pending
+    assert back.tool is pending.tool
     assert registry.execute_approved(back) == Ok("ran")
-    with pytest.raises(ValueError, match="no longer match the fingerprint"):
-        NeedsApproval.from_dict(data, registry, secret="another-secret")
-    with pytest.raises(ValueError, match="no longer match the fingerprint"):
-        NeedsApproval.from_dict(data, registry)  # signed data read without the secret
 
 
-def test_from_dict_refuses_changed_arguments(registry: Registry, pending: NeedsApproval) -> None:
-    for secret in (None, "s"):
-        data = json.loads(json.dumps(pending.to_dict(secret=secret)))
-        data["arguments"]["path"] = "/"
-        with pytest.raises(ValueError, match="arguments no longer match the fingerprint"):
-            NeedsApproval.from_dict(data, registry, secret=secret)
-
-
-def test_from_dict_refuses_a_fingerprint_forged_without_the_secret(
+def test_from_dict_refuses_a_token_signed_with_another_secret_or_read_without_one(
     registry: Registry, pending: NeedsApproval
 ) -> None:
     data = pending.to_dict(secret="server-secret")
-    data["arguments"] = {"path": "/"}
-    # The browser knows the algorithm but not the secret: it re-hashes the new arguments.
-    data["fingerprint"] = NeedsApproval.compute_fingerprint("rm", data["arguments"])
-    with pytest.raises(ValueError, match="no longer match the fingerprint"):
+    with pytest.raises(ValueError, match="signature does not match"):
+        NeedsApproval.from_dict(data, registry, secret="another-secret")
+    with pytest.raises(ValueError, match="signed, but no secret was given"):
+        NeedsApproval.from_dict(data, registry)
+    with pytest.raises(ValueError, match="non-empty str or bytes"):
+        NeedsApproval.from_dict(data, registry, secret="")
+
+
+def test_an_unsigned_token_is_read_only_when_allowed_and_still_checksummed(
+    registry: Registry, pending: NeedsApproval
+) -> None:
+    data = json.loads(json.dumps(pending.to_dict()))
+    assert data["signature"].startswith("sha256:")
+    with pytest.raises(ValueError, match="unsigned tokens are refused"):
+        NeedsApproval.from_dict(data, registry)
+    with pytest.raises(ValueError, match="not signed"):
         NeedsApproval.from_dict(data, registry, secret="server-secret")
-    data["fingerprint"] = "é" * 64  # non-ASCII: still a ValueError, never a TypeError
-    with pytest.raises(ValueError):
-        NeedsApproval.from_dict(data, registry, secret="server-secret")
+    back = NeedsApproval.from_dict(data, registry, allow_unsigned=True)
+    assert back == pending
+    data["arguments"]["path"] = "/"  # a corrupted row in your own database
+    with pytest.raises(ValueError, match="signature does not match"):
+        NeedsApproval.from_dict(data, registry, allow_unsigned=True)
 
 
 def test_from_dict_names_an_unknown_tool(registry: Registry, pending: NeedsApproval) -> None:
-    data = pending.to_dict()
-    data["tool"] = "format_disk"
-    with pytest.raises(ValueError, match="format_disk"):
-        NeedsApproval.from_dict(data, registry)
+    data = pending.to_dict(secret="s")
+    registry.unregister("rm")
+    with pytest.raises(ValueError, match="tool 'rm' is not registered"):
+        NeedsApproval.from_dict(data, registry, secret="s")
 
 
 @pytest.mark.parametrize(
     "broken",
     [
         [],
-        {"arguments": {}, "fingerprint": "f", "id": "i"},
-        {"tool": "rm", "arguments": [], "fingerprint": "f", "id": "i"},
-        {"tool": "rm", "arguments": {}, "id": "i"},
-        {"tool": "rm", "arguments": {}, "fingerprint": "f"},
+        {"arguments": {}, "signature": "f", "id": "i"},
+        {"tool": "rm", "v": 2},
+        {"tool": "rm", "v": True},
+        {"tool": "rm", "v": 1, "id": "i"},
+        {"tool": "", "v": 1},
     ],
 )
 def test_from_dict_refuses_malformed_data(registry: Registry, broken: t.Any) -> None:
-    with pytest.raises(ValueError):
-        NeedsApproval.from_dict(broken, registry)
+    registry.register(make(Calls(), name="rm", approval="ask"))
+    with pytest.raises(ValueError, match="refused"):
+        NeedsApproval.from_dict(broken, registry, secret="s")
 
 
 def test_to_dict_refuses_to_sign_changed_arguments(pending: NeedsApproval) -> None:
@@ -552,12 +558,50 @@ def test_to_dict_refuses_to_sign_changed_arguments(pending: NeedsApproval) -> No
         changed.to_dict()
 
 
-def test_to_dict_writes_values_json_cannot_hold_as_their_repr(registry: Registry) -> None:
+def test_to_dict_writes_what_json_cannot_say_exactly_as_tagged_values(registry: Registry) -> None:
     tool = registry.register(make(Calls(), name="rm", approval="ask"))
-    na = NeedsApproval(tool, {"when": {3}, "tup": (1, 2)})
-    data = json.loads(json.dumps(na.to_dict()))
-    assert data["arguments"] == {"when": "{3}", "tup": [1, 2]}
-    assert NeedsApproval.from_dict(data, registry).id == na.id
+    na = NeedsApproval(tool, {"when": {3}, "tup": (1, 2), "raw": b"\x00", "ratio": 1.0})
+    data = json.loads(json.dumps(na.to_dict(secret="s")))
+    assert data["arguments"] == {
+        "when": {"$set": [3]},
+        "tup": {"$tuple": [1, 2]},
+        "raw": {"$bytes": "AA=="},
+        "ratio": {"$float": "1.0"},
+    }
+    back = NeedsApproval.from_dict(data, registry, secret="s")
+    assert back.arguments == {"when": {3}, "tup": (1, 2), "raw": b"\x00", "ratio": 1.0}
+    assert type(back.arguments["tup"]) is tuple and type(back.arguments["ratio"]) is float
+
+
+def test_values_an_approval_cannot_represent_are_refused_not_repr_ed(registry: Registry) -> None:
+    tool = registry.register(make(Calls(), name="rm", approval="ask"))
+    for value in (object(), Calls, 1 + 2j, bytearray(b"x"), collections.OrderedDict(a=1)):
+        with pytest.raises(ValueError, match="cannot represent faithfully"):
+            NeedsApproval(tool, {"v": [value]})
+        result = registry.execute("rm", {"v": value})
+        assert isinstance(result, Err) and "arguments['v']" in result.reason.message
+
+
+def test_needs_approval_carries_the_call_id_and_the_registry_name(executor: ToolExecutor) -> None:
+    registry = Registry([make(Calls(), name="rm", approval="ask")], executor=executor, name="ops")
+    pending = registry.execute("rm", {}, call_id="call_9")
+    assert isinstance(pending, NeedsApproval)
+    assert (pending.call_id, pending.audience) == ("call_9", "ops")
+    assert registry.execute("rm", {}).call_id is None  # type: ignore[union-attr]
+    assert isinstance(pending.issued_at, int)
+
+
+def test_registry_options_are_checked(executor: ToolExecutor) -> None:
+    registry = Registry(executor=executor)
+    assert registry.name is None and registry.approval_max_age == 24 * 3600
+    assert isinstance(registry.approval_store, InMemoryApprovalStore)
+    with pytest.raises(TypeError, match="claim"):
+        Registry(approval_store=t.cast(t.Any, object()))
+    with pytest.raises(ValueError, match="max_age"):
+        Registry(approval_max_age=-1)
+    with pytest.raises(TypeError, match="name"):
+        Registry(name=t.cast(t.Any, 3))
+    assert Registry(approval_max_age=None).approval_max_age is None
 
 
 # -- threads -------------------------------------------------------------------

@@ -1,0 +1,351 @@
+"""The canonical, type-faithful form of approved arguments (private).
+
+Three things an approval needs from its arguments, and one place that does them:
+
+- :func:`freeze` — a deep, read-only copy (what a ``NeedsApproval`` holds), made of
+  :class:`FrozenDict`, :class:`FrozenList` and :class:`FrozenSet` (subclasses of
+  ``dict``/``list``/``set`` whose mutators raise ``TypeError``), tuples, frozensets
+  and immutable scalars; :func:`thaw` turns it back into plain mutable values for
+  the tool.
+- :func:`encode` / :func:`decode` — a JSON tree that says *exactly* what the value
+  was: JSON values stand for themselves, everything else is a one-key object whose
+  key starts with ``$`` (``{"$tuple": [...]}``, ``{"$set": [...]}``,
+  ``{"$bytes": "<base64>"}``, ``{"$dict": [[key, value], ...]}`` for a dict whose
+  keys are not all plain strings, ``{"$float": "1.0"}`` for integral and non-finite
+  floats, ``{"$int": "..."}`` beyond 2**53). So ``{1: x}`` and ``{"1": x}``, a list
+  and a tuple, a set and its repr string, bytes and their repr string never share
+  an encoding, and the tree survives a JavaScript ``JSON.parse``/``JSON.stringify``
+  round trip (which turns ``1.0`` into ``1`` and rounds big integers).
+- :func:`dumps` — the canonical bytes of a tree (sorted keys, no spaces, ASCII),
+  what fingerprints and signatures are computed over.
+
+Supported values: ``None``, ``bool``, ``int``, ``float``, ``str``, ``bytes``,
+``list``, ``tuple``, ``dict``, ``set`` and ``frozenset``, checked by *exact* type
+(a ``str`` subclass, an ``IntEnum`` or an ``OrderedDict`` is refused rather than
+silently turned into something else), nested at most :data:`MAX_DEPTH` deep.
+Anything else raises ``ValueError`` naming the value's type and where it is.
+
+>>> tree = encode({"ids": (1, 2), "raw": b"hi", 3: {"x"}})
+>>> tree
+{'$dict': [['ids', {'$tuple': [1, 2]}], ['raw', {'$bytes': 'aGk='}], [3, {'$set': ['x']}]]}
+>>> decode(tree) == {"ids": (1, 2), "raw": b"hi", 3: {"x"}}
+True
+>>> encode({"a": [1.0, 2.5]})
+{'a': [{'$float': '1.0'}, 2.5]}
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import typing as t
+
+__all__ = [
+    "MAX_DEPTH",
+    "FrozenDict",
+    "FrozenList",
+    "FrozenSet",
+    "decode",
+    "dumps",
+    "encode",
+    "freeze",
+    "thaw",
+]
+
+#: How deep arguments may nest (containers inside containers).
+MAX_DEPTH = 100
+
+#: Integers beyond this magnitude are written as strings (JavaScript rounds them).
+_SAFE_INT = 2**53
+
+_TAGS = frozenset({"$int", "$float", "$bytes", "$tuple", "$set", "$frozenset", "$dict"})
+
+
+def _read_only(self: object, *args: object, **kwargs: object) -> t.NoReturn:
+    raise TypeError(f"{type(self).__name__} is read-only: approved arguments cannot change")
+
+
+class FrozenDict(dict[t.Any, t.Any]):
+    """A ``dict`` whose mutators raise ``TypeError``; equal to a dict with the same items."""
+
+    __slots__ = ()
+
+    def __init__(self, *args: t.Any, **kwargs: t.Any) -> None:
+        if self:  # __init__ called again on a built value: that would update it
+            _read_only(self)
+        super().__init__(*args, **kwargs)
+
+    __setitem__ = __delitem__ = _read_only
+    clear = pop = popitem = setdefault = update = _read_only
+    __ior__ = _read_only
+
+    def __reduce__(self) -> tuple[t.Any, ...]:
+        return (type(self), (dict(self),))
+
+    def __copy__(self) -> FrozenDict:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, t.Any]) -> FrozenDict:
+        return self
+
+    def __repr__(self) -> str:
+        return dict.__repr__(self)
+
+
+class FrozenList(list[t.Any]):
+    """A ``list`` whose mutators raise ``TypeError``; equal to a list with the same items."""
+
+    __slots__ = ()
+
+    def __init__(self, *args: t.Any) -> None:
+        if self:
+            _read_only(self)
+        super().__init__(*args)
+
+    __setitem__ = __delitem__ = _read_only
+    append = extend = insert = remove = pop = clear = sort = reverse = _read_only
+    __iadd__ = __imul__ = _read_only
+
+    def __reduce__(self) -> tuple[t.Any, ...]:
+        return (type(self), (list(self),))
+
+    def __copy__(self) -> FrozenList:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, t.Any]) -> FrozenList:
+        return self
+
+    def __repr__(self) -> str:
+        return list.__repr__(self)
+
+
+class FrozenSet(set[t.Any]):
+    """A ``set`` whose mutators raise ``TypeError`` (a ``frozenset`` would lose the
+    difference between a set and a frozenset); equal to a set with the same items."""
+
+    __slots__ = ()
+
+    def __init__(self, *args: t.Any) -> None:
+        if self:
+            _read_only(self)
+        super().__init__(*args)
+
+    add = discard = remove = pop = clear = update = _read_only
+    difference_update = intersection_update = symmetric_difference_update = _read_only
+    __ior__ = __iand__ = __isub__ = __ixor__ = _read_only
+
+    def __reduce__(self) -> tuple[t.Any, ...]:
+        return (type(self), (set(self),))
+
+    def __copy__(self) -> FrozenSet:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, t.Any]) -> FrozenSet:
+        return self
+
+    def __repr__(self) -> str:
+        return repr(set(self))
+
+
+_SCALARS = (type(None), bool, int, float, str, bytes)
+_DICTS = (dict, FrozenDict)
+_LISTS = (list, FrozenList)
+_SETS = (set, FrozenSet)
+
+
+def _where(path: str, key: object) -> str:
+    return f"{path}[{key!r}]"
+
+
+def _unsupported(value: object, path: str) -> ValueError:
+    return ValueError(
+        f"{path} is a {type(value).__module__}.{type(value).__qualname__}, which an approval "
+        "cannot represent faithfully (supported: None, bool, int, float, str, bytes, list, "
+        "tuple, dict, set, frozenset, by exact type)"
+    )
+
+
+def _too_deep(path: str) -> ValueError:
+    return ValueError(f"{path} is nested more than {MAX_DEPTH} deep (or is a cycle)")
+
+
+def freeze(value: t.Any, path: str = "arguments", depth: int = 0) -> t.Any:
+    """A deep, read-only copy of ``value``; ``ValueError`` for what cannot be represented."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if depth >= MAX_DEPTH:
+        raise _too_deep(path)
+    depth += 1
+    if kind in _DICTS:
+        items = {}
+        for key, item in value.items():
+            items[freeze(key, f"a key of {path}", depth)] = freeze(item, _where(path, key), depth)
+        return FrozenDict(items)
+    if kind in _LISTS:
+        return FrozenList(freeze(item, f"{path}[{i}]", depth) for i, item in enumerate(value))
+    if kind is tuple:
+        return tuple(freeze(item, f"{path}[{i}]", depth) for i, item in enumerate(value))
+    if kind in _SETS:
+        return FrozenSet(freeze(item, f"an item of {path}", depth) for item in value)
+    if kind is frozenset:
+        return frozenset(freeze(item, f"an item of {path}", depth) for item in value)
+    raise _unsupported(value, path)
+
+
+def thaw(value: t.Any) -> t.Any:
+    """A plain, mutable deep copy of a frozen value (dicts, lists and sets made anew)."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind in _DICTS:
+        return {key: thaw(item) for key, item in value.items()}
+    if kind in _LISTS:
+        return [thaw(item) for item in value]
+    if kind is tuple:
+        return tuple(thaw(item) for item in value)
+    if kind in _SETS:
+        return {thaw(item) for item in value}
+    if kind is frozenset:
+        return frozenset(thaw(item) for item in value)
+    return value  # pragma: no cover - freeze admits nothing else
+
+
+def dumps(tree: t.Any) -> bytes:
+    """The canonical bytes of a JSON tree: sorted keys, no spaces, ASCII, no NaN."""
+    return json.dumps(
+        tree, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    ).encode("ascii")
+
+
+def _sorted_by_encoding(trees: t.Iterable[t.Any]) -> list[t.Any]:
+    return sorted(trees, key=dumps)
+
+
+def encode(value: t.Any, path: str = "arguments", depth: int = 0) -> t.Any:
+    """The JSON tree of ``value`` (plain or frozen); ``ValueError`` for what cannot be
+    represented faithfully."""
+    kind = type(value)
+    if value is None or kind is bool or kind is str:
+        return value
+    if kind is int:
+        return value if -_SAFE_INT <= value <= _SAFE_INT else {"$int": str(value)}
+    if kind is float:
+        if math.isfinite(value) and not value.is_integer():
+            return value
+        return {"$float": repr(value)}
+    if kind is bytes:
+        return {"$bytes": base64.b64encode(value).decode("ascii")}
+    if depth >= MAX_DEPTH:
+        raise _too_deep(path)
+    depth += 1
+    if kind in _LISTS:
+        return [encode(item, f"{path}[{i}]", depth) for i, item in enumerate(value)]
+    if kind is tuple:
+        return {"$tuple": [encode(item, f"{path}[{i}]", depth) for i, item in enumerate(value)]}
+    if kind in _SETS or kind is frozenset:
+        tag = "$frozenset" if kind is frozenset else "$set"
+        return {
+            tag: _sorted_by_encoding(encode(item, f"an item of {path}", depth) for item in value)
+        }
+    if kind in _DICTS:
+        if all(type(key) is str and not key.startswith("$") for key in value):
+            return {key: encode(item, _where(path, key), depth) for key, item in value.items()}
+        pairs = [
+            [encode(key, f"a key of {path}", depth), encode(item, _where(path, key), depth)]
+            for key, item in value.items()
+        ]
+        return {"$dict": sorted(pairs, key=lambda pair: dumps(pair[0]))}
+    raise _unsupported(value, path)
+
+
+def _malformed(path: str, why: str) -> ValueError:
+    return ValueError(f"{path} is not a canonical approval value: {why}")
+
+
+def _decode_items(tree: object, path: str, depth: int) -> list[t.Any]:
+    if type(tree) is not list:
+        raise _malformed(path, f"expected a list, got {type(tree).__name__}")
+    return [_decode(item, f"{path}[{i}]", depth) for i, item in enumerate(tree)]
+
+
+def _hashable(value: t.Any, path: str) -> t.Any:
+    try:
+        hash(value)
+    except TypeError:
+        raise _malformed(path, f"a {type(value).__name__} cannot be a set item or a key") from None
+    return value
+
+
+def _decode(tree: t.Any, path: str, depth: int) -> t.Any:
+    kind = type(tree)
+    if tree is None or kind is bool or kind is str:
+        return tree
+    if kind is int:
+        if not -_SAFE_INT <= tree <= _SAFE_INT:
+            raise _malformed(path, "a big integer must be written as {'$int': ...}")
+        return tree
+    if kind is float:
+        if not math.isfinite(tree) or tree.is_integer():
+            raise _malformed(path, "an integral float must be written as {'$float': ...}")
+        return tree
+    if depth >= MAX_DEPTH:
+        raise _too_deep(path)
+    depth += 1
+    if kind is list:
+        return FrozenList(_decode_items(tree, path, depth))
+    if kind is not dict:
+        raise _malformed(path, f"unexpected {kind.__name__}")
+    tags = [key for key in tree if type(key) is not str or key.startswith("$")]
+    if not tags:
+        return FrozenDict(
+            {key: _decode(item, _where(path, key), depth) for key, item in tree.items()}
+        )
+    if len(tree) != 1 or tags[0] not in _TAGS:
+        raise _malformed(path, f"unknown or mixed tag(s) {sorted(map(str, tags))}")
+    tag, body = next(iter(tree.items()))
+    if tag in ("$int", "$float", "$bytes"):
+        if type(body) is not str:
+            raise _malformed(path, f"{tag} needs a string")
+        try:
+            if tag == "$int":
+                return int(body)
+            if tag == "$float":
+                return float(body)
+            return base64.b64decode(body.encode("ascii"), validate=True)
+        except (ValueError, binascii.Error, UnicodeEncodeError) as exc:
+            raise _malformed(path, f"bad {tag} {body[:40]!r}") from exc
+    if tag == "$tuple":
+        return tuple(_decode_items(body, path, depth))
+    if tag == "$set":
+        return FrozenSet(_hashable(item, path) for item in _decode_items(body, path, depth))
+    if tag == "$frozenset":
+        return frozenset(_hashable(item, path) for item in _decode_items(body, path, depth))
+    pairs = _decode_items(body, path, depth)  # $dict
+    items: dict[t.Any, t.Any] = {}
+    for pair in pairs:
+        if type(pair) is not FrozenList or len(pair) != 2:
+            raise _malformed(path, "$dict needs [key, value] pairs")
+        items[_hashable(pair[0], path)] = pair[1]
+    return FrozenDict(items)
+
+
+def decode(tree: t.Any, path: str = "arguments") -> t.Any:
+    """The frozen value of a JSON tree made by :func:`encode`.
+
+    Raises ``ValueError`` for a tree that :func:`encode` would not have written
+    (unknown tags, bad base64, an integral float written as a plain number, a
+    duplicate set item, keys out of order in ``$dict``...): each value has exactly
+    one encoding, so ``encode(decode(tree)) == tree``.
+    """
+    value = _decode(tree, path, 0)
+    try:
+        again = encode(value, path)
+        same = dumps(again) == dumps(tree)
+    except (TypeError, ValueError) as exc:
+        raise _malformed(path, str(exc)) from exc
+    if not same:
+        raise _malformed(path, "it is not in canonical form")
+    return value

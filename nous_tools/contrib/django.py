@@ -1,0 +1,85 @@
+"""Django integration: an approval store on Django's cache framework.
+
+``pip install 'nous-tools[django]'``, then give the registry a store that every
+process of the site shares (any cache backend that several processes share:
+Redis, Memcached, the database cache — not ``LocMemCache``, which is per process)::
+
+    from nous_tools import Registry
+    from nous_tools.contrib.django import CacheApprovalStore
+
+    registry = Registry(tools, name="support-bot", approval_store=CacheApprovalStore())
+
+Each approval id is claimed with ``cache.add`` — which sets a key only when it is
+absent, atomically on the shared backends — so a token replayed to another process
+is refused as it is in the one that ran it. See ``docs/concepts/approval.md``.
+
+This module imports without Django; the cache is looked up at the first claim.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import typing as t
+
+__all__ = ["CacheApprovalStore"]
+
+#: How long a claim is kept by default: one day, the registry's default approval max age.
+DEFAULT_TIMEOUT = 24 * 60 * 60.0
+
+
+class _Cache(t.Protocol):
+    def add(self, key: str, value: t.Any, timeout: t.Any = ..., version: t.Any = None) -> bool: ...
+
+
+class CacheApprovalStore:
+    """An :class:`~nous_tools.ApprovalStore` on a Django cache.
+
+    ``cache`` is a Django cache object (default: ``django.core.cache.caches[alias]``,
+    looked up at the first claim, ``alias`` defaulting to ``"default"``).
+    ``timeout`` (seconds; default one day; None keeps claims as long as the
+    cache does) is how long a claim is remembered: make it at least the registry's
+    ``approval_max_age``, since older tokens are refused anyway. Keys are
+    ``key_prefix`` followed by the SHA-256 of the id, so any id is a valid key on
+    every backend (Memcached's 250-character, no-space keys included).
+
+    ``claim`` returns what ``cache.add`` returns: True when this call stored the
+    key. A backend error propagates, and the registry then refuses to run the call
+    (fail closed).
+    """
+
+    def __init__(
+        self,
+        cache: _Cache | None = None,
+        *,
+        alias: str = "default",
+        timeout: float | None = DEFAULT_TIMEOUT,
+        key_prefix: str = "nous-tools:approval:",
+    ) -> None:
+        if timeout is not None and (type(timeout) not in (int, float) or not timeout > 0):
+            raise ValueError(f"timeout must be a number of seconds > 0 or None, got {timeout!r}")
+        self._cache = cache
+        self.alias = alias
+        self.timeout = timeout
+        self.key_prefix = key_prefix
+
+    @property
+    def cache(self) -> _Cache:
+        """The Django cache the claims are kept in."""
+        if self._cache is None:
+            from django.core.cache import caches
+
+            self._cache = t.cast(_Cache, caches[self.alias])
+        return self._cache
+
+    def key(self, approval_id: str) -> str:
+        """The cache key of ``approval_id``."""
+        return self.key_prefix + hashlib.sha256(approval_id.encode("utf-8")).hexdigest()
+
+    def claim(self, approval_id: str) -> bool:
+        """True the first time ``approval_id`` is claimed (``cache.add`` stored it)."""
+        if type(approval_id) is not str:
+            raise TypeError(f"approval ids are str, got {type(approval_id).__name__}")
+        return self.cache.add(self.key(approval_id), 1, timeout=self.timeout) is True
+
+    def __repr__(self) -> str:
+        return f"<CacheApprovalStore alias={self.alias!r} timeout={self.timeout}>"
