@@ -4,32 +4,42 @@ A single-file Django project (no database, no apps): the settings are configured
 here when nothing configured them before, and this module is its own URLconf.
 Run it (``pip install django``)::
 
-    python examples/django_app.py runserver
+    NOUS_TOOLS_APPROVAL_SECRET=$(python -c 'import secrets; print(secrets.token_hex(32))') \
+        python examples/django_app.py runserver
 
 The flow is the one of ``examples/flask_app.py``:
 
 - ``POST /tool-calls`` with ``{"tool_calls": [...]}`` → 200 ``{"messages": [...]}``,
-  or 202 with the messages of the calls that are done and ``"pending"`` (a signed
-  ``NeedsApproval.to_dict(secret)`` plus ``tool_call_id`` per call waiting for a
-  person); the pending calls are kept server-side, by id.
+  or 202 with the messages of the calls that are done and ``"pending"``: one signed
+  token (``NeedsApproval.to_dict(secret)``) per call waiting for a person, whose
+  ``call_id`` is the model's tool-call id. The server keeps no pending calls.
 - ``POST /approvals/<id>`` with ``{"decision": "approve" | "reject", "approval":
-  {...}}`` → 200 with the tool message; tampered arguments → 400; unknown id → 404.
+  <the token>}`` → 200 with the tool message; a changed, forged, expired or
+  foreign token → 400 with the reason; a token already decided → 409.
+
+The signing secret is the ``NOUS_TOOLS_APPROVAL_SECRET`` setting. Single use comes
+from ``nous_tools.contrib.django.CacheApprovalStore`` on Django's cache: with a
+cache that all the site's processes share (Redis, Memcached, the database cache),
+a token decided in one process is refused in every other. This single-file demo
+uses ``LocMemCache``, which is per process.
+
+What the token cannot do for you: know *who* approves. In a real project the
+approvals view must require a logged-in person allowed to approve
+(``@login_required`` plus a permission check) — see ``docs/concepts/approval.md``.
 
 A request id (header ``X-Request-Id``, or a new one) is put in a ``ContextVar`` in
 the view, and the tools see it even in a worker thread.
 
 To use your own tools, call :func:`configure` once (``configure(registry=...)``).
-In a real project, keep ``execute_tool_calls`` in the view and the pending calls in
-your cache or database rather than in this process's memory.
 """
 
 from __future__ import annotations
 
 import contextvars
 import json
+import os
 import secrets
 import sys
-import threading
 import typing as t
 import uuid
 
@@ -45,6 +55,8 @@ if not settings.configured:
         MIDDLEWARE=[],
         DATABASES={},
         USE_TZ=True,
+        CACHES={"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}},
+        NOUS_TOOLS_APPROVAL_SECRET=os.environ.get("NOUS_TOOLS_APPROVAL_SECRET"),
     )
 
 from django.http import HttpRequest, JsonResponse  # after the settings
@@ -52,6 +64,7 @@ from django.urls import path
 from django.views.decorators.http import require_POST
 
 from nous_tools import (
+    ApprovalAlreadyUsed,
     Err,
     NeedsApproval,
     Registry,
@@ -60,9 +73,14 @@ from nous_tools import (
     execute_tool_calls,
     format_tool_result,
 )
+from nous_tools.contrib.django import CacheApprovalStore
 
 #: The id of the request being served; tools may read it.
 request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
+
+
+#: How long a person has to decide (seconds); the cache keeps claims as long.
+APPROVAL_MAX_AGE = 3600.0
 
 
 def example_registry() -> Registry:
@@ -80,37 +98,34 @@ def example_registry() -> Registry:
         [
             Tool.from_function(get_weather, timeout=5.0),
             Tool.from_function(delete_file, timeout=5.0, approval="ask"),
-        ]
+        ],
+        name="django-example",
+        approval_max_age=APPROVAL_MAX_AGE,
+        approval_store=CacheApprovalStore(timeout=APPROVAL_MAX_AGE),
     )
 
 
-class _Pending(t.NamedTuple):
-    approval: NeedsApproval
-    tool_call_id: str | None
+_registry: Registry | None = None
 
 
-class _State:
-    """What the views share: the registry, the signing secret and the pending calls."""
-
-    def __init__(self, registry: Registry | None, secret: str | bytes | None) -> None:
-        self.registry = registry if registry is not None else example_registry()
-        self.secret = secret if secret is not None else secrets.token_hex(32)
-        self.pending: dict[str, _Pending] = {}
-        self.lock = threading.Lock()
-
-    def take(self, approval_id: str) -> bool:
-        """Remove a pending call; False when another request decided it first."""
-        with self.lock:
-            return self.pending.pop(approval_id, None) is not None
+def configure(registry: Registry | None = None) -> None:
+    """Use ``registry`` from now on (None: the example's own)."""
+    global _registry
+    _registry = registry
 
 
-_state = _State(None, None)
+def _current_registry() -> Registry:
+    global _registry
+    if _registry is None:
+        _registry = example_registry()
+    return _registry
 
 
-def configure(registry: Registry | None = None, secret: str | bytes | None = None) -> None:
-    """Use ``registry`` and ``secret`` from now on (and forget any pending calls)."""
-    global _state
-    _state = _State(registry, secret)
+def _secret() -> str:
+    secret = getattr(settings, "NOUS_TOOLS_APPROVAL_SECRET", None)
+    if not secret:
+        raise RuntimeError("set the NOUS_TOOLS_APPROVAL_SECRET setting")
+    return t.cast(str, secret)
 
 
 def _json_body(request: HttpRequest) -> dict[str, t.Any]:
@@ -131,63 +146,55 @@ def _error(message: str, status: int) -> JsonResponse:
 
 @require_POST
 def tool_calls(request: HttpRequest) -> JsonResponse:
-    state = _state
+    registry, secret = _current_registry(), _secret()
     body = _json_body(request)
     if not isinstance(body.get("tool_calls"), list):
         return _error('expected a JSON object with a list "tool_calls"', 400)
     token = request_id.set(request.headers.get("X-Request-Id") or uuid.uuid4().hex)
     try:
-        result = execute_tool_calls(state.registry, body["tool_calls"])
+        result = execute_tool_calls(registry, body["tool_calls"])
     finally:
         request_id.reset(token)
     messages = result.to_openai_messages(include_pending=False)
     if not result.pending:
         return JsonResponse({"messages": messages})
-    waiting = []
-    with state.lock:
-        for call, outcome in zip(result.calls, result.results, strict=True):
-            if isinstance(outcome, NeedsApproval):
-                state.pending[outcome.id] = _Pending(outcome, call.id)
-                waiting.append({**outcome.to_dict(state.secret), "tool_call_id": call.id})
-    return JsonResponse({"messages": messages, "pending": waiting}, status=202)
+    pending = [approval.to_dict(secret) for approval in result.pending]
+    return JsonResponse({"messages": messages, "pending": pending}, status=202)
 
 
 @require_POST
 def approvals(request: HttpRequest, approval_id: str) -> JsonResponse:
-    state = _state
-    with state.lock:
-        entry = state.pending.get(approval_id)
-    if entry is None:
-        return _error(f"no pending approval {approval_id!r}", 404)
+    # A real project checks here that a logged-in person may approve this call.
+    registry, secret = _current_registry(), _secret()
     body = _json_body(request)
     decision = body.get("decision")
-    name = entry.approval.tool.name
-    if decision == "reject":
-        if not state.take(approval_id):
-            return _error(f"no pending approval {approval_id!r}", 404)
-        rejected = Err(ToolError(f"Tool '{name}' was rejected by a person and did not run"))
-        content = format_tool_result(rejected, name)
-        return JsonResponse({"messages": [_tool_message(entry.tool_call_id, content)]})
-    if decision != "approve":
+    if decision not in ("approve", "reject"):
         return _error('"decision" must be "approve" or "reject"', 400)
-    approval = body.get("approval")
-    if not isinstance(approval, dict):
+    token = body.get("approval")
+    if not isinstance(token, dict):
         return _error('"approval" must be the pending approval, as it was sent', 400)
     try:
-        approved = NeedsApproval.from_dict(approval, state.registry, state.secret)
-    except ValueError as exc:  # tampered arguments, a forged signature, bad data
-        return _error(f"approval refused: {exc}", 400)
-    if approved.id != approval_id or approved.fingerprint != entry.approval.fingerprint:
-        return _error("approval refused: it is not the call pending under this id", 400)
-    if not state.take(approval_id):
-        return _error(f"no pending approval {approval_id!r}", 404)
-    token = request_id.set(request.headers.get("X-Request-Id") or uuid.uuid4().hex)
+        approval = NeedsApproval.from_dict(token, registry, secret)
+    except ValueError as exc:  # changed, forged, expired, another registry, another tool
+        return _error(str(exc), 400)
+    if approval.id != approval_id:
+        return _error("approval refused: it is not the call under this id", 400)
+    name = approval.tool.name
+    if decision == "reject":
+        if not registry.approval_store.claim(approval.id):
+            return _error("this approval was already decided", 409)
+        rejected = Err(ToolError(f"Tool '{name}' was rejected by a person and did not run"))
+        content = format_tool_result(rejected, name)
+        return JsonResponse({"messages": [_tool_message(approval.call_id, content)]})
+    rid = request_id.set(request.headers.get("X-Request-Id") or uuid.uuid4().hex)
     try:
-        outcome = state.registry.execute_approved(entry.approval)
+        outcome = registry.execute_approved(approval)
     finally:
-        request_id.reset(token)
+        request_id.reset(rid)
+    if isinstance(outcome, Err) and isinstance(outcome.reason, ApprovalAlreadyUsed):
+        return _error("this approval was already decided", 409)
     content = format_tool_result(outcome, name)
-    return JsonResponse({"messages": [_tool_message(entry.tool_call_id, content)]})
+    return JsonResponse({"messages": [_tool_message(approval.call_id, content)]})
 
 
 urlpatterns = [

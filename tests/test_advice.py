@@ -283,6 +283,7 @@ def test_a_crashing_after_is_skipped_and_the_next_still_runs(log: list[str]) -> 
 
 def test_wrap_passes_whatever_the_core_and_the_advice_return_through_unchanged() -> None:
     advice = Advice()
+
     def times_ten(n: int) -> int:
         return n * 10
 
@@ -312,6 +313,7 @@ def test_the_registry_turns_a_bare_value_from_an_override_or_around_into_ok(
 ) -> None:
     seen: list[t.Any] = []
     registry.advice.register("after", "echo", lambda result: (seen.append(result), result)[1])
+
     def override(args: t.Any) -> str:
         return f"override {args['text']}"
 

@@ -16,9 +16,11 @@ import pytest
 pytest.importorskip("django")
 
 import django
-from django.test import Client
+from django.core.cache import caches
+from django.test import Client, override_settings
 
 from nous_tools import Registry, Tool, ToolExecutor
+from nous_tools.contrib.django import CacheApprovalStore
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
 sys.path.insert(0, str(EXAMPLES))
@@ -57,10 +59,16 @@ def registry(executor: ToolExecutor, deleted: Deleted) -> t.Iterator[Registry]:
             Tool.from_function(deleted, name="delete_file", timeout=WAIT, approval="ask"),
         ],
         executor=executor,
+        name="django-example",
+        approval_max_age=django_app.APPROVAL_MAX_AGE,
+        approval_store=CacheApprovalStore(timeout=django_app.APPROVAL_MAX_AGE),
     )
-    django_app.configure(registry, secret=SECRET)
-    yield registry
+    caches["default"].clear()
+    django_app.configure(registry)
+    with override_settings(NOUS_TOOLS_APPROVAL_SECRET=SECRET):
+        yield registry
     django_app.configure()
+    caches["default"].clear()
 
 
 @pytest.fixture
@@ -109,59 +117,95 @@ def test_tool_calls_are_executed_and_answered_with_tool_messages(client: Client)
     }
 
 
-def test_an_ask_tool_pauses_with_202(client: Client, deleted: Deleted) -> None:
+def test_an_ask_tool_pauses_with_202_and_a_signed_token(client: Client, deleted: Deleted) -> None:
     response = post_calls(client, WEATHER, DELETE)
     assert response.status_code == 202
     body = response.json()
     assert [m["tool_call_id"] for m in body["messages"]] == ["call_w"]
     (pending,) = body["pending"]
-    assert (pending["tool"], pending["arguments"], pending["tool_call_id"]) == (
+    assert (pending["tool"], pending["arguments"], pending["call_id"]) == (
         "delete_file",
         {"path": "/tmp/x"},
         "call_d",
     )
+    assert pending["audience"] == "django-example"
+    assert pending["signature"].startswith("hmac-sha256:")
     assert deleted.paths == []
+
+
+def approve(client: Client, pending: dict[str, t.Any], decision: str = "approve") -> t.Any:
+    return post(client, f"/approvals/{pending['id']}", {"decision": decision, "approval": pending})
 
 
 def test_approving_runs_the_call_once(client: Client, deleted: Deleted) -> None:
     pending = pending_of(client)
-    url = f"/approvals/{pending['id']}"
-    response = post(client, url, {"decision": "approve", "approval": pending})
+    response = approve(client, pending)
     assert response.status_code == 200
     assert response.json() == {
         "messages": [{"role": "tool", "tool_call_id": "call_d", "content": "deleted /tmp/x"}]
     }
-    assert post(client, url, {"decision": "approve", "approval": pending}).status_code == 404
+    again = approve(client, pending)
+    assert again.status_code == 409
+    assert again.json() == {"error": "this approval was already decided"}
+    assert deleted.paths == ["/tmp/x"]
+
+
+def test_single_use_is_kept_in_the_django_cache(
+    registry: Registry, client: Client, deleted: Deleted
+) -> None:
+    pending = pending_of(client)
+    store = registry.approval_store
+    assert isinstance(store, CacheApprovalStore)
+    assert caches["default"].get(store.key(pending["id"])) is None
+    assert approve(client, pending).status_code == 200
+    assert caches["default"].get(store.key(pending["id"])) == 1
+    # another process with its own registry object but the same cache refuses it
+    twin = Registry(
+        [registry.lookup("delete_file")],  # type: ignore[list-item]
+        name="django-example",
+        approval_store=CacheApprovalStore(),
+    )
+    django_app.configure(twin)
+    assert approve(client, pending).status_code == 409
     assert deleted.paths == ["/tmp/x"]
 
 
 def test_rejecting_answers_with_a_rejection_message(client: Client, deleted: Deleted) -> None:
     pending = pending_of(client)
-    response = post(client, f"/approvals/{pending['id']}", {"decision": "reject"})
+    response = approve(client, pending, "reject")
     assert response.status_code == 200
     assert response.json()["messages"][0]["content"] == (
         "Error: tool 'delete_file' was rejected by a person and did not run"
     )
+    assert approve(client, pending).status_code == 409
     assert deleted.paths == []
 
 
 def test_tampered_arguments_are_refused(client: Client, deleted: Deleted) -> None:
     pending = pending_of(client)
-    url = f"/approvals/{pending['id']}"
     tampered = {**pending, "arguments": {"path": "/etc/passwd"}}
-    response = post(client, url, {"decision": "approve", "approval": tampered})
+    response = approve(client, tampered)
     assert response.status_code == 400
-    assert "arguments no longer match the fingerprint" in response.json()["error"]
+    assert "signature does not match" in response.json()["error"]
     assert deleted.paths == []
-    assert post(client, url, {"decision": "approve", "approval": pending}).status_code == 200
+    assert approve(client, pending).status_code == 200
     assert deleted.paths == ["/tmp/x"]
 
 
-def test_a_forged_id_is_404(client: Client, deleted: Deleted) -> None:
+def test_a_forged_id_is_refused(client: Client, deleted: Deleted) -> None:
     pending = pending_of(client)
     forged = {**pending, "id": "f" * 32}
-    response = post(client, f"/approvals/{'f' * 32}", {"decision": "approve", "approval": forged})
-    assert response.status_code == 404
+    response = approve(client, forged)
+    assert response.status_code == 400
+    assert deleted.paths == []
+
+
+def test_the_secret_comes_from_the_settings(client: Client, deleted: Deleted) -> None:
+    pending = pending_of(client)
+    with override_settings(NOUS_TOOLS_APPROVAL_SECRET="another-secret"):
+        response = approve(client, pending)
+    assert response.status_code == 400
+    assert "signature does not match" in response.json()["error"]
     assert deleted.paths == []
 
 

@@ -1,6 +1,7 @@
 """examples/flask_app.py, driven through Flask's test client like a real app: tool
-calls in, tool messages out, approval of an ``ask`` tool, tampering refused, and
-per-request context in concurrent requests."""
+calls in, tool messages out, approval of an ``ask`` tool through a signed token
+(tampering, forged ids, replays and expired tokens refused), and per-request
+context in concurrent requests."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import sys
 import threading
 import typing as t
 
+import freezegun
 import pytest
 
 pytest.importorskip("flask")
@@ -19,7 +21,7 @@ pytest.importorskip("flask")
 from flask import Flask
 from flask.testing import FlaskClient
 
-from nous_tools import Registry, Tool, ToolExecutor
+from nous_tools import InMemoryApprovalStore, Registry, Tool, ToolExecutor
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
 sys.path.insert(0, str(EXAMPLES))
@@ -27,6 +29,7 @@ flask_app = importlib.import_module("flask_app")
 sys.path.remove(str(EXAMPLES))
 
 SECRET = "test-secret"
+CONFIG = {"NOUS_TOOLS_APPROVAL_SECRET": SECRET}
 WAIT = 5.0
 
 
@@ -57,12 +60,15 @@ def registry(executor: ToolExecutor, deleted: Deleted) -> Registry:
             Tool.from_function(deleted, name="delete_file", timeout=WAIT, approval="ask"),
         ],
         executor=executor,
+        name="flask-example",
+        approval_max_age=flask_app.APPROVAL_MAX_AGE,
+        approval_store=InMemoryApprovalStore(ttl=flask_app.APPROVAL_MAX_AGE),
     )
 
 
 @pytest.fixture
 def app(registry: Registry) -> Flask:
-    return t.cast(Flask, flask_app.create_app(registry, secret=SECRET))
+    return t.cast(Flask, flask_app.create_app(registry, CONFIG))
 
 
 @pytest.fixture
@@ -117,29 +123,47 @@ def test_an_ask_tool_pauses_with_202_and_the_signed_pending_call(
     (pending,) = body["pending"]
     assert pending["tool"] == "delete_file"
     assert pending["arguments"] == {"path": "/tmp/x"}
-    assert pending["tool_call_id"] == "call_d"
-    assert set(pending) >= {"id", "fingerprint"}
+    assert pending["call_id"] == "call_d"
+    assert pending["audience"] == "flask-example"
+    assert pending["signature"].startswith("hmac-sha256:")
     assert deleted.paths == []
+
+
+def approve(client: FlaskClient, pending: dict[str, t.Any], decision: str = "approve") -> t.Any:
+    return client.post(
+        f"/approvals/{pending['id']}", json={"decision": decision, "approval": pending}
+    )
 
 
 def test_approving_runs_the_call_once(client: FlaskClient, deleted: Deleted) -> None:
     pending = pending_of(client)
-    url = f"/approvals/{pending['id']}"
-    response = client.post(url, json={"decision": "approve", "approval": pending})
+    response = approve(client, pending)
     assert response.status_code == 200
     assert response.get_json() == {
         "messages": [{"role": "tool", "tool_call_id": "call_d", "content": "deleted /tmp/x"}]
     }
     assert deleted.paths == ["/tmp/x"]
-    again = client.post(url, json={"decision": "approve", "approval": pending})
-    assert again.status_code == 404
+    again = approve(client, pending)  # a replayed token
+    assert again.status_code == 409
+    assert again.get_json() == {"error": "this approval was already decided"}
     assert deleted.paths == ["/tmp/x"]
 
 
-def test_rejecting_answers_with_a_rejection_message(client: FlaskClient, deleted: Deleted) -> None:
+def test_a_replay_to_another_app_sharing_the_registry_is_refused(
+    registry: Registry, client: FlaskClient, deleted: Deleted
+) -> None:
     pending = pending_of(client)
-    url = f"/approvals/{pending['id']}"
-    response = client.post(url, json={"decision": "reject", "approval": pending})
+    other = flask_app.create_app(registry, CONFIG).test_client()  # a second worker
+    assert approve(client, pending).status_code == 200
+    assert approve(other, pending).status_code == 409
+    assert deleted.paths == ["/tmp/x"]
+
+
+def test_rejecting_answers_with_a_rejection_message_and_uses_the_token(
+    client: FlaskClient, deleted: Deleted
+) -> None:
+    pending = pending_of(client)
+    response = approve(client, pending, "reject")
     assert response.status_code == 200
     (message,) = response.get_json()["messages"]
     assert message == {
@@ -147,54 +171,67 @@ def test_rejecting_answers_with_a_rejection_message(client: FlaskClient, deleted
         "tool_call_id": "call_d",
         "content": "Error: tool 'delete_file' was rejected by a person and did not run",
     }
-    assert client.post(url, json={"decision": "approve", "approval": pending}).status_code == 404
+    assert approve(client, pending).status_code == 409
+    assert approve(client, pending, "reject").status_code == 409
     assert deleted.paths == []
 
 
 def test_tampered_arguments_are_refused(client: FlaskClient, deleted: Deleted) -> None:
     pending = pending_of(client)
-    url = f"/approvals/{pending['id']}"
     tampered = {**pending, "arguments": {"path": "/etc/passwd"}}
-    response = client.post(url, json={"decision": "approve", "approval": tampered})
+    response = approve(client, tampered)
     assert response.status_code == 400
-    assert "arguments no longer match the fingerprint" in response.get_json()["error"]
-    # a browser cannot re-sign: an unkeyed fingerprint of the new arguments fails too
-    canonical = json.dumps(
-        {"tool": "delete_file", "arguments": {"path": "/etc/passwd"}},
-        sort_keys=True,
-        separators=(",", ":"),
-    )
-    forged = {**tampered, "fingerprint": hashlib.sha256(canonical.encode()).hexdigest()}
-    response = client.post(url, json={"decision": "approve", "approval": forged})
-    assert response.status_code == 400
+    assert "signature does not match" in response.get_json()["error"]
+    # a browser cannot re-seal: the unkeyed checksum of the changed token fails too
+    payload = {k: v for k, v in tampered.items() if k != "signature"}
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+    checksum = hashlib.sha256(b"nous-tools approval token v1\n" + canonical).hexdigest()
+    for forged_signature in (f"sha256:{checksum}", f"hmac-sha256:{checksum}"):
+        response = approve(client, {**tampered, "signature": forged_signature})
+        assert response.status_code == 400
     assert deleted.paths == []
-    # the genuine approval still works afterwards
-    response = client.post(url, json={"decision": "approve", "approval": pending})
-    assert response.status_code == 200
+    # the genuine approval still works afterwards: refusals do not use it up
+    assert approve(client, pending).status_code == 200
     assert deleted.paths == ["/tmp/x"]
 
 
-def test_a_forged_id_is_404(client: FlaskClient, deleted: Deleted) -> None:
+def test_a_forged_id_is_refused(client: FlaskClient, deleted: Deleted) -> None:
     pending = pending_of(client)
     forged = {**pending, "id": "0" * 32}
-    response = client.post(
-        f"/approvals/{'0' * 32}", json={"decision": "approve", "approval": forged}
-    )
-    assert response.status_code == 404
+    response = approve(client, forged)
+    assert response.status_code == 400
+    assert "signature does not match" in response.get_json()["error"]
     assert deleted.paths == []
 
 
-def test_an_approval_posted_under_another_pending_id_is_refused(
+def test_an_approval_posted_under_another_id_is_refused(
     client: FlaskClient, deleted: Deleted
 ) -> None:
     first = pending_of(client)
-    second_response = post_calls(client, call("call_e", "delete_file", {"path": "/tmp/y"}))
-    (second,) = second_response.get_json()["pending"]
     response = client.post(
-        f"/approvals/{second['id']}", json={"decision": "approve", "approval": first}
+        f"/approvals/{'1' * 32}", json={"decision": "approve", "approval": first}
     )
     assert response.status_code == 400
     assert deleted.paths == []
+
+
+def test_an_expired_token_is_refused(client: FlaskClient, deleted: Deleted) -> None:
+    with freezegun.freeze_time("2030-01-01 12:00:00"):
+        pending = pending_of(client)
+    with freezegun.freeze_time("2030-01-01 13:00:01"):  # an hour and a second later
+        response = approve(client, pending)
+    assert response.status_code == 400
+    assert "expired" in response.get_json()["error"]
+    assert deleted.paths == []
+
+
+def test_the_secret_comes_from_the_config(registry: Registry) -> None:
+    with pytest.raises(RuntimeError, match="NOUS_TOOLS_APPROVAL_SECRET"):
+        flask_app.create_app(registry, {})
+    client = flask_app.create_app(registry, CONFIG).test_client()
+    pending = pending_of(client)
+    other = flask_app.create_app(registry, {"NOUS_TOOLS_APPROVAL_SECRET": "another"})
+    assert approve(other.test_client(), pending).status_code == 400
 
 
 @pytest.mark.parametrize(
@@ -241,7 +278,7 @@ def test_concurrent_requests_keep_their_own_request_ids(app: Flask, registry: Re
 
 
 def test_the_default_app_runs_its_example_tools() -> None:
-    client = flask_app.create_app().test_client()
+    client = flask_app.create_app(config=CONFIG).test_client()
     response = post_calls(client, WEATHER, request_id="r-9")
     assert response.status_code == 200
     assert json.loads(response.get_json()["messages"][0]["content"])["request_id"] == "r-9"
