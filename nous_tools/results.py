@@ -248,20 +248,6 @@ _DOMAIN = b"nous-tools approval token v1\n"
 _HMAC = "hmac-sha256:"
 _PLAIN = "sha256:"
 
-#: The keys of a token (``description`` only when the tool has one); others are ignored.
-WIRE_KEYS = (
-    "v",
-    "id",
-    "tool",
-    "tool_digest",
-    "arguments",
-    "issued_at",
-    "audience",
-    "call_id",
-    "description",
-    "signature",
-)
-
 
 def _seal(payload: c.Mapping[str, t.Any], secret: str | bytes | None) -> str:
     data = _DOMAIN + _c.dumps(payload)
@@ -271,7 +257,10 @@ def _seal(payload: c.Mapping[str, t.Any], secret: str | bytes | None) -> str:
 
 
 def _refused(name: object, why: str) -> ValueError:
-    shown = f" for tool '{name}'" if type(name) is str else ""
+    if type(name) is str:  # from the token, maybe not yet verified: kept short
+        shown = f" for tool '{name if len(name) <= 80 else name[:77] + '...'}'"
+    else:
+        shown = ""
     return ValueError(f"approval{shown} refused: {why}")
 
 
@@ -512,11 +501,14 @@ class NeedsApproval:
             raise _refused(name, str(exc)) from None
         if type(arguments) is not _c.FrozenDict:
             raise _refused(name, "'arguments' must be an object")
-        return cls(
-            tool=tool,
-            arguments=arguments,
-            id=payload["id"],
-            issued_at=payload["issued_at"],
-            call_id=payload["call_id"],
-            audience=payload["audience"],
-        )
+        try:
+            return cls(
+                tool=tool,
+                arguments=arguments,
+                id=payload["id"],
+                issued_at=payload["issued_at"],
+                call_id=payload["call_id"],
+                audience=payload["audience"],
+            )
+        except (TypeError, ValueError) as exc:  # argument names that are not str, say
+            raise _refused(name, str(exc)) from None

@@ -692,7 +692,7 @@ def test_the_django_cache_store_claims_with_cache_add() -> None:
 
 # -- 5. properties -------------------------------------------------------------
 
-PROPERTY = settings(deadline=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(deadline=None, max_examples=100, suppress_health_check=[HealthCheck.too_slow])
 
 hashables = st.recursive(
     st.none()

@@ -2,6 +2,8 @@
 
 - :mod:`nous_tools.contrib.opentelemetry`: one span per tool call
   (``pip install 'nous-tools[otel]'``).
+- :mod:`nous_tools.contrib.django`: ``CacheApprovalStore``, single-use approvals on
+  Django's cache framework (``pip install 'nous-tools[django]'``).
 
 Nothing here is imported by ``nous_tools`` itself; import the module you use.
 """
