@@ -18,6 +18,7 @@ from nous_tools import (
     ApprovalRequest,
     Edit,
     Err,
+    InMemoryApprovalStore,
     NeedsApproval,
     Ok,
     Registry,
@@ -30,7 +31,6 @@ from nous_tools import (
     ToolNotFound,
     default_executor,
 )
-from nous_tools.approval_store import InMemoryApprovalStore
 from nous_tools.results import tool_digest
 
 
