@@ -250,19 +250,20 @@ def _unwrap(tool_calls: object) -> c.Iterable[t.Any]:
     if isinstance(output, (list, tuple)):  # OpenAI Responses
         return output
     content = _field(tool_calls, "content")
+    assistant = _field(tool_calls, "role") == "assistant"
     if isinstance(content, (list, tuple)) and (
-        _field(tool_calls, "role") == "assistant" or _field(tool_calls, "type") == "message"
+        assistant or _field(tool_calls, "type") == "message"
     ):  # Anthropic Messages
         return content
-    if (
-        isinstance(_field(tool_calls, "type"), str)
-        or _field(tool_calls, "function") is not None
-        or isinstance(tool_calls, c.Mapping)
-    ):
+    if assistant and (content is None or isinstance(content, str)):
+        return ()  # a Chat Completions message without tool calls: a text answer
+    if isinstance(_read_quietly(tool_calls), _Read):
         raise TypeError(
             f"execute_tool_calls expects {_EXPECTED}; got {_describe(tool_calls)} "
-            "(a single tool call? pass a list)"
+            "that is a single tool call (pass a list)"
         )
+    if isinstance(tool_calls, c.Mapping):
+        raise TypeError(f"execute_tool_calls expects {_EXPECTED}; got {_describe(tool_calls)}")
     if isinstance(tool_calls, c.Iterable) and not hasattr(tool_calls, "model_dump"):
         return tool_calls  # a generator, a deque, ...
     raise TypeError(f"execute_tool_calls expects {_EXPECTED}; got {_describe(tool_calls)}")
@@ -324,6 +325,13 @@ def _read(item: object) -> _Read | _Unreadable | object:
     return _Read(ToolCall(call_id, name, arguments), "custom" if custom else "function")
 
 
+def _read_quietly(item: object) -> object:
+    try:
+        return _read(item)
+    except Exception:
+        return None
+
+
 def _invalid_json(name: str, why: str, exc: BaseException) -> Err:
     return Err(
         ToolError(f"Invalid JSON arguments for '{name}': {why}", tool_name=name, original_error=exc)
@@ -383,8 +391,8 @@ def _custom_arguments(tool: Tool, text: object) -> c.Mapping[str, t.Any] | Err:
         shown = f" ({', '.join(map(str, names))})" if names else ""
         return Err(
             ToolError(
-                f"Tool '{name}' cannot take a custom tool call: it needs exactly one "
-                f"parameter to receive the input text, and it has {len(names)}{shown}",
+                f"Invalid arguments for '{name}': a custom tool call sends one input text, "
+                f"and this tool has {len(names)} parameters{shown}; it needs exactly one",
                 tool_name=name,
             )
         )
