@@ -404,10 +404,13 @@ def _defaults_for_nulls(tool: Tool, arguments: c.Mapping[str, t.Any]) -> c.Mappi
     becomes the parameter's default: the key is dropped, so the function's own default
     applies. Only where the parameter's schema does not accept null itself."""
     schema = tool.parameters
-    if not schema or not any(
-        value is None or isinstance(value, (dict, list)) for value in arguments.values()
-    ):
+    if not schema:
         return arguments
+    for value in arguments.values():
+        if value is None or isinstance(value, (dict, list)):
+            break
+    else:
+        return arguments  # nothing that could hold a null: the common case
     try:
         return nulls_to_defaults(schema, arguments)
     except Exception:  # a schema or arguments we cannot walk: leave them to validation
@@ -782,8 +785,9 @@ def execute_tool_calls(
             break
         position += 1
         try:
-            whole = _whole_response(item)
             read = _read(item)
+            # A whole response inside a list reads as an item we skip or cannot read.
+            whole = None if isinstance(read, _Read) else _whole_response(item)
         except Exception as exc:  # reading the item raised
             add(
                 ToolCall(None, "", None),
