@@ -1,10 +1,12 @@
 """Tool calls as LLM providers send them in, tool results as providers want them out.
 
-:func:`execute_tool_calls` takes the tool calls of a model response — OpenAI Chat
-Completions ``tool_calls``, OpenAI Responses ``function_call`` items, Anthropic
-``tool_use`` blocks, neutral :class:`ToolCall` values, or the SDK objects of those
-shapes — runs them concurrently through a :class:`~nous_tools.Registry`, and returns
-a :class:`ToolCallResults` that turns the outcomes back into messages.
+:func:`execute_tool_calls` takes a model response — an OpenAI ``ChatCompletion``, a
+Responses ``Response``, an Anthropic ``Message`` (the SDK objects or the same as
+dicts), or a list of tool calls of any of those shapes and neutral :class:`ToolCall`
+values — runs its tool calls concurrently through a :class:`~nous_tools.Registry`,
+and returns a :class:`ToolCallResults` that turns the outcomes back into messages.
+The tool definitions to send come from ``registry.tool_definitions(provider)``; the
+whole loop is in ``docs/how-to/agent-loop.md``.
 
 >>> from nous_tools import ContextUpdate, Ok, Registry, Tool, execute_tool_calls
 >>> registry = Registry()
@@ -646,7 +648,7 @@ class ToolCallResults:
         }
 
 
-class CallObserver(t.Protocol):
+class _CallObserver(t.Protocol):
     """What a tracer implements to see each call of a batch from start to outcome
     (``nous_tools.contrib.opentelemetry`` does). Private to the library and its
     contrib modules: the signals report attempts, this reports whole calls — also
@@ -658,10 +660,10 @@ class CallObserver(t.Protocol):
 
 
 #: The one observer, set by ``nous_tools.contrib.opentelemetry.instrument()``.
-_observer: CallObserver | None = None
+_observer: _CallObserver | None = None
 
 
-def _observe_start(observer: CallObserver | None, tool: Tool, call: ToolCall) -> object:
+def _observe_start(observer: _CallObserver | None, tool: Tool, call: ToolCall) -> object:
     if observer is None:
         return None
     try:
@@ -671,7 +673,7 @@ def _observe_start(observer: CallObserver | None, tool: Tool, call: ToolCall) ->
         return None
 
 
-def _observe_end(observer: CallObserver | None, token: object, result: CallResult | None) -> None:
+def _observe_end(observer: _CallObserver | None, token: object, result: CallResult | None) -> None:
     if observer is None or token is None:
         return
     try:
