@@ -190,15 +190,15 @@ def _strict_object(out: Schema, path: tuple[str, ...], root: Schema, inlined: in
     new: dict[str, t.Any] = {}
     for name, sub in properties.items():
         converted = _strict(sub, (*path, str(name)), root, inlined)
-        new[name] = converted if name in required else _nullable(converted)
+        new[name] = converted if name in required else _nullable(converted, root)
     out["properties"] = new
     out["required"] = list(new)
     out["additionalProperties"] = False
 
 
-def _nullable(schema: Schema) -> Schema:
+def _nullable(schema: Schema, root: c.Mapping[str, t.Any]) -> Schema:
     """``schema`` that also accepts ``null`` (unchanged when it already does)."""
-    if _accepts_null(schema, None):
+    if _accepts_null(schema, root):
         return schema
     kind = schema.get("type")
     if "enum" in schema:

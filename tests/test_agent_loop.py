@@ -41,6 +41,7 @@ from nous_tools import (
     Ok,
     Registry,
     Tool,
+    ToolCall,
     ToolError,
     ToolExecutor,
     ToolNotFound,
@@ -871,3 +872,49 @@ def test_items_whose_attribute_access_raises_are_errs_and_the_batch_goes_on(
         assert "could not be read" in err.reason.message
     assert "Tool call #1" in first.reason.message and "Tool call #2" in second.reason.message
     assert third == Ok(2)
+
+
+def test_strict_mode_keeps_local_references_and_a_tool_without_parameters_is_strict() -> None:
+    parameters = {  # the shape pydantic gives a model parameter: $defs and $ref
+        "type": "object",
+        "$defs": {
+            "Room": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}, "floor": {"type": "integer"}},
+                "required": ["name"],
+            }
+        },
+        "properties": {
+            "room": {"$ref": "#/$defs/Room"},
+            "backup": {"$ref": "#/$defs/Room", "description": "If the room is taken."},
+            "spare": {"$ref": "#/$defs/Room"},
+        },
+        "required": ["room"],
+    }
+    tool = Tool(
+        name="reserve", function=lambda room, backup=None, spare=None: room, parameters=parameters
+    )
+    strict = tool.strict_parameters()
+    room = strict["$defs"]["Room"]
+    assert room["required"] == ["name", "floor"] and room["additionalProperties"] is False
+    assert strict["properties"]["room"] == {"$ref": "#/$defs/Room"}  # a $ref alone stays
+    backup = strict["properties"]["backup"]  # a $ref with a sibling is inlined, then nullable
+    assert backup["description"] == "If the room is taken."
+    assert backup["type"] == ["object", "null"] and backup["additionalProperties"] is False
+    assert backup["properties"]["floor"] == {"type": ["integer", "null"]}
+    assert strict["properties"]["spare"] == {"anyOf": [{"$ref": "#/$defs/Room"}, {"type": "null"}]}
+    model_sends = {"room": {"name": "B2", "floor": None}, "backup": None, "spare": None}
+    jsonschema.validate(model_sends, strict)
+    # and back: the nulls of optional fields are dropped, through the reference
+    result = execute_tool_calls(Registry([tool]), [ToolCall("c1", "reserve", model_sends)])
+    assert result.results == [Ok({"name": "B2"})]
+
+    ping = Tool(name="ping", function=lambda: "pong")
+    conforms(ChatCompletionToolParam, ping.to_openai_schema(strict=True))
+    conforms(FunctionToolParam, ping.to_responses_schema(strict=True))
+    assert ping.strict_parameters() == {
+        "type": "object",
+        "properties": {},
+        "required": [],
+        "additionalProperties": False,
+    }
