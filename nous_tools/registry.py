@@ -223,6 +223,28 @@ class Registry:
         named = f" name={self._name!r}" if self._name is not None else ""
         return f"<Registry{named} tools={self.names()!r}>"
 
+    def tool_definitions(
+        self, provider: t.Literal["openai", "responses", "anthropic"], *, strict: bool = False
+    ) -> list[dict[str, t.Any]]:
+        """The tool definitions to send to a model: every registered tool except
+        ``deny`` ones, sorted by name, as ``provider`` wants them — ``"openai"``
+        (Chat Completions, :meth:`Tool.to_openai_schema`), ``"responses"``
+        (:meth:`Tool.to_responses_schema`) or ``"anthropic"``
+        (:meth:`Tool.to_anthropic_schema`). ``strict=True`` (OpenAI only) raises
+        ``ValueError`` naming the tool and keyword when a schema cannot be strict."""
+        tools = [tool for tool in self.all() if tool.approval != "deny"]
+        if provider == "openai":
+            return [tool.to_openai_schema(strict=strict) for tool in tools]
+        if provider == "responses":
+            return [tool.to_responses_schema(strict=strict) for tool in tools]
+        if provider == "anthropic":
+            if strict:
+                raise ValueError(
+                    "strict=True is OpenAI's strict mode; not for provider 'anthropic'"
+                )
+            return [tool.to_anthropic_schema() for tool in tools]
+        raise ValueError(f"provider must be 'openai', 'responses' or 'anthropic', got {provider!r}")
+
     # -- execution --------------------------------------------------------------
 
     def execute(

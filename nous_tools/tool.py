@@ -31,6 +31,7 @@ ValueError: Tool option 'retries' must be an int >= 0, got -1
 from __future__ import annotations
 
 import collections.abc as c
+import copy
 import math
 import typing as t
 
@@ -205,21 +206,18 @@ class Tool:
             )
         return cls(function=function, **options)
 
-    def to_openai_schema(self) -> dict[str, t.Any]:
-        """The tool as an OpenAI function-calling schema."""
-        parameters = (
-            dict(self.parameters)
-            if self.parameters
-            else {"type": "object", "properties": {}, "required": []}
-        )
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description or "No description provided",
-                "parameters": parameters,
-            },
+    def to_openai_schema(self, strict: bool = False) -> dict[str, t.Any]:
+        """The tool as an OpenAI Chat Completions tool: ``{"type": "function",
+        "function": {"name", "description", "parameters"}}``, plus ``"strict": true``
+        in the function with ``strict=True`` (see :meth:`strict_parameters`)."""
+        function: dict[str, t.Any] = {
+            "name": self.name,
+            "description": self.description or "No description provided",
+            "parameters": self._definition_parameters(strict),
         }
+        if strict:
+            function["strict"] = True
+        return {"type": "function", "function": function}
 
     def __call__(self, *args: t.Any, **kwargs: t.Any) -> t.Any:
         """Call the wrapped function directly: no approval, validation or deadline."""
@@ -230,6 +228,56 @@ class Tool:
             f"Tool(name={self.name!r}, approval={self.approval!r}, "
             f"timeout={self.timeout!r}, retries={self.retries!r})"
         )
+
+    # -- tool definitions for the providers (the agent loop) -----------------------
+
+    def to_responses_schema(self, strict: bool = False) -> dict[str, t.Any]:
+        """The tool as an OpenAI Responses API function tool: ``{"type": "function",
+        "name", "description", "parameters", "strict"}`` (``strict`` is always sent:
+        the Responses API takes a missing one as true)."""
+        return {
+            "type": "function",
+            "name": self.name,
+            "description": self.description or "No description provided",
+            "parameters": self._definition_parameters(strict),
+            "strict": bool(strict),
+        }
+
+    def to_anthropic_schema(self) -> dict[str, t.Any]:
+        """The tool as an Anthropic Messages API tool: ``{"name", "description",
+        "input_schema"}``."""
+        return {
+            "name": self.name,
+            "description": self.description or "No description provided",
+            "input_schema": self._definition_parameters(False),
+        }
+
+    def strict_parameters(self) -> dict[str, t.Any]:
+        """The parameters schema in OpenAI's strict form: every property listed in
+        ``required``, ``"additionalProperties": false`` on every object, each
+        optional parameter a union with ``null``, ``default`` left out.
+
+        A ``None`` the model then sends for an optional parameter becomes the
+        parameter's default: :func:`~nous_tools.execute_tool_calls` drops it before
+        the call (before approval and validation), so the function's own default
+        applies. Raises ``ValueError`` naming the keyword when the schema cannot be
+        made strict (a ``dict[str, X]`` parameter's ``additionalProperties``, a
+        set's ``uniqueItems``, a tuple's ``prefixItems``, ``minLength``, a value of
+        any type, ...).
+        """
+        from ._strict import strict_schema
+
+        try:
+            return strict_schema(self._definition_parameters(False))
+        except ValueError as exc:
+            raise ValueError(f"Tool '{self.name}' cannot be made strict: {exc}") from None
+
+    def _definition_parameters(self, strict: bool) -> dict[str, t.Any]:
+        if strict:
+            return self.strict_parameters()
+        if not self.parameters:
+            return {"type": "object", "properties": {}, "required": []}
+        return copy.deepcopy(dict(self.parameters))
 
 
 @t.overload

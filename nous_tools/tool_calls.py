@@ -1,10 +1,12 @@
 """Tool calls as LLM providers send them in, tool results as providers want them out.
 
-:func:`execute_tool_calls` takes the tool calls of a model response — OpenAI Chat
-Completions ``tool_calls``, OpenAI Responses ``function_call`` items, Anthropic
-``tool_use`` blocks, neutral :class:`ToolCall` values, or the SDK objects of those
-shapes — runs them concurrently through a :class:`~nous_tools.Registry`, and returns
-a :class:`ToolCallResults` that turns the outcomes back into messages.
+:func:`execute_tool_calls` takes a model response — an OpenAI ``ChatCompletion``, a
+Responses ``Response``, an Anthropic ``Message`` (the SDK objects or the same as
+dicts), or a list of tool calls of any of those shapes and neutral :class:`ToolCall`
+values — runs its tool calls concurrently through a :class:`~nous_tools.Registry`,
+and returns a :class:`ToolCallResults` that turns the outcomes back into messages.
+The tool definitions to send come from ``registry.tool_definitions(provider)``; the
+whole loop is in ``docs/how-to/agent-loop.md``.
 
 >>> from nous_tools import ContextUpdate, Ok, Registry, Tool, execute_tool_calls
 >>> registry = Registry()
@@ -48,6 +50,7 @@ import typing as t
 
 import attrs
 
+from ._strict import nulls_to_defaults
 from ._text import safe_str as _safe_str
 from .context_update import ContextUpdate
 from .errors import ToolDenied, ToolError, ToolNotFound, ToolTimeout
@@ -72,12 +75,49 @@ _log = logging.getLogger("nous_tools")
 #: One outcome of :func:`execute_tool_calls`.
 CallResult = t.Union[Result, NeedsApproval]  # noqa: UP007  (a runtime alias)
 
-#: Items of a model response that are not tool calls and are skipped: Anthropic
-#: ``text``/``thinking`` blocks, OpenAI Responses ``reasoning``/``message`` items.
-#: So ``response.content`` (Anthropic) and ``response.output`` (Responses) can be
-#: passed as they are.
-NOT_TOOL_CALLS: frozenset[str] = frozenset(
-    {"text", "thinking", "redacted_thinking", "reasoning", "message", "image", "document"}
+#: Item types of a model response that nous-tools does not run. They are skipped —
+#: content that is not a call (Anthropic ``text``/``thinking`` blocks, Responses
+#: ``reasoning``/``message`` items), calls the provider runs itself (web search,
+#: file search, code interpreter, image generation, MCP, Anthropic
+#: ``server_tool_use``), and the client-side built-in tools that are not functions
+#: (computer use, shell, apply_patch), which the application answers in their own
+#: shapes — and listed in :attr:`ToolCallResults.skipped`. Any type ending in
+#: ``_output`` or ``_tool_result`` (a tool's output, an Anthropic server tool's
+#: result) is skipped too.
+SKIPPED_TYPES: frozenset[str] = frozenset(
+    {
+        # content, not calls
+        "text",
+        "thinking",
+        "redacted_thinking",
+        "reasoning",
+        "message",
+        "output_text",
+        "refusal",
+        "image",
+        "document",
+        "compaction",
+        "additional_tools",
+        "container_upload",
+        # calls the provider runs itself
+        "web_search_call",
+        "file_search_call",
+        "code_interpreter_call",
+        "image_generation_call",
+        "mcp_call",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "mcp_approval_response",
+        "tool_search_call",
+        "program",
+        "server_tool_use",
+        "mcp_tool_use",
+        # client-side built-in tools that are not functions
+        "computer_call",
+        "local_shell_call",
+        "shell_call",
+        "apply_patch_call",
+    }
 )
 
 #: Longest error explanation sent to a model, in characters (the rest is cut).
@@ -114,17 +154,121 @@ _JSON_TYPES: dict[type, str] = {
 
 
 def _field(item: object, key: str) -> t.Any:
-    """``item[key]`` for a mapping, ``item.key`` for anything else (an SDK object)."""
-    if isinstance(item, c.Mapping):
-        return item.get(key)
+    """``item[key]`` for a mapping, ``item.key`` for anything else (an SDK object);
+    None when it is missing or reading it raises."""
     try:
+        if isinstance(item, c.Mapping):
+            return item.get(key)
         return getattr(item, key, None)
-    except Exception:  # a property that raises
+    except Exception:  # a property or a __getitem__ that raises
         return None
+
+
+def _has(item: object, key: str) -> bool:
+    """True when ``item`` has the key (a mapping) or the attribute (an SDK object)."""
+    try:
+        if isinstance(item, c.Mapping):
+            return key in item
+        return hasattr(item, key)
+    except Exception:
+        return False
 
 
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _is_skipped(kind: object) -> bool:
+    return isinstance(kind, str) and (
+        kind in SKIPPED_TYPES or kind.endswith(("_output", "_tool_result"))
+    )
+
+
+#: What ``execute_tool_calls`` accepts, for its ``TypeError``.
+_EXPECTED = (
+    "the tool calls of a model response: None, a list of tool calls, an OpenAI "
+    "ChatCompletion or ChatCompletionMessage, an OpenAI Responses Response, an "
+    "Anthropic Message, or the same as dicts ({'choices': [...]}, {'output': [...]}, "
+    "{'role': 'assistant', 'content': [...]})"
+)
+
+
+def _describe(value: object) -> str:
+    name = type(value).__name__
+    if isinstance(value, (str, bytes, bytearray)):
+        return f"a single {name}"
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
+def _whole_response(item: object) -> str | None:
+    """What ``item`` is when it is a whole response or message rather than one item
+    of one (``[message]`` instead of ``message``), else None."""
+    if isinstance(item, (str, bytes, bytearray, ToolCall)):
+        return None
+    if isinstance(_field(item, "choices"), c.Sequence):
+        return "an OpenAI ChatCompletion"
+    if _has(item, "tool_calls") and _field(item, "function") is None:
+        return "an OpenAI ChatCompletionMessage"
+    if _field(item, "object") == "response" or (
+        _field(item, "type") is None and isinstance(_field(item, "output"), list)
+    ):
+        return "an OpenAI Responses Response"
+    content = _field(item, "content")
+    is_blocks = isinstance(content, c.Sequence) and not isinstance(content, str)
+    if is_blocks and (
+        _has(item, "stop_reason") or any(_field(b, "type") == "tool_use" for b in content)
+    ):
+        return "an Anthropic Message"
+    return None
+
+
+def _unwrap(tool_calls: object) -> c.Iterable[t.Any]:
+    """The items of ``tool_calls``: a list as it is, the tool calls of a whole
+    response or message; ``TypeError`` for anything else."""
+    if tool_calls is None:
+        return ()
+    if isinstance(tool_calls, (str, bytes, bytearray, ToolCall)):
+        raise TypeError(f"execute_tool_calls expects {_EXPECTED}; got {_describe(tool_calls)}")
+    if isinstance(tool_calls, (list, tuple)):
+        return tool_calls
+    choices = _field(tool_calls, "choices")
+    if choices is not None:  # OpenAI Chat Completions: the one choice's message
+        if not isinstance(choices, c.Sequence) or isinstance(choices, str):
+            raise TypeError(f"execute_tool_calls got a 'choices' that is not a list: {_EXPECTED}")
+        if len(choices) > 1:
+            raise TypeError(
+                f"execute_tool_calls got a ChatCompletion with {len(choices)} choices; "
+                "pass the message of the one you continue with (response.choices[i].message)"
+            )
+        if not choices:
+            return ()
+        message = _field(choices[0], "message")
+        if message is None:
+            raise TypeError("execute_tool_calls got a ChatCompletion choice without a message")
+        return _field(message, "tool_calls") or ()
+    if _has(tool_calls, "tool_calls"):  # OpenAI Chat Completions message
+        return _field(tool_calls, "tool_calls") or ()
+    output = _field(tool_calls, "output")
+    if isinstance(output, (list, tuple)):  # OpenAI Responses
+        return output
+    content = _field(tool_calls, "content")
+    assistant = _field(tool_calls, "role") == "assistant"
+    if isinstance(content, (list, tuple)) and (
+        assistant or _field(tool_calls, "type") == "message"
+    ):  # Anthropic Messages
+        return content
+    if assistant and (content is None or isinstance(content, str)):
+        return ()  # a Chat Completions message without tool calls: a text answer
+    if isinstance(_read_quietly(tool_calls), _Read):
+        raise TypeError(
+            f"execute_tool_calls expects {_EXPECTED}; got {_describe(tool_calls)} "
+            "that is a single tool call (pass a list)"
+        )
+    if isinstance(tool_calls, c.Mapping):
+        raise TypeError(f"execute_tool_calls expects {_EXPECTED}; got {_describe(tool_calls)}")
+    if isinstance(tool_calls, c.Iterable) and not hasattr(tool_calls, "model_dump"):
+        return tool_calls  # a generator, a deque, ...
+    raise TypeError(f"execute_tool_calls expects {_EXPECTED}; got {_describe(tool_calls)}")
 
 
 class _Unreadable(t.NamedTuple):
@@ -134,75 +278,91 @@ class _Unreadable(t.NamedTuple):
     why: str
 
 
-def _read(item: object) -> ToolCall | _Unreadable | None:
-    """Parse one item into a :class:`ToolCall` whose arguments are still raw; None
-    for an item that is not a tool call at all (skipped)."""
+class _Read(t.NamedTuple):
+    """A tool call as read: its arguments still raw; ``kind`` is ``"function"`` or
+    ``"custom"`` (a freeform call whose arguments are the raw input text)."""
+
+    call: ToolCall
+    kind: str
+
+
+_SKIP = object()
+
+
+def _read(item: object) -> _Read | _Unreadable | object:
+    """Parse one item; :data:`_SKIP` for an item that is not ours to run."""
     if isinstance(item, ToolCall):
-        return item
+        return _Read(item, "function")
     kind = _field(item, "type")
+    custom = False
     if kind == "function_call":  # OpenAI Responses
         call_id = _text(_field(item, "call_id")) or _text(_field(item, "id"))
         name, arguments = _field(item, "name"), _field(item, "arguments")
+    elif kind == "custom_tool_call":  # OpenAI Responses, a freeform call
+        call_id = _text(_field(item, "call_id")) or _text(_field(item, "id"))
+        name, arguments, custom = _field(item, "name"), _field(item, "input"), True
     elif kind == "tool_use":  # Anthropic
         call_id = _text(_field(item, "id"))
         name, arguments = _field(item, "name"), _field(item, "input")
+    elif kind == "custom" and _field(item, "function") is None:  # Chat Completions, freeform
+        call_id = _text(_field(item, "id"))
+        body = _field(item, "custom")
+        name, arguments, custom = _field(body, "name"), _field(body, "input"), True
     elif (kind == "function" or kind is None) and _field(item, "function") is not None:
         call_id = _text(_field(item, "id"))  # OpenAI Chat Completions
         function = _field(item, "function")
         name, arguments = _field(function, "name"), _field(function, "arguments")
-    elif isinstance(kind, str) and kind in NOT_TOOL_CALLS:
-        return None
+    elif _is_skipped(kind):
+        return _SKIP
     else:
         call_id = _text(_field(item, "call_id")) or _text(_field(item, "id"))
         shown = f" with type {kind!r}" if isinstance(kind, str) else ""
         return _Unreadable(
             ToolCall(call_id, _text(_field(item, "name")) or "", None),
             f"{type(item).__name__}{shown} is not an OpenAI tool call, an OpenAI Responses "
-            "function_call item, an Anthropic tool_use block or a ToolCall",
+            "function_call or custom_tool_call item, an Anthropic tool_use block or a ToolCall",
         )
     if not isinstance(name, str) or not name:
         return _Unreadable(ToolCall(call_id, "", arguments), "it has no tool name")
-    return ToolCall(call_id, name, arguments)
+    return _Read(ToolCall(call_id, name, arguments), "custom" if custom else "function")
+
+
+def _read_quietly(item: object) -> object:
+    try:
+        return _read(item)
+    except Exception:
+        return None
+
+
+def _invalid_json(name: str, why: str, exc: BaseException) -> Err:
+    return Err(
+        ToolError(f"Invalid JSON arguments for '{name}': {why}", tool_name=name, original_error=exc)
+    )
 
 
 def _parse_arguments(name: str, arguments: object) -> c.Mapping[str, t.Any] | Err:
     """The arguments as a mapping, or the ``Err`` for that call. A JSON string is
     parsed; an empty string or None counts as ``{}`` (models send ``""`` for a tool
-    without parameters)."""
+    without parameters). Never raises for what a model sent: JSON too deep or with a
+    number of too many digits is an ``Err`` like any other invalid JSON."""
     if arguments is None:
         return {}
     if isinstance(arguments, (bytes, bytearray)):
         try:
-            arguments = arguments.decode("utf-8")
+            arguments = bytes(arguments).decode("utf-8")
         except UnicodeDecodeError as exc:
-            return Err(
-                ToolError(
-                    f"Invalid JSON arguments for '{name}': not UTF-8 ({exc.reason})",
-                    tool_name=name,
-                    original_error=exc,
-                )
-            )
+            return _invalid_json(name, f"not UTF-8 ({exc.reason})", exc)
     if isinstance(arguments, str):
         if not arguments.strip():
             return {}
         try:
             arguments = json.loads(arguments)
         except json.JSONDecodeError as exc:  # its str() names the line and column
-            return Err(
-                ToolError(
-                    f"Invalid JSON arguments for '{name}': {exc}",
-                    tool_name=name,
-                    original_error=exc,
-                )
-            )
+            return _invalid_json(name, str(exc), exc)
         except RecursionError as exc:
-            return Err(
-                ToolError(
-                    f"Invalid JSON arguments for '{name}': nested too deeply",
-                    tool_name=name,
-                    original_error=exc,
-                )
-            )
+            return _invalid_json(name, "nested too deeply", exc)
+        except ValueError as exc:  # an integer of more digits than int() takes, ...
+            return _invalid_json(name, _clip(_safe_str(exc).split(";")[0]), exc)
     if isinstance(arguments, c.Mapping):
         return arguments
     got = _JSON_TYPES.get(type(arguments), type(arguments).__name__)
@@ -213,6 +373,50 @@ def _parse_arguments(name: str, arguments: object) -> c.Mapping[str, t.Any] | Er
             original_error=("invalid", [("(root)", f"not an object: {got}")]),
         )
     )
+
+
+def _custom_arguments(tool: Tool, text: object) -> c.Mapping[str, t.Any] | Err:
+    """The arguments of a freeform (custom) call: the raw input text as the tool's one
+    parameter, or the ``Err`` saying why the tool cannot take it."""
+    name = tool.name
+    if not isinstance(text, str):
+        return Err(
+            ToolError(
+                f"Invalid arguments for '{name}': a custom tool call's input must be text, "
+                f"got {_JSON_TYPES.get(type(text), type(text).__name__)}",
+                tool_name=name,
+            )
+        )
+    properties = (tool.parameters or {}).get("properties")
+    names = list(properties) if isinstance(properties, c.Mapping) else []
+    if len(names) != 1:
+        shown = f" ({', '.join(map(str, names))})" if names else ""
+        return Err(
+            ToolError(
+                f"Invalid arguments for '{name}': a custom tool call sends one input text, "
+                f"and this tool has {len(names)} parameters{shown}; it needs exactly one",
+                tool_name=name,
+            )
+        )
+    return {names[0]: text}
+
+
+def _defaults_for_nulls(tool: Tool, arguments: c.Mapping[str, t.Any]) -> c.Mapping[str, t.Any]:
+    """``None`` sent for an optional parameter (strict mode's way of leaving it out)
+    becomes the parameter's default: the key is dropped, so the function's own default
+    applies. Only where the parameter's schema does not accept null itself."""
+    schema = tool.parameters
+    if not schema:
+        return arguments
+    for value in arguments.values():
+        if value is None or isinstance(value, (dict, list)):
+            break
+    else:
+        return arguments  # nothing that could hold a null: the common case
+    try:
+        return nulls_to_defaults(schema, arguments)
+    except Exception:  # a schema or arguments we cannot walk: leave them to validation
+        return arguments
 
 
 # -- writing results for a model -----------------------------------------------------
@@ -346,13 +550,19 @@ class ToolCallResults:
 
     ``results[i]`` is the ``Ok``, ``Err`` or ``NeedsApproval`` of ``calls[i]`` (the
     parsed :class:`ToolCall`; its ``arguments`` are the parsed mapping, or the raw
-    value when they could not be parsed). ``context`` is the input context with the
-    update of each ``Ok`` applied in call order. Iterating yields the results.
+    value when they could not be parsed), and ``kinds[i]`` says what kind of call it
+    was: ``"function"``, or ``"custom"`` for a freeform call (OpenAI custom tools),
+    whose output item differs in the Responses API. ``context`` is the input context
+    with the update of each ``Ok`` applied in call order. ``skipped`` holds the items
+    of the response that were not run (text, reasoning, provider-hosted tool calls;
+    see :data:`SKIPPED_TYPES`), as they were given. Iterating yields the results.
     """
 
     results: list[CallResult]
     calls: list[ToolCall]
     context: RunContext[t.Any]
+    skipped: list[t.Any] = attrs.field(factory=list)
+    kinds: list[str] = attrs.field(factory=list)
 
     @property
     def pending(self) -> list[NeedsApproval]:
@@ -375,35 +585,50 @@ class ToolCallResults:
 
     def __repr__(self) -> str:
         kinds = [type(r).__name__ for r in self.results]
-        return f"<ToolCallResults {kinds}>"
+        shown = f", skipped={len(self.skipped)}" if self.skipped else ""
+        return f"<ToolCallResults {kinds}{shown}>"
 
-    def _entries(self, include_pending: bool) -> c.Iterator[tuple[ToolCall, CallResult, str]]:
-        for call, result in zip(self.calls, self.results, strict=True):
+    def _entries(self, include_pending: bool) -> c.Iterator[tuple[ToolCall, CallResult, str, str]]:
+        kinds = self.kinds
+        for index, (call, result) in enumerate(zip(self.calls, self.results, strict=True)):
+            if call.id is None:  # nothing to answer: a provider needs the call's id
+                continue
             if include_pending or not isinstance(result, NeedsApproval):
-                yield call, result, format_tool_result(result, call.name)
+                kind = kinds[index] if index < len(kinds) else "function"
+                yield call, result, format_tool_result(result, call.name), kind
 
-    def to_openai_messages(self, *, include_pending: bool = True) -> list[dict[str, t.Any]]:
-        """Chat Completions tool messages: ``{"role": "tool", "tool_call_id", "content"}``.
+    def to_openai_messages(self, *, include_pending: bool = False) -> list[dict[str, t.Any]]:
+        """Chat Completions tool messages, ``{"role": "tool", "tool_call_id",
+        "content"}``, one per call in call order (for function and custom calls alike).
 
-        ``include_pending=False`` leaves out the calls waiting for approval (send
-        their messages once they are decided).
+        Calls waiting for approval are left out unless ``include_pending=True`` (then
+        they say so in a placeholder): a message uses up its call id, and the real
+        result could not be sent once a person decided. A call without an id is left
+        out too (nothing to answer it with); its outcome is still in ``results``.
         """
         return [
             {"role": "tool", "tool_call_id": call.id, "content": content}
-            for call, _, content in self._entries(include_pending)
+            for call, _, content, _ in self._entries(include_pending)
         ]
 
-    def to_responses_items(self, *, include_pending: bool = True) -> list[dict[str, t.Any]]:
-        """Responses API items: ``{"type": "function_call_output", "call_id", "output"}``."""
+    def to_responses_items(self, *, include_pending: bool = False) -> list[dict[str, t.Any]]:
+        """Responses API input items: ``{"type": "function_call_output", "call_id",
+        "output"}``, or ``"custom_tool_call_output"`` for a custom call. Pending and
+        id-less calls are left out as in :meth:`to_openai_messages`."""
         return [
-            {"type": "function_call_output", "call_id": call.id, "output": content}
-            for call, _, content in self._entries(include_pending)
+            {
+                "type": "custom_tool_call_output" if kind == "custom" else "function_call_output",
+                "call_id": call.id,
+                "output": content,
+            }
+            for call, _, content, kind in self._entries(include_pending)
         ]
 
-    def to_anthropic_blocks(self, *, include_pending: bool = True) -> list[dict[str, t.Any]]:
+    def to_anthropic_blocks(self, *, include_pending: bool = False) -> list[dict[str, t.Any]]:
         """Anthropic ``tool_result`` blocks: ``{"type": "tool_result", "tool_use_id",
         "content", "is_error"}``; ``is_error`` is True for an ``Err`` only (a pending
-        approval has not failed)."""
+        approval has not failed). Pending and id-less calls are left out as in
+        :meth:`to_openai_messages`."""
         return [
             {
                 "type": "tool_result",
@@ -411,41 +636,100 @@ class ToolCallResults:
                 "content": content,
                 "is_error": isinstance(result, Err),
             }
-            for call, result, content in self._entries(include_pending)
+            for call, result, content, _ in self._entries(include_pending)
         ]
+
+    def to_anthropic_message(self, *, include_pending: bool = False) -> dict[str, t.Any]:
+        """The user message that carries the ``tool_result`` blocks back to Claude:
+        ``{"role": "user", "content": [...]}`` (:meth:`to_anthropic_blocks`)."""
+        return {
+            "role": "user",
+            "content": self.to_anthropic_blocks(include_pending=include_pending),
+        }
+
+
+class _CallObserver(t.Protocol):
+    """What a tracer implements to see each call of a batch from start to outcome
+    (``nous_tools.contrib.opentelemetry`` does). Private to the library and its
+    contrib modules: the signals report attempts, this reports whole calls — also
+    those refused before their first attempt (approval, validation)."""
+
+    def call_started(self, tool: Tool, call: ToolCall) -> object: ...
+
+    def call_ended(self, token: object, result: CallResult | None) -> None: ...
+
+
+#: The one observer, set by ``nous_tools.contrib.opentelemetry.instrument()``.
+_observer: _CallObserver | None = None
+
+
+def _observe_start(observer: _CallObserver | None, tool: Tool, call: ToolCall) -> object:
+    if observer is None:
+        return None
+    try:
+        return observer.call_started(tool, call)
+    except Exception:
+        _log.warning("Tool call observer failed at the start of '%s'", tool.name, exc_info=True)
+        return None
+
+
+def _observe_end(observer: _CallObserver | None, token: object, result: CallResult | None) -> None:
+    if observer is None or token is None:
+        return
+    try:
+        observer.call_ended(token, result)
+    except Exception:
+        _log.warning("Tool call observer failed at the end of a call", exc_info=True)
+
+
+def _unreadable_err(position: int, why: str, name: str | None) -> Err:
+    return Err(ToolError(f"Tool call #{position} could not be read: {why}", tool_name=name or None))
 
 
 def execute_tool_calls(
     registry: Registry,
-    tool_calls: c.Iterable[t.Any],
+    tool_calls: t.Any,
     ctx: RunContext[t.Any] | None = None,
     *,
     executor: ToolExecutor | None = None,
 ) -> ToolCallResults:
     """Run the tool calls of a model response through ``registry``, concurrently.
 
-    ``tool_calls`` may mix OpenAI Chat Completions tool calls, OpenAI Responses
-    ``function_call`` items, Anthropic ``tool_use`` blocks and :class:`ToolCall`
-    values, as dicts or as SDK objects with the same fields. Items that are plainly
-    not tool calls (``text``, ``thinking``, ``reasoning``, ``message``) are skipped.
+    ``tool_calls`` is what the model answered, as the SDK gives it or as a dict:
+
+    - ``None`` (a text-only answer): an empty batch;
+    - an OpenAI ``ChatCompletion`` (its one choice's ``message.tool_calls``) or
+      ``ChatCompletionMessage`` (its ``tool_calls``), ``{"choices": [...]}``;
+    - an OpenAI Responses ``Response`` (its ``output``), ``{"output": [...]}``;
+    - an Anthropic ``Message`` (its ``content``), ``{"role": "assistant",
+      "content": [...]}``;
+    - or a list of the calls themselves, which may mix OpenAI Chat Completions tool
+      calls, Responses ``function_call`` and ``custom_tool_call`` items, Anthropic
+      ``tool_use`` blocks and :class:`ToolCall` values.
+
+    Anything else is a ``TypeError`` naming what was expected — never a silent empty
+    batch — and so is a list holding a whole response (``[message]``). Items that are
+    not ours to run (text, reasoning, provider-hosted calls: :data:`SKIPPED_TYPES`)
+    are skipped and listed in ``result.skipped``. A custom (freeform) call runs the
+    tool of its name with the raw input text as its one parameter, or is an ``Err``
+    when that tool has not exactly one parameter.
 
     Per call, without running anything: arguments that are not valid JSON, or not a
     JSON object, give an ``Err(ToolError)`` quoting the parse error; an unknown name
-    gives ``Err(ToolNotFound)``; an item that cannot be read gives an ``Err``. The
-    other calls run as ``registry.execute`` runs them — approval level, advice, the
-    executor's pipeline — with each call's id as ``ApprovalRequest.id``; an ``ask``
-    tool with no approval handler in an ungated ``ctx`` comes back as
-    ``NeedsApproval``.
+    gives ``Err(ToolNotFound)``; an item that cannot be read gives an ``Err``. A
+    ``None`` sent for an optional parameter whose schema does not accept null (what
+    a model does in OpenAI's strict mode) is dropped here, once per call before
+    approval and validation, so the parameter's default applies. The other calls
+    run as ``registry.execute`` runs them — approval level, advice, the executor's
+    pipeline — with each call's id as ``ApprovalRequest.id``; an ``ask`` tool with no
+    approval handler in an ungated ``ctx`` comes back as ``NeedsApproval``.
 
     ``ctx`` defaults to ``RunContext.new()``; ``executor`` to the registry's. Never
-    raises for anything in ``tool_calls``; a ``registry`` or ``ctx`` of the wrong type,
-    or ``tool_calls`` that is a single mapping or string, is a ``TypeError``.
+    raises for anything a model sent (hostile JSON, items whose attributes raise, an
+    iterable that breaks: each is an ``Err`` and the batch goes on); a ``registry`` or
+    ``ctx`` of the wrong type, or a ``tool_calls`` of a shape it does not know, is a
+    ``TypeError``.
     """
-    if isinstance(tool_calls, (str, bytes, c.Mapping)):
-        raise TypeError(
-            "execute_tool_calls expects a list of tool calls, got a single "
-            f"{type(tool_calls).__name__}"
-        )
     if ctx is None:
         ctx = RunContext.new()
     elif not isinstance(ctx, RunContext):
@@ -455,38 +739,97 @@ def execute_tool_calls(
     lookup = getattr(registry, "lookup", None)
     if not callable(lookup):
         raise TypeError(f"execute_tool_calls expects a Registry, got {type(registry).__name__}")
+    items = _unwrap(tool_calls)
 
     calls: list[ToolCall] = []
+    kinds: list[str] = []
     jobs: list[tuple[Tool, t.Any, str | None] | Err] = []
-    for position, item in enumerate(tool_calls, start=1):
-        read = _read(item)
-        if read is None:
-            continue
-        if isinstance(read, _Unreadable):
-            calls.append(read.call)
-            jobs.append(
+    skipped: list[t.Any] = []
+    refused: list[tuple[Tool, ToolCall, Err]] = []  # for the observer: refused before running
+
+    def add(call: ToolCall, kind: str, job: tuple[Tool, t.Any, str | None] | Err) -> None:
+        calls.append(call)
+        kinds.append(kind)
+        jobs.append(job)
+
+    position = 0
+    try:
+        iterator = iter(items)
+    except Exception as exc:
+        iterator = iter(())
+        add(
+            ToolCall(None, "", None),
+            "function",
+            Err(
+                ToolError(
+                    f"The tool calls could not be read: {type(exc).__name__}: {_safe_str(exc)}",
+                    original_error=exc,
+                )
+            ),
+        )
+    while True:
+        try:
+            item = next(iterator)
+        except StopIteration:
+            break
+        except Exception as exc:  # a broken iterable: what was read still runs
+            add(
+                ToolCall(None, "", None),
+                "function",
                 Err(
                     ToolError(
-                        f"Tool call #{position} could not be read: {read.why}",
-                        tool_name=read.call.name or None,
+                        f"The tool calls could not be read past call #{position}: "
+                        f"{type(exc).__name__}: {_safe_str(exc)}",
+                        original_error=exc,
                     )
-                )
+                ),
+            )
+            break
+        position += 1
+        try:
+            read = _read(item)
+            # A whole response inside a list reads as an item we skip or cannot read.
+            whole = None if isinstance(read, _Read) else _whole_response(item)
+        except Exception as exc:  # reading the item raised
+            add(
+                ToolCall(None, "", None),
+                "function",
+                _unreadable_err(position, f"reading it raised {type(exc).__name__}", None),
             )
             continue
-        tool = lookup(read.name)
+        if whole is not None:
+            raise TypeError(
+                f"execute_tool_calls got a list holding {whole} (item #{position}); "
+                "pass the response or message itself, not inside a list"
+            )
+        if read is _SKIP:
+            skipped.append(item)
+            continue
+        if isinstance(read, _Unreadable):
+            add(read.call, "function", _unreadable_err(position, read.why, read.call.name))
+            continue
+        assert isinstance(read, _Read)
+        call, kind = read
+        tool = lookup(call.name)
         if tool is None:
-            calls.append(read)
-            jobs.append(Err(ToolNotFound(read.name)))
+            add(call, kind, Err(ToolNotFound(call.name)))
             continue
-        arguments = _parse_arguments(read.name, read.arguments)
+        if kind == "custom":
+            arguments = _custom_arguments(tool, call.arguments)
+        else:
+            arguments = _parse_arguments(call.name, call.arguments)
         if isinstance(arguments, Err):
-            calls.append(read)
-            jobs.append(arguments)
+            add(call, kind, arguments)
+            refused.append((tool, call, arguments))
             continue
-        calls.append(
-            read if arguments is read.arguments else attrs.evolve(read, arguments=arguments)
-        )
-        jobs.append((tool, calls[-1], read.id))  # the ToolCall rides as the job's payload
+        arguments = _defaults_for_nulls(tool, arguments)
+        if arguments is not call.arguments:
+            call = attrs.evolve(call, arguments=arguments)
+        add(call, kind, (tool, call, call.id))  # the ToolCall rides as the job's payload
+
+    observer = _observer
+    for tool, call, err in refused:  # calls refused before running, for a tracer
+        _observe_end(observer, _observe_start(observer, tool, call), err)
 
     own = registry.executor
     runner = executor if executor is not None else own
@@ -495,11 +838,16 @@ def execute_tool_calls(
         tool: Tool, call: ToolCall, run_ctx: RunContext[t.Any] | None, call_id: str | None
     ) -> CallResult:
         token = _current_call.set(call)
+        seen = _observe_start(observer, tool, call)
+        result: CallResult | None = None
         try:
             if runner is own:
-                return registry.execute(tool.name, call.arguments, run_ctx, call_id=call_id)
-            return registry._dispatch(tool, call.arguments, run_ctx, call_id, runner)
+                result = registry.execute(tool.name, call.arguments, run_ctx, call_id=call_id)
+            else:
+                result = registry._dispatch(tool, call.arguments, run_ctx, call_id, runner)
+            return result
         finally:
+            _observe_end(observer, seen, result)
             _current_call.reset(token)
 
     results = t.cast(list[CallResult], runner.run_jobs(jobs, ctx, run=run))
@@ -517,4 +865,6 @@ def execute_tool_calls(
                     call.id,
                     type(exc).__name__,
                 )
-    return ToolCallResults(results=results, calls=calls, context=context)
+    return ToolCallResults(
+        results=results, calls=calls, context=context, skipped=skipped, kinds=kinds
+    )

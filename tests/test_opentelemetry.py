@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections.abc as c
 import gc
 import json
+import threading
 import typing as t
 
 import pytest
@@ -14,12 +15,23 @@ import pytest
 pytest.importorskip("opentelemetry.sdk")
 
 from opentelemetry import trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import Histogram, InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from nous_tools import Registry, RunContext, Tool, ToolCall, ToolExecutor, execute_tool_calls
+from nous_tools import (
+    Err,
+    ExecutorSaturated,
+    Registry,
+    RunContext,
+    Tool,
+    ToolCall,
+    ToolExecutor,
+    execute_tool_calls,
+)
 from nous_tools.contrib import opentelemetry as nous_otel
 
 SECRET = "sk-live-0123456789"
@@ -281,3 +293,263 @@ def test_the_receivers_survive_garbage_collection(
     gc.collect()
     executor.execute(Tool.from_function(search, timeout=None), {"query": "q"})
     assert len(tool_spans(exporter)) == 1
+
+
+# -- the GenAI conventions: whole batch calls, error.type, the duration metric ---------
+
+
+@pytest.fixture
+def reader() -> InMemoryMetricReader:
+    return InMemoryMetricReader()
+
+
+@pytest.fixture
+def traced(
+    provider: TracerProvider, reader: InMemoryMetricReader
+) -> c.Iterator[InMemorySpanExporter]:
+    """Spans and metrics both, with the SDK's in-memory exporter and reader."""
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    nous_otel.instrument(provider, meter_provider=MeterProvider(metric_readers=[reader]))
+    yield exporter
+    nous_otel.uninstrument()
+
+
+def durations(reader: InMemoryMetricReader) -> list[t.Any]:
+    """The data points of ``gen_ai.execute_tool.duration`` (and check the instrument)."""
+    data = reader.get_metrics_data()
+    points = []
+    for resource in data.resource_metrics if data is not None else ():
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name == "gen_ai.execute_tool.duration":
+                    assert metric.unit == "s"
+                    assert isinstance(metric.data, Histogram)
+                    points.extend(metric.data.data_points)
+    return points
+
+
+def by_call_id(exporter: InMemorySpanExporter) -> dict[str, ReadableSpan]:
+    return {str((s.attributes or {}).get("gen_ai.tool.call.id")): s for s in tool_spans(exporter)}
+
+
+def refuse(request: t.Any) -> str:
+    return "reject"
+
+
+def test_calls_refused_at_approval_have_error_type_rejected(
+    traced: InMemorySpanExporter, executor: ToolExecutor, reader: InMemoryMetricReader
+) -> None:
+    ran: list[str] = []
+
+    def delete(path: str) -> str:
+        """Delete a file."""
+        ran.append(path)
+        return "deleted"
+
+    registry = Registry(
+        [
+            Tool.from_function(delete, approval="ask", timeout=None),
+            Tool.from_function(delete, name="wipe", approval="deny", timeout=None),
+        ],
+        executor=executor,
+    )
+    calls = [
+        ToolCall("c_reject", "delete", {"path": "/"}),
+        ToolCall("c_deny", "wipe", {"path": "/"}),
+    ]
+    execute_tool_calls(registry, calls, RunContext.new(approval_handler=refuse))
+    # without a handler the call waits for a person: nothing executed, no span
+    pending = execute_tool_calls(registry, [ToolCall("c_pending", "delete", {"path": "/"})])
+    assert pending.pending and ran == []
+    spans = by_call_id(traced)
+    assert sorted(spans) == ["c_deny", "c_reject"]
+    for span in spans.values():
+        attributes = span.attributes or {}
+        assert attributes["error.type"] == "rejected"
+        assert attributes["nous_tools.tool.attempts"] == 0
+        assert span.status.status_code is StatusCode.ERROR
+        assert span.kind is SpanKind.INTERNAL
+    assert sorted(dict(p.attributes)["error.type"] for p in durations(reader)) == [
+        "rejected",
+        "rejected",
+    ]
+
+
+def test_arguments_refused_before_running_have_error_type_invalid_arguments(
+    traced: InMemorySpanExporter, executor: ToolExecutor
+) -> None:
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    registry = Registry([Tool.from_function(add, timeout=None)], executor=executor)
+    execute_tool_calls(
+        registry,
+        [
+            {"id": "c_json", "type": "function", "function": {"name": "add", "arguments": "{"}},
+            {"type": "tool_use", "id": "c_schema", "name": "add", "input": {"a": "one"}},
+            {"type": "custom_tool_call", "call_id": "c_custom", "name": "add", "input": "1+1"},
+            {"type": "tool_use", "id": "c_unknown", "name": "divide", "input": {}},
+        ],
+    )
+    spans = by_call_id(traced)
+    assert sorted(spans) == ["c_custom", "c_json", "c_schema"]  # an unknown tool: no span
+    for span in spans.values():
+        assert (span.attributes or {})["error.type"] == "invalid_arguments"
+        assert span.name == "execute_tool add"
+
+
+def test_timeouts_and_raised_exceptions_have_their_error_type(
+    traced: InMemorySpanExporter, executor: ToolExecutor
+) -> None:
+    def hang(ctx: RunContext[t.Any]) -> str:
+        ctx.cancelled.wait(5.0)
+        return "late"
+
+    def broken() -> str:
+        raise PermissionError("no", SECRET)
+
+    def declined() -> Err:
+        return Err("not today")
+
+    registry = Registry(
+        [
+            Tool.from_function(hang, timeout=0.05),
+            Tool.from_function(broken, retries=1, timeout=None),
+            Tool.from_function(declined, timeout=None),
+            Tool.from_function(search, timeout=None),
+        ],
+        executor=executor,
+    )
+    execute_tool_calls(
+        registry,
+        [
+            ToolCall("c_hang", "hang", {}),
+            ToolCall("c_broken", "broken", {}),
+            ToolCall("c_declined", "declined", {}),
+            ToolCall("c_ok", "search", {"query": "q"}),
+        ],
+    )
+    spans = by_call_id(traced)
+    assert {k: (s.attributes or {}).get("error.type") for k, s in spans.items()} == {
+        "c_hang": "timeout",
+        "c_broken": "PermissionError",
+        "c_declined": "_OTHER",
+        "c_ok": None,
+    }
+    assert (spans["c_broken"].attributes or {})["nous_tools.tool.attempts"] == 2
+    assert [e.name for e in spans["c_broken"].events] == ["retry"]
+    assert spans["c_ok"].status.status_code is StatusCode.UNSET
+    assert SECRET not in everything_recorded(traced)
+
+
+def test_a_call_the_executor_cannot_start_has_error_type_saturated(
+    traced: InMemorySpanExporter,
+) -> None:
+    release = threading.Event()
+
+    def stuck() -> str:
+        release.wait(30.0)
+        return "late"
+
+    with ToolExecutor(max_workers=2, max_abandoned=1, on_timeout="abandon") as small:
+        registry = Registry([Tool.from_function(stuck, timeout=0.05, retries=0)], executor=small)
+        try:
+            first = execute_tool_calls(registry, [ToolCall("c_stuck", "stuck", {})])
+            second = execute_tool_calls(registry, [ToolCall("c_refused", "stuck", {})])
+        finally:
+            release.set()
+    assert isinstance(first.results[0], Err) and isinstance(second.results[0], Err)
+    assert isinstance(second.results[0].reason, ExecutorSaturated)
+    spans = by_call_id(traced)
+    assert (spans["c_stuck"].attributes or {})["error.type"] == "timeout"
+    assert (spans["c_refused"].attributes or {})["error.type"] == "saturated"
+
+
+def test_the_duration_metric_is_the_span_duration_with_the_conventions_buckets(
+    traced: InMemorySpanExporter, executor: ToolExecutor, reader: InMemoryMetricReader
+) -> None:
+    def broken() -> str:
+        raise ConnectionError("down")
+
+    registry = Registry(
+        [Tool.from_function(search, timeout=5.0), Tool.from_function(broken, retries=0)],
+        executor=executor,
+    )
+    execute_tool_calls(
+        registry, [ToolCall("c1", "search", {"query": "q"}), ToolCall("c2", "broken", {})]
+    )
+    points = {dict(p.attributes).get("gen_ai.tool.name"): p for p in durations(reader)}
+    assert dict(points["search"].attributes) == {
+        "gen_ai.tool.name": "search",
+        "gen_ai.tool.type": "function",
+    }
+    assert dict(points["broken"].attributes) == {
+        "gen_ai.tool.name": "broken",
+        "gen_ai.tool.type": "function",
+        "error.type": "ConnectionError",
+    }
+    spans = {s.name: s for s in tool_spans(traced)}
+    for name, point in points.items():
+        span = spans[f"execute_tool {name}"]
+        assert span.start_time is not None and span.end_time is not None
+        assert point.count == 1
+        assert point.sum == pytest.approx((span.end_time - span.start_time) / 1e9, abs=1e-9)
+        assert tuple(point.explicit_bounds) == nous_otel.DURATION_BUCKETS
+
+
+def test_direct_calls_are_measured_too(
+    traced: InMemorySpanExporter, executor: ToolExecutor, reader: InMemoryMetricReader
+) -> None:
+    executor.execute(Tool.from_function(search, timeout=None), {"query": "q"})
+    (point,) = durations(reader)
+    assert point.count == 1 and dict(point.attributes)["gen_ai.tool.name"] == "search"
+
+
+def test_results_and_arguments_are_captured_only_when_asked(
+    provider: TracerProvider, traced: InMemorySpanExporter, executor: ToolExecutor
+) -> None:
+    def lookup(user: str) -> dict[str, str]:
+        """Look a user up."""
+        return {"user": user, "email": "ada@example.com"}
+
+    registry = Registry([Tool.from_function(lookup, timeout=None)], executor=executor)
+    execute_tool_calls(registry, [ToolCall("c1", "lookup", {"user": "ada"})])
+    (span,) = tool_spans(traced)
+    assert "gen_ai.tool.call.arguments" not in (span.attributes or {})
+    assert "gen_ai.tool.call.result" not in (span.attributes or {})
+    assert "ada" not in everything_recorded(traced)
+
+    traced.clear()
+    nous_otel.instrument(provider, capture_arguments=True, capture_results=True)
+    execute_tool_calls(registry, [ToolCall("c2", "lookup", {"user": "ada"})])
+    (span,) = tool_spans(traced)
+    attributes = span.attributes or {}
+    assert attributes["gen_ai.tool.call.arguments"] == '{"user": "ada"}'
+    assert attributes["gen_ai.tool.call.result"] == '{"user": "ada", "email": "ada@example.com"}'
+
+
+def test_a_batch_calls_span_is_the_parent_of_the_spans_its_tool_makes(
+    traced: InMemorySpanExporter, executor: ToolExecutor, tracer: trace.Tracer
+) -> None:
+    def fetch(url: str) -> str:
+        with tracer.start_as_current_span("http GET"):
+            return f"body of {url}"
+
+    registry = Registry([Tool.from_function(fetch, timeout=5.0)], executor=executor)
+    with tracer.start_as_current_span("agent turn") as turn:
+        execute_tool_calls(
+            registry, [ToolCall("c1", "fetch", {"url": "a"}), ToolCall("c2", "fetch", {"url": "b"})]
+        )
+        assert trace.get_current_span() is turn
+    spans = traced.get_finished_spans()
+    tool_by_id = by_call_id(traced)
+    for http in (s for s in spans if s.name == "http GET"):
+        assert http.parent is not None
+        assert http.parent.span_id in {
+            s.context.span_id for s in tool_by_id.values() if s.context is not None
+        }
+    for span in tool_by_id.values():
+        assert span.parent is not None
+        assert span.parent.span_id == turn.get_span_context().span_id

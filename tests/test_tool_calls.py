@@ -149,12 +149,12 @@ def test_text_and_reasoning_items_of_a_response_are_skipped(registry: Registry) 
 
 def test_an_unrecognised_item_is_an_err_of_its_own(registry: Registry) -> None:
     result = execute_tool_calls(
-        registry, [{"type": "custom", "id": "x1"}, 42, chat("ok", "add", '{"a":1,"b":1}')]
+        registry, [{"type": "frobnicate", "id": "x1"}, 42, chat("ok", "add", '{"a":1,"b":1}')]
     )
     first, second, third = result.results
     assert isinstance(first, Err) and isinstance(first.reason, ToolError)
     assert "Tool call #1 could not be read" in first.reason.message
-    assert "with type 'custom'" in first.reason.message
+    assert "with type 'frobnicate'" in first.reason.message
     assert (
         isinstance(second, Err) and "Tool call #2 could not be read: int" in second.reason.message
     )
@@ -404,16 +404,17 @@ def test_an_ask_tool_without_a_handler_comes_back_as_needs_approval(
     assert result.pending == [pending]
     assert counter.calls == []
     assert not result.all_ok
+    # Pending calls are left out by default: a message would use up the call id.
+    assert result.to_openai_messages() == [{"role": "tool", "tool_call_id": "c1", "content": "2"}]
+    assert [b["tool_use_id"] for b in result.to_anthropic_blocks()] == ["c1"]
+    assert [i["call_id"] for i in result.to_responses_items()] == ["c1"]
     content = f"Pending approval: tool 'rm' needs a person's approval (id {pending.id}); it has not run yet."
-    assert result.to_openai_messages()[1] == {
+    assert result.to_openai_messages(include_pending=True)[1] == {
         "role": "tool",
         "tool_call_id": "c2",
         "content": content,
     }
-    assert result.to_anthropic_blocks()[1]["is_error"] is False
-    assert result.to_openai_messages(include_pending=False) == [
-        {"role": "tool", "tool_call_id": "c1", "content": "2"}
-    ]
+    assert result.to_anthropic_blocks(include_pending=True)[1]["is_error"] is False
     assert registry.execute_approved(pending) == Ok("ran")
 
 
