@@ -52,7 +52,9 @@ from __future__ import annotations
 
 import collections.abc as c
 import copy
+import functools
 import json
+import re
 import typing as t
 import urllib.parse
 
@@ -61,10 +63,22 @@ import jsonschema
 import jsonschema.exceptions
 import jsonschema.protocols
 import jsonschema.validators
+import jsonschema_specifications
+import referencing
+import referencing.exceptions
+import referencing.jsonschema
+import regex
 
+from . import _iso
 from ._text import json_type as _json_type
 
-__all__ = ["ArgumentValidator", "ValidationFailure", "check_schema", "compile_validator"]
+__all__ = [
+    "ArgumentValidator",
+    "ValidationFailure",
+    "check_schema",
+    "compile_validator",
+    "failure_message",
+]
 
 #: Longest text kept from one jsonschema message (or one path) in a failure message.
 _MAX_TEXT = 200
@@ -92,7 +106,6 @@ _ANNOTATIONS = frozenset(
         "deprecated",
         "description",
         "examples",
-        "format",
         "readOnly",
         "title",
         "writeOnly",
@@ -174,6 +187,7 @@ _MAP_OF_SUBSCHEMAS = (
 #: "properties": {}}`` and the like); see ``_accepts_every_mapping``.
 _TRIVIAL_OBJECT_KEYWORDS = _ANNOTATIONS | {
     "additionalProperties",
+    "format",
     "patternProperties",
     "properties",
     "required",
@@ -184,51 +198,60 @@ _TRIVIAL_OBJECT_KEYWORDS = _ANNOTATIONS | {
 # -- schemas ------------------------------------------------------------------
 
 
-def check_schema(schema: object) -> None:
-    """Raise unless ``schema`` is a valid JSON Schema for its metaschema.
+def check_schema(schema: object, *, registry: referencing.Registry[t.Any] | None = None) -> None:
+    """Raise unless ``schema`` is a valid JSON Schema whose ``$ref``\\ s all resolve.
 
     The metaschema is the one named by ``$schema`` (2020-12 when none is named).
-    A ``$ref`` to a JSON pointer inside the schema that points nowhere is refused
-    too, since no arguments could ever be validated against it.
+    Every violation is listed, sorted by where it is and then by what it says (the
+    same order on every run). Then every ``$ref`` must resolve: to a place inside
+    the schema, or to a schema in ``registry`` (a :class:`referencing.Registry`).
+    A ``$ref`` to a remote URI that ``registry`` does not hold is refused, since it
+    is never fetched; a JSON pointer that points nowhere is refused too, since no
+    arguments could ever be validated against it.
 
     Raises ``TypeError`` when ``schema`` is not a mapping and ``ValueError``
     otherwise; both messages name the tool option ``parameters``, e.g.
     ``Tool option 'parameters' is not a valid JSON Schema: 5 is not of type
     'object' (at path properties)``.
     """
-    _checked_copy(schema)
+    _checked_copy(schema, registry)
 
 
-def _invalid_schema(reason: str, where: c.Sequence[object] = ()) -> ValueError:
-    return ValueError(
-        f"Tool option 'parameters' is not a valid JSON Schema: {_shorten(reason)}"
-        f" (at path {_shorten(_format_path(where))})"
-    )
+def _invalid_schema(problems: list[tuple[str, tuple[object, ...]]]) -> ValueError:
+    shown = [
+        f"{_shorten(reason)} (at path {_shorten(_format_path(where))})"
+        for reason, where in problems
+    ]
+    return ValueError(f"Tool option 'parameters' is not a valid JSON Schema: {_listed(shown)}")
 
 
-def _checked_copy(schema: object) -> dict[str, t.Any]:
+def _checked_copy(
+    schema: object, registry: referencing.Registry[t.Any] | None = None
+) -> dict[str, t.Any]:
     """``schema`` as plain dicts and lists, checked as :func:`check_schema` says."""
     if not isinstance(schema, c.Mapping):
         raise TypeError(
             f"Tool option 'parameters' must be a JSON Schema mapping, got {type(schema).__name__}"
         )
+    if registry is not None and not isinstance(registry, referencing.Registry):
+        raise TypeError(
+            "Tool option 'schema_registry' must be a referencing.Registry or None, "
+            f"got {type(registry).__name__}"
+        )
     try:
         plain = t.cast("dict[str, t.Any]", _plain(schema))
-        key = _cache_key(plain)
+        key = _cache_key(plain) if registry is None else None
         if key is not None and key in _KNOWN_GOOD:
             return plain
         cls = _validator_class(plain)
-        cls.check_schema(plain)
-    except jsonschema.exceptions.SchemaError as exc:
-        raise _invalid_schema(_schema_error_reason(exc), tuple(exc.path)) from None
+        problems = _metaschema_problems(plain, cls)
     except RecursionError:
-        raise _invalid_schema("the schema is nested too deeply") from None
+        raise _invalid_schema([("the schema is nested too deeply", ())]) from None
     except Exception as exc:  # e.g. an unhashable "$schema" value
-        raise _invalid_schema(f"{type(exc).__name__}: {exc}") from None
-    walk = _walk(plain, modern=_is_modern(cls))
-    if walk.unresolved and not walk.has_id:
-        ref, where = walk.unresolved[0]
-        raise _invalid_schema(f"$ref {ref!r} points to nothing in the schema", where)
+        raise _invalid_schema([(f"{type(exc).__name__}: {exc}", ())]) from None
+    if problems:
+        raise _invalid_schema(problems)
+    _check_references(plain, cls, registry)
     if key is not None:
         if len(_KNOWN_GOOD) >= 1024:
             _KNOWN_GOOD.clear()
@@ -250,11 +273,141 @@ def _cache_key(plain: object) -> str | None:
     return repr(plain)
 
 
-def _schema_error_reason(exc: jsonschema.exceptions.SchemaError) -> str:
-    path = tuple(exc.path)
-    if exc.validator == "anyOf" and path and path[-1] == "type" and isinstance(exc.instance, str):
-        return f"unknown type {exc.instance!r}, expected one of {', '.join(_JSON_TYPES)}"
-    return exc.message
+_METASCHEMA_VALIDATORS: dict[type[t.Any], jsonschema.protocols.Validator] = {}
+
+
+def _metaschema_problems(
+    plain: dict[str, t.Any], cls: type[jsonschema.protocols.Validator]
+) -> list[tuple[str, tuple[object, ...]]]:
+    """Every metaschema violation as ``(reason, path)``, each once, in a fixed order."""
+    meta = _METASCHEMA_VALIDATORS.get(cls)
+    if meta is None:
+        meta_cls = jsonschema.validators.validator_for(cls.META_SCHEMA, default=cls)
+        checker = jsonschema.FormatChecker()
+        checker.checkers = dict(cls.FORMAT_CHECKER.checkers)
+        checker.checkers["regex"] = (_is_regex, ())
+        meta = meta_cls(cls.META_SCHEMA, format_checker=checker)
+        _METASCHEMA_VALIDATORS[cls] = meta
+    found = {
+        (_schema_error_reason(error), tuple(error.absolute_path))
+        for error in meta.iter_errors(plain)
+    }
+    return sorted(found, key=lambda problem: (_sort_key(problem[1]), problem[0]))
+
+
+def _schema_error_reason(error: jsonschema.exceptions.ValidationError) -> str:
+    path = tuple(error.absolute_path)
+    if (
+        error.validator == "anyOf"
+        and path
+        and path[-1] == "type"
+        and isinstance(error.instance, str)
+    ):
+        return f"unknown type {error.instance!r}, expected one of {', '.join(_JSON_TYPES)}"
+    if error.validator == "format" and error.validator_value == "regex":
+        return f"{error.instance!r} is not a regular expression"
+    return error.message
+
+
+def _check_references(
+    plain: dict[str, t.Any],
+    cls: type[jsonschema.protocols.Validator],
+    registry: referencing.Registry[t.Any] | None,
+) -> None:
+    """Resolve every ``$ref`` now (with ``registry``'s schemas and the metaschemas),
+    so that none fails later, at a call."""
+    specification = _specification(cls)
+    known = _with_metaschemas(registry)
+    root = known.resolver_with_root(specification.create_resource(plain))
+    remote: list[tuple[str, tuple[object, ...]]] = []
+    nowhere: list[tuple[str, tuple[object, ...]]] = []
+    unevaluated = False
+    ecma_patterns = False
+    stack: list[tuple[object, tuple[object, ...], referencing._core.Resolver[t.Any]]] = [
+        (plain, (), root)
+    ]
+    seen: set[int] = set()
+    while stack:
+        node, where, resolver = stack.pop()
+        if not isinstance(node, dict) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if where and specification.id_of(node) is not None:
+            resolver = resolver.in_subresource(specification.create_resource(node))
+        unevaluated = unevaluated or "unevaluatedProperties" in node
+        patterns = node.get("patternProperties")
+        if isinstance(patterns, dict) and not all(_is_python_regex(p) for p in patterns):
+            ecma_patterns = True
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            try:
+                resolver.lookup(ref)
+            except _NOWHERE:
+                nowhere.append((ref, (*where, "$ref")))
+            except referencing.exceptions.Unresolvable:  # a URI the registry lacks
+                remote.append((ref, (*where, "$ref")))
+        stack.extend((sub, (*where, *step), resolver) for step, sub in _subschemas(node))
+    if nowhere:
+        raise _invalid_schema(
+            [(f"$ref {ref!r} points to nothing in the schema", at) for ref, at in sorted(nowhere)]
+        )
+    if remote:
+        refs = ", ".join(
+            f"{ref!r} (at path {_format_path(at)})" for ref, at in sorted(remote, key=str)
+        )
+        raise ValueError(
+            f"Tool option 'parameters' refers to a remote schema ({_shorten(refs)}), which is "
+            f"never fetched: add it to a referencing.Registry and pass it as "
+            f"Tool(schema_registry=...)"
+        )
+    if unevaluated and ecma_patterns:
+        raise ValueError(
+            "Tool option 'parameters' uses unevaluatedProperties beside a patternProperties "
+            "pattern that only the regex module reads (e.g. \\p{L}); jsonschema cannot apply "
+            "both: write the pattern in Python's re syntax"
+        )
+
+
+#: A ``$ref`` into a known document that finds nothing there.
+_NOWHERE = (
+    referencing.exceptions.PointerToNowhere,
+    referencing.exceptions.NoSuchAnchor,
+    referencing.exceptions.InvalidAnchor,
+)
+
+
+def _subschemas(node: dict[str, t.Any]) -> c.Iterator[tuple[tuple[object, ...], object]]:
+    """``(path steps, subschema)`` for every subschema directly inside ``node``."""
+    for keyword in _ONE_SUBSCHEMA:
+        if keyword in node:
+            yield (keyword,), node[keyword]
+    items = node.get("items")
+    if isinstance(items, list):
+        yield from (((("items", i)), item) for i, item in enumerate(items))
+    elif items is not None:
+        yield ("items",), items
+    for keyword in _LIST_OF_SUBSCHEMAS:
+        group = node.get(keyword)
+        if isinstance(group, list):
+            yield from (((keyword, i), item) for i, item in enumerate(group))
+    for keyword in _MAP_OF_SUBSCHEMAS:
+        group = node.get(keyword)
+        if isinstance(group, dict):
+            yield from (((keyword, key), item) for key, item in group.items())
+
+
+def _specification(cls: type[jsonschema.protocols.Validator]) -> referencing.Specification[t.Any]:
+    dialect = cls.META_SCHEMA.get("$id") or cls.META_SCHEMA.get("id") or ""
+    return referencing.jsonschema.specification_with(
+        str(dialect).rstrip("#"), default=referencing.jsonschema.DRAFT202012
+    )
+
+
+def _with_metaschemas(registry: referencing.Registry[t.Any] | None) -> referencing.Registry[t.Any]:
+    """``registry`` (or an empty one) plus the metaschemas jsonschema knows; nothing
+    is ever retrieved from the network."""
+    known: referencing.Registry[t.Any] = jsonschema_specifications.REGISTRY
+    return known.combine(registry or referencing.Registry())
 
 
 def _plain(value: object) -> object:
@@ -282,6 +435,125 @@ def _is_array(checker: object, instance: object) -> bool:
     return isinstance(instance, (list, tuple))
 
 
+# -- patterns and formats ---------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(pattern: str) -> t.Any:
+    """``pattern`` compiled by ``re``, or by the ``regex`` module when ``re`` cannot
+    read it (``\\p{L}`` and the other Unicode property classes of ECMA-262)."""
+    try:
+        return re.compile(pattern)
+    except re.error:
+        return regex.compile(pattern)
+
+
+def _search(pattern: str, text: str) -> bool:
+    return _compiled(pattern).search(text) is not None
+
+
+def _is_regex(value: object) -> bool:
+    if not isinstance(value, str):
+        return True
+    try:
+        _compiled(value)
+    except (re.error, regex.error):
+        return False
+    return True
+
+
+def _is_python_regex(pattern: object) -> bool:
+    try:
+        re.compile(t.cast(str, pattern))
+    except (re.error, TypeError):
+        return False
+    return True
+
+
+def _pattern(validator: t.Any, pattern: str, instance: t.Any, schema: t.Any) -> t.Any:
+    if validator.is_type(instance, "string") and not _search(pattern, instance):
+        yield jsonschema.exceptions.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(validator: t.Any, patterns: t.Any, instance: t.Any, schema: t.Any) -> t.Any:
+    if not validator.is_type(instance, "object"):
+        return
+    for key in instance:
+        if not isinstance(key, str):  # never from JSON; a pattern cannot match it
+            yield jsonschema.exceptions.ValidationError(
+                f"{key!r} is not a string, so no pattern of patternProperties applies to it"
+            )
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if isinstance(key, str) and _search(pattern, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties(
+    original: t.Any,
+) -> c.Callable[[t.Any, t.Any, t.Any, t.Any], t.Any]:
+    """jsonschema's ``additionalProperties``, with ``patternProperties`` matched as
+    :func:`_pattern_properties` matches them."""
+
+    def check(validator: t.Any, extra: t.Any, instance: t.Any, schema: t.Any) -> t.Any:
+        patterns = schema.get("patternProperties")
+        if not patterns or not validator.is_type(instance, "object"):
+            yield from original(validator, extra, instance, schema)
+            return
+        properties = schema.get("properties", {})
+        extras = [
+            key
+            for key in instance
+            if key not in properties
+            and not (isinstance(key, str) and any(_search(p, key) for p in patterns))
+        ]
+        if validator.is_type(extra, "object"):
+            for key in extras:
+                yield from validator.descend(instance[key], extra, path=key)
+        elif not extra and extras:
+            verb = "does" if len(extras) == 1 else "do"
+            joined = ", ".join(repr(key) for key in sorted(extras, key=str))
+            shown = ", ".join(repr(p) for p in sorted(patterns))
+            yield jsonschema.exceptions.ValidationError(
+                f"{joined} {verb} not match any of the regexes: {shown}"
+            )
+
+    return check
+
+
+#: The formats validation asserts. date-time, date, time and duration are read as
+#: argument conversion reads them (``_iso``); the others are jsonschema's checks.
+CHECKED_FORMATS = ("date", "date-time", "duration", "email", "ipv4", "ipv6", "time", "uri", "uuid")
+
+_FORMAT_CHECKER = jsonschema.FormatChecker(["email", "ipv4", "ipv6", "uri", "uuid"])
+for _name, _check in (
+    ("date", _iso.is_date),
+    ("date-time", _iso.is_datetime),
+    ("duration", _iso.is_duration),
+    ("time", _iso.is_time),
+):
+    _FORMAT_CHECKER.checks(_name)(_check)
+
+
+def _conforms(name: str) -> c.Callable[[object], bool]:
+    """The check of format ``name`` as a plain predicate (for the fast paths)."""
+    conforms = _FORMAT_CHECKER.conforms
+    return lambda value: conforms(value, name)
+
+
+@functools.lru_cache(maxsize=1)
+def _fast_formats() -> dict[str, c.Callable[[object], bool]]:
+    """fastjsonschema's ``formats``: ours, checked as jsonschema checks them, and
+    every format fastjsonschema knows by itself switched off (annotations here)."""
+    from fastjsonschema.draft07 import CodeGeneratorDraft07
+
+    builtin = [*CodeGeneratorDraft07.FORMAT_REGEXS, "regex"]
+    return {
+        **{name: (lambda value: True) for name in builtin},
+        **{name: _conforms(name) for name in CHECKED_FORMATS},
+    }
+
+
 #: ``jsonschema.validators.extend`` (untyped in its stubs), typed for ``mypy --strict``.
 _extend: c.Callable[..., type[jsonschema.protocols.Validator]] = jsonschema.validators.extend
 
@@ -291,11 +563,21 @@ _PYTHON_AWARE: dict[type[t.Any], type[jsonschema.protocols.Validator]] = {}
 def _python_aware(
     cls: type[jsonschema.protocols.Validator],
 ) -> type[jsonschema.protocols.Validator]:
-    """``cls`` with any Mapping an object and any tuple an array (made once per draft)."""
+    """``cls`` with any Mapping an object, any tuple an array, and patterns read as
+    :func:`_compiled` reads them (made once per draft)."""
     extended = _PYTHON_AWARE.get(cls)
     if extended is None:
         checker = cls.TYPE_CHECKER.redefine_many({"object": _is_object, "array": _is_array})
-        extended = _extend(cls, type_checker=checker)
+        keywords: dict[str, t.Any] = {}
+        if "pattern" in cls.VALIDATORS:
+            keywords["pattern"] = _pattern
+        if "patternProperties" in cls.VALIDATORS:
+            keywords["patternProperties"] = _pattern_properties
+        if "additionalProperties" in cls.VALIDATORS:
+            keywords["additionalProperties"] = _additional_properties(
+                cls.VALIDATORS["additionalProperties"]
+            )
+        extended = _extend(cls, validators=keywords, type_checker=checker)
         _PYTHON_AWARE[cls] = extended
     return extended
 
@@ -470,8 +752,14 @@ _EXACT_TYPES: dict[str, frozenset[type[t.Any]]] = {
     "object": frozenset({dict}),
     "string": frozenset({str}),
 }
-_FLAT_ROOT_KEYWORDS = _ANNOTATIONS | {"additionalProperties", "properties", "required", "type"}
-_FLAT_FIELD_KEYWORDS = _ANNOTATIONS | {"const", "enum", "type"}
+_FLAT_ROOT_KEYWORDS = _ANNOTATIONS | {
+    "additionalProperties",
+    "format",
+    "properties",
+    "required",
+    "type",
+}
+_FLAT_FIELD_KEYWORDS = _ANNOTATIONS | {"const", "enum", "format", "type"}
 
 
 class _Absent:
@@ -480,7 +768,12 @@ class _Absent:
 
 _ABSENT = _Absent()
 
-_Field = tuple[str, "frozenset[type[t.Any]] | None", "frozenset[str | None] | None"]
+_Field = tuple[
+    str,
+    "frozenset[type[t.Any]] | None",
+    "frozenset[str | None] | None",
+    "c.Callable[[object], bool] | None",
+]
 
 
 class _Reject(Exception):
@@ -491,7 +784,7 @@ def _flat_field(name: object, schema: object) -> _Field | None:
     if not isinstance(name, str):
         return None
     if schema is True or schema == {}:
-        return (name, None, None)
+        return (name, None, None, None)
     if not isinstance(schema, dict) or not _FLAT_FIELD_KEYWORDS.issuperset(schema):
         return None
     types: frozenset[type[t.Any]] | None = None
@@ -509,12 +802,16 @@ def _flat_field(name: object, schema: object) -> _Field | None:
             return None
         kept = frozenset(t.cast("list[str | None]", values))
         choices = kept if choices is None else choices & kept
-    return (name, types, choices)
+    checked = schema.get("format")
+    if checked is not None and not isinstance(checked, str):
+        return None
+    conforms = _conforms(checked) if checked in CHECKED_FORMATS else None
+    return (name, types, choices, conforms)
 
 
 def _compile_flat(schema: dict[str, t.Any]) -> c.Callable[[t.Any], object] | None:
     """A check for the commonest tool schema: one object of scalar fields, each
-    with at most ``type``, ``enum`` and ``const`` (any draft). It accepts only what
+    with at most ``type``, ``enum``, ``const`` and ``format`` (any draft). It accepts only what
     jsonschema accepts and raises ``_Reject`` for anything it is not sure of.
     None when ``schema`` is not of that shape."""
     if not _FLAT_ROOT_KEYWORDS.issuperset(schema) or schema.get("type", "object") != "object":
@@ -532,8 +829,9 @@ def _compile_flat(schema: dict[str, t.Any]) -> c.Callable[[t.Any], object] | Non
     known = t.cast("list[_Field]", fields)
     needed = tuple(dict.fromkeys(required))
     # The absent marker's class is allowed too, so a missing optional field passes.
-    typed = tuple((name, types | {_Absent}) for name, types, _ in known if types is not None)
-    chosen = tuple((name, choices) for name, _, choices in known if choices is not None)
+    typed = tuple((name, types | {_Absent}) for name, types, _, _ in known if types is not None)
+    chosen = tuple((name, choices) for name, _, choices, _ in known if choices is not None)
+    formatted = tuple((name, check) for name, _, _, check in known if check is not None)
     names = frozenset(properties) if closed is False else None
 
     def check_flat(arguments: t.Any) -> None:
@@ -549,6 +847,9 @@ def _compile_flat(schema: dict[str, t.Any]) -> c.Callable[[t.Any], object] | Non
         for name, choices in chosen:
             value = get(name, _ABSENT)
             if value is not _ABSENT and value not in choices:
+                raise _Reject
+        for name, conforms in formatted:
+            if not conforms(get(name)):  # a missing field is None: conforms
                 raise _Reject
         if names is not None and not names.issuperset(arguments):
             raise _Reject
@@ -592,7 +893,7 @@ def _compile_fast(schema: dict[str, t.Any], *, modern: bool) -> c.Callable[[t.An
                 compiled,
                 handlers=_NoRemoteRefs(),
                 use_default=False,  # never write defaults into the arguments
-                use_formats=False,  # "format" is an annotation, as in jsonschema
+                formats=_fast_formats(),  # the formats jsonschema checks, checked alike
                 # detailed_exceptions=False would be cheaper on failure, but 2.22
                 # cannot compile "const" with it (KeyError 'definition_rule').
             ),
@@ -634,10 +935,20 @@ class ArgumentValidator:
 
     __slots__ = ("_fast", "_full")
 
-    def __init__(self, schema: c.Mapping[str, t.Any]) -> None:
-        plain = _checked_copy(schema)
+    def __init__(
+        self,
+        schema: c.Mapping[str, t.Any],
+        *,
+        registry: referencing.Registry[t.Any] | None = None,
+    ) -> None:
+        plain = _checked_copy(schema, registry)
         cls = _validator_class(plain)
-        self._full: jsonschema.protocols.Validator = _python_aware(cls)(plain)
+        self._full: jsonschema.protocols.Validator = _python_aware(cls)(
+            plain,
+            format_checker=_FORMAT_CHECKER,
+            # Never the default registry, which fetches remote schemas.
+            registry=registry if registry is not None else referencing.Registry(),
+        )
         self._fast: c.Callable[[t.Any], object] | None
         if _accepts_every_mapping(plain):
             self._fast = _require_mapping
@@ -681,9 +992,11 @@ class ArgumentValidator:
             )
 
 
-def compile_validator(schema: c.Mapping[str, t.Any]) -> ArgumentValidator:
-    """Compile ``schema`` once: the same as ``ArgumentValidator(schema)``."""
-    return ArgumentValidator(schema)
+def compile_validator(
+    schema: c.Mapping[str, t.Any], *, registry: referencing.Registry[t.Any] | None = None
+) -> ArgumentValidator:
+    """Compile ``schema`` once: the same as ``ArgumentValidator(schema, registry=...)``."""
+    return ArgumentValidator(schema, registry=registry)
 
 
 # -- wording --------------------------------------------------------------------
@@ -761,7 +1074,9 @@ def _describe(
                     if ("m", full) not in seen:
                         seen.add(("m", full))
                         missing.append(full)
-        elif error.validator == "type":
+        elif error.validator in ("type", "format"):
+            # A string that is not a date-time is the wrong type of value for the
+            # tool, worded as conversion words it: "expected date-time, got string".
             expected = error.validator_value
             if isinstance(expected, list):
                 expected = " or ".join(str(kind) for kind in expected)
@@ -778,6 +1093,17 @@ def _describe(
             if violation not in seen:
                 seen.add(violation)
                 invalid.append(violation)
+    message, original = failure_message(missing, mismatches, invalid)
+    return ValidationFailure(message, original)
+
+
+def failure_message(
+    missing: list[str], mismatches: list[tuple[str, str, str]], invalid: list[tuple[str, str]]
+) -> tuple[str, tuple[str, list[t.Any]]]:
+    """The message and ``original_error`` of a failure with these violations (at
+    least one): missing fields, then ``(path, expected, actual)`` type mismatches,
+    then ``(path, message)`` invalid values. Argument conversion words its failures
+    with this too."""
     parts: list[str] = []
     kinds: list[tuple[str, list[t.Any]]] = []
     if missing:
@@ -790,4 +1116,4 @@ def _describe(
     if invalid:
         parts.append("Invalid values: " + _listed([f"{p}: {m}" for p, m in invalid]))
         kinds.append(("invalid", invalid))
-    return ValidationFailure("; ".join(parts), kinds[0])
+    return "; ".join(parts), kinds[0]

@@ -8,6 +8,8 @@ import urllib.request
 import jsonschema
 import jsonschema.validators
 import pytest
+import referencing
+import referencing.jsonschema
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -78,7 +80,11 @@ RECURSIVE: dict[str, t.Any] = {
 
 
 def failure_of(schema: t.Mapping[str, t.Any], arguments: t.Any) -> ValidationFailure:
-    failure = ArgumentValidator(schema).validate(arguments)
+    return failure_of_with(ArgumentValidator(schema), arguments)
+
+
+def failure_of_with(validator: ArgumentValidator, arguments: t.Any) -> ValidationFailure:
+    failure = validator.validate(arguments)
     assert failure is not None
     return failure
 
@@ -168,9 +174,10 @@ def test_edge_cases_are_answered_as_jsonschema_answers(
     assert got == reference(full).is_valid({"v": value})
 
 
-def test_format_is_an_annotation_not_an_assertion() -> None:
-    schema = {"type": "object", "properties": {"when": {"type": "string", "format": "date"}}}
-    assert ArgumentValidator(schema).validate({"when": "not a date"}) is None
+@pytest.mark.parametrize("name", ["hostname", "regex", "json-pointer", "made-up"])
+def test_formats_outside_the_checked_list_stay_annotations(name: str) -> None:
+    schema = {"type": "object", "properties": {"v": {"type": "string", "format": name}}}
+    assert ArgumentValidator(schema).validate({"v": "\\ not (valid ["}) is None
 
 
 # -- missing required fields ----------------------------------------------------------
@@ -416,18 +423,60 @@ def test_a_draft_7_schema_is_validated_by_draft_7_rules() -> None:
     assert validator.validate({"pair": ["a", "b"]}) is not None
 
 
-def test_a_remote_ref_is_never_fetched(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_remote_ref_is_refused_at_construction_and_never_fetched(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     def no_network(*args: object, **kwargs: object) -> t.NoReturn:
         raise AssertionError("network access")
 
     monkeypatch.setattr(urllib.request, "urlopen", no_network)
     schema = {"properties": {"x": {"$ref": "http://127.0.0.1:9/schema.json"}}}
+    with pytest.raises(ValueError) as e:
+        ArgumentValidator(schema)
+    message = str(e.value)
+    assert "remote schema ('http://127.0.0.1:9/schema.json' (at path properties.x.$ref))" in message
+    assert "never fetched" in message
+    assert "Tool(schema_registry=...)" in message
+
+
+def test_a_ref_into_a_registry_schema_is_resolved_and_applied() -> None:
+    uri = "https://example.com/money.json"
+    money = {"type": "object", "properties": {"cents": {"type": "integer"}}, "required": ["cents"]}
+    registry = referencing.Registry().with_resource(
+        uri, referencing.jsonschema.DRAFT202012.create_resource(money)
+    )
+    schema = {"properties": {"price": {"$ref": uri}}, "required": ["price"]}
+    validator = ArgumentValidator(schema, registry=registry)
+    assert validator.validate({"price": {"cents": 5}}) is None
+    assert failure_of_with(validator, {"price": {"cents": "5"}}).original_error == (
+        "type_mismatch",
+        [("price.cents", "integer", "string")],
+    )
+    check_schema(schema, registry=registry)  # no error
+
+
+def test_a_pointer_into_a_registry_schema_that_finds_nothing_is_refused() -> None:
+    uri = "https://example.com/defs.json"
+    registry = referencing.Registry().with_resource(
+        uri, referencing.jsonschema.DRAFT202012.create_resource({"$defs": {"a": {}}})
+    )
+    with pytest.raises(ValueError, match="points to nothing"):
+        ArgumentValidator({"properties": {"x": {"$ref": f"{uri}#/$defs/b"}}}, registry=registry)
+
+
+def test_a_ref_to_an_embedded_id_is_local() -> None:
+    schema = {
+        "$defs": {"name": {"$id": "https://example.com/name", "type": "string"}},
+        "properties": {"who": {"$ref": "https://example.com/name"}},
+    }
     validator = ArgumentValidator(schema)
-    assert validator.validate({}) is None
-    failure = validator.validate({"x": 1})
-    assert failure is not None
-    assert failure.original_error[0] == "invalid"
-    assert "could not be validated" in failure.message
+    assert validator.validate({"who": "Ada"}) is None
+    assert validator.validate({"who": 1}) is not None
+
+
+def test_a_schema_registry_that_is_not_a_registry_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match=r"'schema_registry' must be a referencing.Registry"):
+        ArgumentValidator({"type": "object"}, registry=t.cast(t.Any, {"a": {}}))
 
 
 # -- schemas ------------------------------------------------------------------------
@@ -640,7 +689,7 @@ def test_common_schemas_are_compiled(schema: dict[str, t.Any]) -> None:
         CORPUS[18],  # prefixItems: not in fastjsonschema
         {"$defs": {"s": {}}, "properties": {"a": {"$ref": "#/$defs/s", "minimum": 1}}},
         {"$id": "https://example.com/s", "properties": {"a": {"type": "string"}, "b": {}}},
-        {"properties": {"a": {"$ref": "https://example.com/other.json"}}},
+        {"properties": {"a": {"$ref": "https://example.com/other.json"}, "b": {}}},
         {"$schema": "http://json-schema.org/draft-03/schema#", "properties": {"a": {"minimum": 1}}},
         {"properties": {"a": {"not": {"type": "string"}}}},
         {"properties": {"a": {"oneOf": [{"type": "string"}, {"minLength": 1}]}}},
@@ -660,4 +709,6 @@ def test_common_schemas_are_compiled(schema: dict[str, t.Any]) -> None:
 def test_schemas_the_compiled_path_would_misread_use_jsonschema_alone(
     schema: dict[str, t.Any],
 ) -> None:
-    assert ArgumentValidator(schema)._fast is None
+    other = referencing.jsonschema.DRAFT202012.create_resource({"type": "string"})
+    registry = referencing.Registry().with_resource("https://example.com/other.json", other)
+    assert ArgumentValidator(schema, registry=registry)._fast is None
