@@ -68,6 +68,7 @@ import dataclasses
 import datetime as dt
 import decimal
 import enum
+import functools
 import inspect
 import ipaddress
 import json
@@ -201,9 +202,20 @@ def _exception_text(exc: BaseException) -> str:
 # --------------------------------------------------------------------------- structuring hooks
 
 
-def _exact(expected: str, check: c.Callable[[object], bool]) -> Hook:
-    def hook(value: t.Any, _: t.Any) -> t.Any:
-        if check(value):
+def _exact(base: type, expected: str, check: c.Callable[[object], bool]) -> Hook:
+    """The hook of a JSON scalar type: the value as it is, when it is of that kind.
+
+    cattrs finds it for subclasses too: an enum with a scalar mixin (``IntEnum``,
+    ``class Color(str, Enum)``) is an enum; another subclass is built from the value.
+    """
+
+    def hook(value: t.Any, cls: t.Any) -> t.Any:
+        if cls is not base and isinstance(cls, type):
+            if issubclass(cls, enum.Enum):
+                return _enum_hook(cls)(value, cls)
+            if check(value):
+                return value if isinstance(value, cls) else t.cast(t.Any, cls)(value)
+        elif check(value):
             return value
         raise _Mismatch(expected, value)
 
@@ -304,6 +316,7 @@ def _choices_hook(choices: list[tuple[object, object]], values: list[object]) ->
     return hook
 
 
+@functools.lru_cache(maxsize=256)
 def _enum_hook(cls: type[enum.Enum]) -> Hook:
     choices: list[tuple[object, object]] = [
         (_schema._enum_member_value(member), member) for member in cls
@@ -663,11 +676,11 @@ def _make_converter() -> cattrs.Converter:
     converter = cattrs.Converter(use_alias=True, forbid_extra_keys=True)
     register = converter.register_structure_hook
     register_factory = converter.register_structure_hook_factory
-    register(str, _exact("string", lambda v: isinstance(v, str)))
-    register(int, _exact("integer", _is_int))
-    register(float, _exact("number", _is_number))
-    register(bool, _exact("boolean", lambda v: isinstance(v, bool)))
-    register(type(None), _exact("null", lambda v: v is None))
+    register(str, _exact(str, "string", lambda v: isinstance(v, str)))
+    register(int, _exact(int, "integer", _is_int))
+    register(float, _exact(float, "number", _is_number))
+    register(bool, _exact(bool, "boolean", lambda v: isinstance(v, bool)))
+    register(type(None), _exact(type(None), "null", lambda v: v is None))
     register(bytes, _structure_bytes)
     register(dt.datetime, _parsed(dt.datetime, "date-time", _iso.parse_datetime))
     register(dt.date, _parsed(dt.date, "date", _iso.parse_date))
@@ -840,9 +853,11 @@ class ArgumentConverter:
                         except Exception as exc:
                             failures.extend(_leaves(exc, (name,)))
         except RecursionError:
-            failures = [((), ValueError("arguments nested too deeply to convert"))]
+            failures = [((), RecursionError())]
         except Exception as exc:  # never raise: name what went wrong
             failures = [((), ValueError(f"arguments could not be converted: {exc!r}"))]
+        if any(isinstance(leaf, RecursionError) for _, leaf in failures):
+            failures = [((), ValueError("arguments nested too deeply to convert"))]
         if failures:
             return _failure_err(tool_name, failures)
         return converted

@@ -218,11 +218,13 @@ def check_schema(schema: object, *, registry: referencing.Registry[t.Any] | None
 
 
 def _invalid_schema(problems: list[tuple[str, tuple[object, ...]]]) -> ValueError:
-    shown = [
+    shown = "; ".join(
         f"{_shorten(reason)} (at path {_shorten(_format_path(where))})"
-        for reason, where in problems
-    ]
-    return ValueError(f"Tool option 'parameters' is not a valid JSON Schema: {_listed(shown)}")
+        for reason, where in problems[:_MAX_LISTED]
+    )
+    if len(problems) > _MAX_LISTED:
+        shown += f"; ... and {len(problems) - _MAX_LISTED} more"
+    return ValueError(f"Tool option 'parameters' is not a valid JSON Schema: {shown}")
 
 
 def _checked_copy(

@@ -1,6 +1,10 @@
 from __future__ import annotations
 
 import copy
+import json
+import os
+import subprocess
+import sys
 import types
 import typing as t
 import urllib.request
@@ -712,3 +716,181 @@ def test_schemas_the_compiled_path_would_misread_use_jsonschema_alone(
     other = referencing.jsonschema.DRAFT202012.create_resource({"type": "string"})
     registry = referencing.Registry().with_resource("https://example.com/other.json", other)
     assert ArgumentValidator(schema, registry=registry)._fast is None
+
+
+# -- formats (issue 14) -------------------------------------------------------------
+
+FORMATTED: dict[str, t.Any] = {
+    "type": "object",
+    "properties": {
+        name.replace("-", "_"): {"type": "string", "format": name}
+        for name in (
+            "date-time",
+            "date",
+            "time",
+            "duration",
+            "uuid",
+            "email",
+            "uri",
+            "ipv4",
+            "ipv6",
+        )
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("field", "good", "bad"),
+    [
+        ("date_time", "2024-05-01T09:30:00Z", "2024-05-01"),
+        ("date_time", "2024-05-01 09:30:00.123+02:00", "2024-13-01T09:30:00Z"),
+        ("date_time", "2024-05-01T09:30", "yesterday"),
+        ("date", "2024-02-29", "2023-02-29"),
+        ("time", "09:30:00", "25:00"),
+        ("time", "23:59:59.999999-05:00", "9:30"),
+        ("duration", "P1Y2M3DT4H5M6.5S", "P"),
+        ("duration", "PT0S", "1 hour"),
+        ("uuid", "12345678-1234-5678-1234-567812345678", "12345678123456781234567812345678"),
+        ("email", "ada@example.com", "ada.example.com"),
+        ("uri", "https://example.com/a?b=c", "not a uri"),
+        ("ipv4", "192.168.0.1", "256.0.0.1"),
+        ("ipv6", "2001:db8::1", "2001:db8::g"),
+    ],
+)
+def test_listed_formats_are_checked(field: str, good: str, bad: str) -> None:
+    validator = ArgumentValidator(FORMATTED)
+    assert validator.validate({field: good}) is None
+    failure = validator.validate({field: bad})
+    assert failure is not None
+    expected = FORMATTED["properties"][field]["format"]
+    assert failure.message == f"Type mismatch: {field}: expected {expected}, got string"
+
+
+def test_a_format_applies_to_strings_only() -> None:
+    schema = {"properties": {"when": {"format": "date"}}}
+    assert ArgumentValidator(schema).validate({"when": 20240501}) is None
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"when": {"type": "string", "format": "date-time"}}},
+        {
+            "type": "object",
+            "properties": {
+                "when": {"type": "string", "format": "date-time"},
+                "tags": {"type": "array", "items": {"type": "string", "format": "uuid"}},
+            },
+        },
+        {
+            "$defs": {"d": {"type": "string", "format": "date"}},
+            "properties": {"when": {"$ref": "#/$defs/d"}, "tags": {"items": {"$ref": "#/$defs/d"}}},
+        },
+    ],
+    ids=["flat", "fastjsonschema", "ref"],
+)
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    when=st.one_of(
+        st.datetimes().map(lambda d: d.isoformat()),
+        st.dates().map(str),
+        st.text(alphabet="0123456789-:TZ+. ", max_size=26),
+        st.integers(),
+    ),
+    tags=st.lists(st.uuids().map(str) | st.dates().map(str) | st.text(max_size=4), max_size=3),
+)
+def test_the_fast_paths_check_formats_as_jsonschema_does(
+    schema: dict[str, t.Any], when: object, tags: list[str]
+) -> None:
+    validator = ArgumentValidator(schema)
+    assert validator._fast is not None  # a format does not force the slow path
+    arguments = {"when": when, "tags": tags}
+    fast = validator.validate(arguments)
+    assert (fast is None) == (validator._explain(arguments) is None)
+
+
+# -- patterns in the ECMA-262 dialect (issue 14) -------------------------------------
+
+ZOD_LIKE: dict[str, t.Any] = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "pattern": r"^\p{L}[\p{L}\p{N} ]*$"}},
+    "patternProperties": {r"^x-\p{Lu}": {"type": "integer"}},
+    "additionalProperties": False,
+}
+
+
+def test_unicode_property_classes_in_patterns_load_and_validate() -> None:
+    check_schema(ZOD_LIKE)
+    validator = ArgumentValidator(ZOD_LIKE)
+    assert validator.validate({"name": "Zoë 2", "x-Ä": 1}) is None
+    assert failure_of(ZOD_LIKE, {"name": "2 Zoë"}).original_error == (
+        "invalid",
+        [("name", r"'2 Zoë' does not match '^\\p{L}[\\p{L}\\p{N} ]*$'")],
+    )
+    assert failure_of(ZOD_LIKE, {"x-Ä": "one"}).original_error == (
+        "type_mismatch",
+        [("x-Ä", "integer", "string")],
+    )
+    assert failure_of(ZOD_LIKE, {"x-a": 1}).original_error[0] == "invalid"  # not \p{Lu}
+
+
+def test_a_pattern_neither_dialect_reads_is_refused_at_construction() -> None:
+    with pytest.raises(ValueError, match=r"'\(unclosed' is not a regular expression"):
+        check_schema({"properties": {"a": {"pattern": "(unclosed"}}})
+
+
+def test_unevaluated_properties_beside_an_ecma_only_pattern_is_refused() -> None:
+    schema = {"patternProperties": {r"^\p{L}": {}}, "unevaluatedProperties": False}
+    with pytest.raises(ValueError, match="unevaluatedProperties"):
+        check_schema(schema)
+
+
+# -- every metaschema violation, in a fixed order (issue 14) -------------------------
+
+MANY_WRONG: dict[str, t.Any] = {
+    "type": "objekt",
+    "required": "name",
+    "properties": {
+        "b": {"type": "integer", "minimum": "zero"},
+        "a": {"maxLength": -1, "items": 5},
+    },
+}
+
+
+def test_every_metaschema_violation_is_listed_sorted_by_path() -> None:
+    with pytest.raises(ValueError) as e:
+        check_schema(MANY_WRONG)
+    message = str(e.value)
+    assert message.startswith("Tool option 'parameters' is not a valid JSON Schema: ")
+    reasons = message.split(": ", 1)[1].split("; ")
+    assert [reason.rsplit(" (at path ", 1)[1] for reason in reasons] == [
+        "properties.a.items)",
+        "properties.a.maxLength)",
+        "properties.b.minimum)",
+        "required)",
+        "type)",
+    ]
+    assert "unknown type 'objekt'" in message
+
+
+def test_the_listing_is_the_same_whatever_the_hash_seed() -> None:
+    program = (
+        "import json, sys\n"
+        "from nous_tools.validation import check_schema\n"
+        "try:\n"
+        f"    check_schema(json.loads({json.dumps(json.dumps(MANY_WRONG))}))\n"
+        "except ValueError as e:\n"
+        "    print(e)\n"
+    )
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", program],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("0", "1", "2", "12345")
+    }
+    assert len(outputs) == 1
+    assert "is not a valid JSON Schema" in outputs.pop()
