@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import collections.abc as c
 import datetime as dt
+import functools
 import re
 
 __all__ = [
@@ -80,7 +81,10 @@ def parse_time(text: str) -> dt.time:
     match = _TIME_RE.match(text)
     if match is None:
         raise ValueError(f"not an ISO 8601 time: {text!r}")
-    return _time_of(match)
+    hour, minute, second, fraction, offset = match.groups()
+    return dt.time(
+        int(hour), int(minute), int(second or 0), _micro(fraction), tzinfo=_offset(offset)
+    )
 
 
 def parse_datetime(text: str) -> dt.datetime:
@@ -88,8 +92,17 @@ def parse_datetime(text: str) -> dt.datetime:
     match = _DATETIME_RE.match(text)
     if match is None:
         raise ValueError(f"not an ISO 8601 date-time: {text!r}")
-    day = dt.date(int(match["year"]), int(match["month"]), int(match["day"]))
-    return dt.datetime.combine(day, _time_of(match))
+    year, month, day, hour, minute, second, fraction, offset = match.groups()
+    return dt.datetime(
+        int(year),
+        int(month),
+        int(day),
+        int(hour),
+        int(minute),
+        int(second or 0),
+        _micro(fraction),
+        tzinfo=_offset(offset),
+    )
 
 
 def parse_duration(text: str) -> dt.timedelta:
@@ -166,18 +179,14 @@ def _readable(value: object, parse: c.Callable[[str], object]) -> bool:
     return True
 
 
-def _time_of(match: re.Match[str]) -> dt.time:
-    fraction = match["fraction"] or ""
-    micro = int((fraction + "000000")[:6])
-    return dt.time(
-        int(match["hour"]),
-        int(match["minute"]),
-        int(match["second"] or 0),
-        micro,
-        tzinfo=_offset(match["offset"]),
-    )
+def _micro(fraction: str | None) -> int:
+    """Microseconds of a decimal fraction of a second (digits past the sixth cut)."""
+    if not fraction:
+        return 0
+    return int((fraction + "00000")[:6])
 
 
+@functools.lru_cache(maxsize=128)
 def _offset(text: str | None) -> dt.tzinfo | None:
     if text is None:
         return None
