@@ -18,14 +18,27 @@ Traceback (most recent call last):
 ValueError: Tool option 'parameters' is not a valid JSON Schema: unknown type 'objekt', ...
 
 **jsonschema is the source of truth.** The dialect is the one the schema names in
-``$schema`` (JSON Schema 2020-12 when it names none); ``format`` is an annotation,
-not an assertion, as in jsonschema's default behaviour. Arguments are Python
-values, so any ``Mapping`` counts as a JSON object and a ``tuple`` as an array.
+``$schema`` (JSON Schema 2020-12 when it names none). Arguments are Python values,
+so any ``Mapping`` counts as a JSON object and a ``tuple`` as an array.
+
+**Formats** in :data:`CHECKED_FORMATS` are asserted with jsonschema's format
+checker: ``date-time``, ``date``, ``time`` and ``duration`` read as argument
+conversion reads them (``_iso``: RFC 3339 with the UTC offset optional), ``email``,
+``uri``, ``uuid``, ``ipv4`` and ``ipv6`` by jsonschema's own checks. Any other
+format is an annotation. A failure is a type mismatch, ``expected date-time``.
+
+**Patterns** are read by ``re``, or by the ``regex`` module where ``re`` cannot
+read them (``\\p{L}`` and the other ECMA-262 Unicode property classes).
+
+**References.** :func:`check_schema` resolves every ``$ref`` at construction: into
+the schema itself, or into the ``referencing.Registry`` given. A remote schema is
+never fetched.
 
 **Speed.** Valid arguments are the common case, so each schema also gets, once, a
 quick check that can only say "valid" or "not sure": for a flat object of scalar
 fields (``type``/``enum``/``const`` only, the commonest tool schema) a few dict
-lookups; otherwise the function fastjsonschema compiles. "Not sure" sends the
+lookups (and the format checks); otherwise the function fastjsonschema compiles,
+with the same format checks. "Not sure" sends the
 arguments to jsonschema, which lists every violation, or finds none and the
 arguments are valid after all. The quick check must never accept what jsonschema
 rejects, so fastjsonschema is not used (see ``_fast_path_blocker``) for a schema
