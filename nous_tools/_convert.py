@@ -543,17 +543,36 @@ def _accepts_as_is(member: t.Any, value: object) -> bool:
 
 
 def _expected_name(annotation: t.Any) -> str:
-    """How a failure names the type: its schema's ``format`` or ``type``, else its name."""
-    try:
-        schema = _schema._type_schema(annotation, _schema._Build({}))
-    except Exception:
-        schema = {}
-    for key in ("format", "type"):
-        if isinstance(schema.get(key), str):
-            return str(schema[key])
-    if "pattern" in schema:
-        return "decimal" if annotation is decimal.Decimal else "string"
-    return getattr(annotation, "__name__", None) or str(annotation)
+    """How a failure names a union member: the ``format`` or ``type`` its schema has
+    (without building that schema, which may be costly), else its name."""
+    if annotation is None or annotation is type(None):
+        return "null"
+    if t.get_origin(annotation) is t.Annotated:
+        return _expected_name(t.get_args(annotation)[0])
+    cls = t.get_origin(annotation) or annotation
+    if not isinstance(cls, type):
+        return str(annotation)
+    if issubclass(cls, decimal.Decimal):
+        return "decimal"
+    for kind, schema in _schema._STRING_FORMATS:
+        if issubclass(cls, kind):
+            return str(schema.get("format", "string"))
+    for kinds, name in _JSON_NAMES:
+        if issubclass(cls, kinds):
+            return name
+    return cls.__name__
+
+
+#: Python classes and the JSON type a schema gives them, most specific first.
+_JSON_NAMES: tuple[tuple[type | tuple[type, ...], str], ...] = (
+    (enum.Enum, "enum"),
+    (bool, "boolean"),
+    (int, "integer"),
+    (float, "number"),
+    ((str, bytes), "string"),
+    ((tuple, c.Sequence, c.Set), "array"),
+    (c.Mapping, "object"),
+)
 
 
 def _object_factory(converter: cattrs.Converter) -> c.Callable[[type], Hook]:

@@ -670,3 +670,14 @@ def test_converted_arguments_reach_a_process_isolated_tool(executor: ToolExecuto
     isolated = make(days_until, timeout=60, isolation="process")
     result = executor.execute(isolated, {"start": "2024-01-11", "room": {"name": "Ada"}})
     assert result == Ok("Ada: 10")
+
+
+def test_a_union_failure_names_every_member() -> None:
+    def fn(x: dt.date | Room | list[int] | None) -> None:
+        pass
+
+    converter = compile_converter(fn, takes_ctx=False)
+    assert converter is not None
+    result = converter.convert("fn", {"x": 5})
+    assert isinstance(result, Err)
+    assert result.reason.message.endswith("x: expected date or Room or array or null, got integer")
