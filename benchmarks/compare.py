@@ -855,6 +855,143 @@ def measure_conversion(settings: Settings) -> str:
     return "\n".join(lines) + "\n"
 
 
+# -- validation at native speed (issue 15, part 2) ----------------------------------
+
+#: A 15-property tool schema: scalars, a nested object, arrays, enums and a pattern.
+SCHEMA_15: dict[str, t.Any] = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string", "minLength": 1},
+        "limit": {"type": "integer", "minimum": 1, "maximum": 100},
+        "offset": {"type": "integer", "minimum": 0},
+        "sort": {"type": "string", "enum": ["asc", "desc"]},
+        "fields": {"type": "array", "items": {"type": "string"}},
+        "lang": {"type": "string", "pattern": "^[a-z]{2}$"},
+        "safe": {"type": "boolean"},
+        "region": {"type": "string"},
+        "score": {"type": "number"},
+        "filter": {
+            "type": "object",
+            "properties": {
+                "min": {"type": "integer"},
+                "max": {"type": "integer"},
+                "tag": {"type": "string"},
+            },
+            "required": ["min"],
+            "additionalProperties": False,
+        },
+        "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b", "c"]}},
+        "user": {"type": "string"},
+        "session": {"type": "string"},
+        "debug": {"type": "boolean"},
+        "mode": {"type": "string", "enum": ["fast", "slow"]},
+    },
+    "required": ["query", "limit"],
+    "additionalProperties": False,
+}
+ARGS_15: dict[str, t.Any] = {
+    "query": "q",
+    "limit": 10,
+    "offset": 0,
+    "sort": "asc",
+    "fields": ["a", "b"],
+    "lang": "en",
+    "safe": True,
+    "region": "eu",
+    "score": 1.5,
+    "filter": {"min": 1, "max": 5, "tag": "x"},
+    "tags": ["a", "b"],
+    "user": "u",
+    "session": "s",
+    "debug": False,
+    "mode": "fast",
+}
+
+
+def measure_validation(settings: Settings) -> str:
+    """Issue 15's validation targets, over several runs: a Markdown section."""
+    import fastjsonschema
+    import jsonschema_rs
+
+    from nous_tools.validation import ArgumentValidator
+
+    plain = Tool.from_function(echo, timeout=None, validate_args=False)
+    validated = Tool.from_function(echo, timeout=None)
+    assert validated.parameters is not None and validated.validator is not None
+    three = validated.validator
+    fifteen = ArgumentValidator(SCHEMA_15)
+    own3 = jsonschema_rs.validator_for(validated.parameters).is_valid
+    own15 = jsonschema_rs.validator_for(SCHEMA_15).is_valid
+    fast15 = fastjsonschema.compile(SCHEMA_15, use_default=False, use_formats=False)
+    assert three.validate(ARGS) is None and fifteen.validate(ARGS_15) is None
+    assert own3(ARGS) and own15(ARGS_15) and fast15(ARGS_15) is not None
+
+    def calls(fn: c.Callable[[t.Any], object], arguments: dict[str, t.Any]) -> Loop:
+        def run(n: int) -> None:
+            for _ in range(n):
+                fn(arguments)
+
+        return run
+
+    loops: dict[str, Loop] = {
+        "v1": loop_direct(echo, ARGS),
+        "v2": loop_execute(nous_tools.execute, plain, ARGS),
+        "v3": loop_execute(nous_tools.execute, validated, ARGS),
+        "v4": calls(three.validate, ARGS),
+        "v5": calls(own3, ARGS),
+        "v6": calls(fifteen.validate, ARGS_15),
+        "v7": calls(own15, ARGS_15),
+        "v8": calls(fast15, ARGS_15),
+    }
+    runs = 2 if settings.quick else 5
+    per_run: list[dict[str, Timing]] = []
+    for run_index in range(runs):
+        print(f"timing the validation cases, run {run_index + 1} of {runs} ...", flush=True)
+        per_run.append(measure(loops, settings))
+    cases = [
+        ("v1", "direct call `echo(**kw)`"),
+        ("v2", "`execute`, 3-property tool, `validate_args=False`"),
+        ("v3", f"`execute`, 3-property tool, validated ({three.engine})"),
+        ("v4", "`validator.validate` alone, 3 properties"),
+        ("v5", "jsonschema-rs `is_valid` alone, 3 properties"),
+        ("v6", f"`validator.validate` alone, 15 properties ({fifteen.engine})"),
+        ("v7", "jsonschema-rs `is_valid` alone, 15 properties"),
+        ("v8", "fastjsonschema alone, 15 properties (the fast path before)"),
+    ]
+    lines = [
+        "## Validation (issue 15, part 2)",
+        "",
+        f"Medians per run; {runs} runs, each of {settings.rounds} interleaved rounds.",
+        "",
+        "| # | case | µs/call (median of runs) | range over runs |",
+        "|---|---|---:|---:|",
+    ]
+    for key, text in cases:
+        walls = [timings[key].wall for timings in per_run]
+        lines.append(
+            f"| {key} | {text} | {_us(statistics.median(walls))} | "
+            f"{_us(min(walls))} to {_us(max(walls))} |"
+        )
+
+    def target(text: str, ratios: list[float], limit: float, unit: str) -> str:
+        met = sum(1 for ratio in ratios if ratio <= limit)
+        verdict = "met" if statistics.median(ratios) <= limit else "**missed**"
+        return (
+            f"- {verdict}: {text} — median {statistics.median(ratios):.2f}{unit}, "
+            f"{min(ratios):.2f} to {max(ratios):.2f}{unit} over {runs} runs "
+            f"(met in {met} of {runs})"
+        )
+
+    added = [(r["v3"].wall - r["v2"].wall) / r["v1"].wall for r in per_run]
+    versus = [r["v6"].wall / r["v7"].wall for r in per_run]
+    lines += [
+        "",
+        target("validation adds ≤ 1x a direct call on the 3-property schema", added, 1.0, "x"),
+        target("≤ 1.5x jsonschema-rs's own `is_valid` on the 15-property schema", versus, 1.5, "x"),
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def report(results: Results, settings: Settings) -> str:
     by_key = {row.key: row for row in results.rows}
     direct, us = t.cast(float, by_key["1"].ns), t.cast(float, by_key["2"].ns)
@@ -902,7 +1039,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a fast smoke run (< 1 minute)")
     parser.add_argument(
         "--only",
-        choices=["conversion"],
+        choices=["conversion", "validation"],
         help="run one section only (printed; written only with --output)",
     )
     parser.add_argument("--rounds", type=int, help="timing rounds per case (default 15, quick 3)")
@@ -922,8 +1059,16 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     if options.only == "conversion":
         text = measure_conversion(settings)
+    elif options.only == "validation":
+        text = measure_validation(settings)
     else:
-        text = report(run(settings), settings) + "\n" + measure_conversion(settings)
+        text = "\n".join(
+            (
+                report(run(settings), settings),
+                measure_conversion(settings),
+                measure_validation(settings),
+            )
+        )
     print()
     print(text)
     default = None if settings.quick or options.only else RESULTS

@@ -80,16 +80,15 @@ import typing as t
 import uuid
 
 import attrs
-import cattrs
-import cattrs.errors
-import cattrs.gen
-import cattrs.gen.typeddicts
 
 from . import _iso, _schema
 from ._text import json_type
 from .errors import ToolError
 from .results import Err
 from .validation import failure_message
+
+if t.TYPE_CHECKING:
+    import cattrs
 
 __all__ = ["ArgumentConverter", "compile_converter", "structure", "unstructure"]
 
@@ -133,6 +132,8 @@ def _leaves(
     error: BaseException, path: tuple[str | int, ...] = ()
 ) -> c.Iterator[tuple[tuple[str | int, ...], BaseException]]:
     """Every leaf failure inside ``error`` (ours, cattrs' or pydantic's), with its path."""
+    import cattrs.errors  # loaded already: a converter made the error
+
     if isinstance(error, _Failures):
         for where, leaf in error.failures:
             yield from _leaves(leaf, path + where)
@@ -580,6 +581,9 @@ def _object_factory(converter: cattrs.Converter) -> c.Callable[[type], Hook]:
     after a check that the value is a JSON object."""
 
     def factory(cls: type) -> Hook:
+        import cattrs.gen
+        import cattrs.gen.typeddicts
+
         if _schema._is_typeddict(cls):
             inner: Hook = cattrs.gen.typeddicts.make_dict_structure_fn(cls, converter)
         else:
@@ -691,7 +695,12 @@ def _unstructure_bytes(value: bytes) -> str:
     return value.decode("utf-8", "replace")
 
 
-def _make_converter() -> cattrs.Converter:
+@functools.cache
+def _converter() -> cattrs.Converter:
+    """The one converter, made at first use (importing cattrs costs start-up time
+    that tools without conversion should not pay)."""
+    import cattrs
+
     converter = cattrs.Converter(use_alias=True, forbid_extra_keys=True)
     register = converter.register_structure_hook
     register_factory = converter.register_structure_hook_factory
@@ -752,13 +761,10 @@ def _make_converter() -> cattrs.Converter:
     return converter
 
 
-_CONVERTER = _make_converter()
-
-
 def structure(value: t.Any, annotation: t.Any) -> t.Any:
     """``value`` (JSON data) as an instance of ``annotation``, as a tool receives it.
     Raises when it cannot be converted."""
-    return _CONVERTER.get_structure_hook(annotation)(value, annotation)
+    return _converter().get_structure_hook(annotation)(value, annotation)
 
 
 def unstructure(value: t.Any) -> t.Any:
@@ -766,7 +772,7 @@ def unstructure(value: t.Any) -> t.Any:
     objects, enums their values, dates and times ISO 8601 strings, ``UUID``,
     ``Decimal`` and ``Path`` strings, tuples and sets arrays. Anything conversion does
     not know is returned unchanged."""
-    return _CONVERTER.unstructure(value)
+    return _converter().unstructure(value)
 
 
 # --------------------------------------------------------------------------- which need it
@@ -842,8 +848,9 @@ class ArgumentConverter:
         plan: tuple[tuple[str, t.Any], ...],
         extra: t.Any | None,
     ) -> None:
-        self._plan = tuple((name, _Lazy(_CONVERTER, hint)) for name, hint in plan)
-        self._extra = _Lazy(_CONVERTER, extra) if extra is not None else None
+        converter = _converter()
+        self._plan = tuple((name, _Lazy(converter, hint)) for name, hint in plan)
+        self._extra = _Lazy(converter, extra) if extra is not None else None
 
     def convert(self, tool_name: str, arguments: c.Mapping[str, t.Any]) -> dict[str, t.Any] | Err:
         """A new dict of ``arguments`` with each converted to its parameter's type, or

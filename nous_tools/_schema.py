@@ -898,18 +898,25 @@ def _key_qualifiers(hint: t.Any, *, required: bool) -> tuple[bool, t.Any]:
 
 
 def _json_value(value: object) -> tuple[bool, t.Any]:
-    """``(True, value as JSON data)`` when ``value`` is JSON-serialisable, else ``(False, None)``."""
+    """``(True, value as JSON data)`` when ``value`` can be written as JSON (as it is,
+    or as argument conversion writes it: dates, sets, dataclasses...), else
+    ``(False, None)``."""
     if isinstance(value, _NoDefault) or value is attrs.NOTHING:
         return False, None
     if isinstance(value, enum.Enum):
         value = _enum_member_value(value)
-    else:
-        from ._convert import unstructure  # a cycle: _convert reads annotations here
-
-        value = unstructure(value)
     try:
         return True, json.loads(json.dumps(value, allow_nan=False))
     except (TypeError, ValueError, OverflowError, RecursionError):
+        pass
+    from ._convert import unstructure  # a cycle: _convert reads annotations here
+
+    try:
+        plain = unstructure(value)
+        if plain is value:
+            return False, None
+        return True, json.loads(json.dumps(plain, allow_nan=False))
+    except Exception:  # anything unstructuring or JSON cannot do: not recorded
         return False, None
 
 

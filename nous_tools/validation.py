@@ -35,20 +35,35 @@ the schema itself, or into the ``referencing.Registry`` given. A remote schema i
 never fetched.
 
 **Speed.** Valid arguments are the common case, so each schema also gets, once, a
-quick check that can only say "valid" or "not sure": for a flat object of scalar
-fields (``type``/``enum``/``const`` only, the commonest tool schema) a few dict
-lookups (and the format checks); otherwise the function fastjsonschema compiles,
-with the same format checks. "Not sure" sends the
-arguments to jsonschema, which lists every violation, or finds none and the
-arguments are valid after all. The quick check must never accept what jsonschema
-rejects, so fastjsonschema is not used (see ``_fast_path_blocker``) for a schema
-with a keyword it does not implement (``prefixItems``, ``unevaluatedProperties``,
-``dependentRequired``, ...), a ``$ref`` with sibling keywords (fastjsonschema
-follows draft 7 and ignores them), ``$id``, a non-local ``$ref``, ``multipleOf``
-(the two divide differently), or ``not``/``oneOf``/``if`` (where a check that is
-stricter inside becomes looser outside). Such schemas are validated by jsonschema
-alone. fastjsonschema never fetches a remote schema here, and never writes
-defaults into the arguments.
+quick check that can only say "valid" or "not sure". "Not sure" sends the arguments
+to jsonschema, which lists every violation, or finds none and the arguments are
+valid after all. The quick check must never accept what jsonschema rejects; which
+one a schema gets is decided at construction (:attr:`ArgumentValidator.engine`):
+
+1. ``"mapping"``: a schema that accepts any object (``{"type": "object"}``).
+2. ``"jsonschema-rs"``: the Rust validator's ``is_valid``, with every ``format``
+   the schema names checked by the same Python functions as jsonschema's (or by
+   none, as jsonschema does). Not used (see ``_native_blocker``) where the two could
+   disagree or Rust could recurse without bound: ``not``/``oneOf``/``if`` (a
+   stricter inner verdict is a looser outer one), a ``multipleOf`` that is not an
+   integer (it divides exactly, jsonschema in floats), ``uniqueItems`` and ``$ref``
+   cycles (recursion as deep as the arguments), a ``schema_registry``, draft 3,
+   and patterns whose ECMA-262 reading is looser than Python's (``\\D``, ``\\W``,
+   ``\\s``, ``\\b``, ``\\p{..}``, flags, a negated class with ``\\d``; in
+   ``patternProperties``, whose keys must match alike, also ``\\d``, ``\\w``,
+   ``.`` and ``$``).
+3. ``"flat"``: for a flat object of scalar fields (``type``/``enum``/``const``/
+   ``format`` only) a few dict lookups, generated once as straight-line Python.
+4. ``"fastjsonschema"``: the function fastjsonschema compiles, except for a schema
+   with a keyword it does not implement (``prefixItems``, ``unevaluatedProperties``,
+   ``dependentRequired``, ...), a ``$ref`` with sibling keywords (fastjsonschema
+   follows draft 7 and ignores them), ``$id``, a non-local ``$ref``, ``multipleOf``
+   (the two divide differently), or ``not``/``oneOf``/``if`` (see
+   ``_fast_path_blocker``).
+5. ``"jsonschema"``: none; jsonschema answers every call.
+
+No engine ever fetches a remote schema here, and none writes defaults into the
+arguments.
 
 **Wording.** Missing required fields, type mismatches and every other violation
 are listed in that order, each kind once::
@@ -791,10 +806,6 @@ _Field = tuple[
 ]
 
 
-class _Reject(Exception):
-    """The flat check's "not sure these are valid": the caller asks jsonschema."""
-
-
 def _flat_field(name: object, schema: object) -> _Field | None:
     if not isinstance(name, str):
         return None
@@ -824,10 +835,10 @@ def _flat_field(name: object, schema: object) -> _Field | None:
     return (name, types, choices, conforms)
 
 
-def _compile_flat(schema: dict[str, t.Any]) -> c.Callable[[t.Any], object] | None:
+def _compile_flat(schema: dict[str, t.Any]) -> c.Callable[[t.Any], bool] | None:
     """A check for the commonest tool schema: one object of scalar fields, each
     with at most ``type``, ``enum``, ``const`` and ``format`` (any draft). It accepts only what
-    jsonschema accepts and raises ``_Reject`` for anything it is not sure of.
+    jsonschema accepts and answers False for anything it is not sure of.
     None when ``schema`` is not of that shape."""
     if not _FLAT_ROOT_KEYWORDS.issuperset(schema) or schema.get("type", "object") != "object":
         return None
@@ -843,33 +854,69 @@ def _compile_flat(schema: dict[str, t.Any]) -> c.Callable[[t.Any], object] | Non
         return None
     known = t.cast("list[_Field]", fields)
     needed = tuple(dict.fromkeys(required))
-    # The absent marker's class is allowed too, so a missing optional field passes.
-    typed = tuple((name, types | {_Absent}) for name, types, _, _ in known if types is not None)
-    chosen = tuple((name, choices) for name, _, choices, _ in known if choices is not None)
-    formatted = tuple((name, check) for name, _, _, check in known if check is not None)
-    names = frozenset(properties) if closed is False else None
+    return _generate_flat(known, needed, closed=closed is False)
 
-    def check_flat(arguments: t.Any) -> None:
-        if type(arguments) is not dict:
-            raise _Reject
-        for name in needed:
-            if name not in arguments:
-                raise _Reject
-        get = arguments.get
-        for name, types in typed:
-            if type(get(name, _ABSENT)) not in types:
-                raise _Reject
-        for name, choices in chosen:
-            value = get(name, _ABSENT)
-            if value is not _ABSENT and value not in choices:
-                raise _Reject
-        for name, conforms in formatted:
-            if not conforms(get(name)):  # a missing field is None: conforms
-                raise _Reject
-        if names is not None and not names.issuperset(arguments):
-            raise _Reject
 
-    return check_flat
+def _generate_flat(
+    fields: list[_Field], needed: tuple[str, ...], *, closed: bool
+) -> c.Callable[[t.Any], bool]:
+    """The flat check as straight-line Python, generated once per schema (as
+    fastjsonschema does): a few dict lookups and ``type() is`` tests per call."""
+    env: dict[str, t.Any] = {"_ABSENT": _ABSENT}
+    lines = [
+        "def check_flat(arguments):",
+        "    if type(arguments) is not dict:",
+        "        return False",
+    ]
+    lines.append("    get = arguments.get")
+    # A required field whose type excludes null needs no membership test: a
+    # missing one reads as None, which fails its type test.
+    typed_needed = {
+        name for name, types, _, _ in fields if types is not None and type(None) not in types
+    }
+    for name in needed:
+        if name not in typed_needed:
+            lines += [f"    if {name!r} not in arguments:", "        return False"]
+    for index, (name, types, choices, conforms) in enumerate(fields):
+        tests: list[str] = []
+        if name in typed_needed and choices is None and conforms is None:
+            env[f"T{index}"] = types if len(types) > 1 else next(iter(types))  # type: ignore[arg-type]
+            operator = "not in" if len(types) > 1 else "is not"  # type: ignore[arg-type]
+            lines += [f"    if type(get({name!r})) {operator} T{index}:", "        return False"]
+            continue
+        if types is not None:
+            if len(types) == 1:
+                env[f"T{index}"] = next(iter(types))
+                tests.append(f"type(v) is not T{index}")
+            else:
+                env[f"T{index}"] = types
+                tests.append(f"type(v) not in T{index}")
+        if choices is not None:
+            env[f"C{index}"] = choices
+            tests.append(f"v not in C{index}")
+        if conforms is not None:
+            env[f"F{index}"] = conforms
+            tests.append(f"not F{index}(v)")
+        if not tests:
+            continue
+        indent = "    "
+        if name in needed:
+            lines.append(f"    v = get({name!r})")
+        else:
+            lines += [f"    v = get({name!r}, _ABSENT)", "    if v is not _ABSENT:"]
+            indent = "        "
+        for test in tests:
+            lines += [f"{indent}if {test}:", f"{indent}    return False"]
+    if closed:
+        names = frozenset(name for name, _, _, _ in fields)
+        if names == set(needed):  # every name present: any other key is one too many
+            lines += [f"    if len(arguments) != {len(names)}:", "        return False"]
+        else:
+            env["NAMES"] = names
+            lines += ["    if not NAMES.issuperset(arguments):", "        return False"]
+    lines.append("    return True")
+    exec(compile("\n".join(lines), "<flat check>", "exec"), env)
+    return t.cast("c.Callable[[t.Any], bool]", env["check_flat"])
 
 
 def _refuse_remote(uri: str) -> t.NoReturn:
@@ -917,9 +964,214 @@ def _compile_fast(schema: dict[str, t.Any], *, modern: bool) -> c.Callable[[t.An
         return None
 
 
-def _require_mapping(arguments: object) -> None:
-    if type(arguments) is not dict and not isinstance(arguments, c.Mapping):
-        raise TypeError("not a mapping")
+def _is_mapping(arguments: object) -> bool:
+    return type(arguments) is dict or isinstance(arguments, c.Mapping)
+
+
+def _passes(compiled: c.Callable[[t.Any], object]) -> c.Callable[[t.Any], bool]:
+    """fastjsonschema's check (which raises) as a predicate; anything it raises
+    means "not sure"."""
+
+    def passes(arguments: t.Any) -> bool:
+        compiled(arguments)
+        return True
+
+    return passes
+
+
+# -- jsonschema-rs: the native check on valid arguments (issue 15) -------------------
+
+#: jsonschema-rs's class for each draft jsonschema knows (draft 3: none).
+_NATIVE_DRAFTS = {
+    "Draft4Validator": "Draft4Validator",
+    "Draft6Validator": "Draft6Validator",
+    "Draft7Validator": "Draft7Validator",
+    "Draft201909Validator": "Draft201909Validator",
+    "Draft202012Validator": "Draft202012Validator",
+}
+
+#: Escapes whose meaning differs between Python's ``re`` and jsonschema-rs's
+#: ECMA-262 engine (``\\D``, ``\\W``, ``\\s``, ``\\S`` match more there, ``\\b`` and
+#: ``\\B`` differ on non-ASCII letters; property classes, back-references, ``\\k``).
+_RISKY_ESCAPES = frozenset("DWSsBbpPkc0123456789AZzG")
+
+
+def _pattern_blocker(pattern: object, *, exact: bool) -> str | None:
+    """Why jsonschema-rs could accept a text that Python's ``re`` does not match
+    with ``pattern``, or None.
+
+    For ``pattern`` (``exact=False``) jsonschema-rs may be *stricter* (``\\d`` and
+    ``\\w`` are ASCII there, ``.`` skips ``\\r``, ``$`` is the very end): a stricter
+    "not sure" only sends the arguments to jsonschema. For a ``patternProperties``
+    key (``exact=True``) a key one engine matches and the other does not is
+    checked against different subschemas, so the two must agree exactly."""
+    if not isinstance(pattern, str) or not _is_python_regex(pattern):
+        return "a pattern only the regex module reads"
+    negated_class = False
+    in_class = False
+    escaped = False
+    for index, char in enumerate(pattern):
+        if escaped:
+            escaped = False
+            if char in _RISKY_ESCAPES:
+                return f"\\{char} in a pattern"
+            if char in "dw" and (exact or negated_class):
+                return f"\\{char} in a pattern"
+            continue
+        if char == "\\":
+            escaped = True
+        elif in_class:
+            if char == "]":
+                in_class = negated_class = False
+        elif char == "[":
+            in_class = True
+            negated_class = pattern[index + 1 : index + 2] == "^"
+        elif char == "(" and pattern[index + 1 : index + 2] == "?":
+            if pattern[index + 2 : index + 3] not in (":", "=", "!"):
+                return "a (? group other than (?: (?= (?!"
+        elif char in ".$" and exact:
+            return f"{char!r} in a patternProperties pattern"
+    return None
+
+
+def _native_blocker(schema: dict[str, t.Any], cls: type[t.Any]) -> str | None:
+    """Why jsonschema-rs could answer "valid" where jsonschema answers "invalid"
+    (or could crash), or None: then its ``is_valid`` is the quick check."""
+    if cls.__name__ not in _NATIVE_DRAFTS:
+        return f"{cls.__name__} is not a draft jsonschema-rs implements"
+    seen: set[int] = set()
+    stack: list[object] = [schema]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, dict) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        for keyword in _NON_MONOTONE:
+            if keyword in node:
+                return f"{keyword} (a stricter inner check would be a looser outer one)"
+        if "uniqueItems" in node:  # compares whole items: unbounded recursion in Rust
+            return "uniqueItems"
+        for keyword in ("$dynamicRef", "$recursiveRef"):
+            if keyword in node:
+                return keyword
+        divisor = node.get("multipleOf")
+        if divisor is not None and not (isinstance(divisor, int) and not isinstance(divisor, bool)):
+            return "multipleOf a fraction (jsonschema-rs divides exactly, jsonschema in floats)"
+        if "pattern" in node and (blocker := _pattern_blocker(node["pattern"], exact=False)):
+            return blocker
+        patterns = node.get("patternProperties")
+        if isinstance(patterns, dict):
+            for pattern in patterns:
+                if blocker := _pattern_blocker(pattern, exact=True):
+                    return blocker
+        stack.extend(sub for _, sub in _subschemas(node))
+    if _has_ref_cycle(schema):
+        return "a $ref cycle (recursion as deep as the arguments, in Rust)"
+    return None
+
+
+def _has_ref_cycle(schema: dict[str, t.Any]) -> bool:
+    """True when following subschemas and ``$ref``\\ s from the root can come back
+    to a schema on the way (a ``$ref`` that is not a JSON pointer counts as one)."""
+    on_path: set[int] = set()
+    done: set[int] = set()
+    # An explicit stack of (node, children iterator) instead of recursion.
+    stack: list[tuple[dict[str, t.Any], c.Iterator[object]]] = []
+
+    def children(node: dict[str, t.Any]) -> c.Iterator[object]:
+        yield from (sub for _, sub in _subschemas(node))
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            yield _pointer_target(schema, ref)
+
+    def enter(node: object) -> bool:
+        if node is _UNRESOLVED:
+            return True
+        if not isinstance(node, dict) or id(node) in done:
+            return False
+        if id(node) in on_path:
+            return True
+        on_path.add(id(node))
+        stack.append((node, children(node)))
+        return False
+
+    if enter(schema):
+        return True
+    while stack:
+        node, pending = stack[-1]
+        child = next(pending, _DONE)
+        if child is _DONE:
+            stack.pop()
+            on_path.discard(id(node))
+            done.add(id(node))
+        elif enter(child):
+            return True
+    return False
+
+
+_DONE = object()
+_UNRESOLVED = object()
+
+
+def _pointer_target(root: dict[str, t.Any], ref: str) -> object:
+    """The subschema a ``#/...`` JSON pointer names, else ``_UNRESOLVED``."""
+    if not ref.startswith("#"):
+        return _UNRESOLVED
+    target: object = root
+    for token in urllib.parse.unquote(ref[1:]).split("/")[1:]:
+        token = token.replace("~1", "/").replace("~0", "~")
+        if isinstance(target, dict) and token in target:
+            target = target[token]
+        elif isinstance(target, list) and token.isdigit() and int(token) < len(target):
+            target = target[int(token)]
+        else:
+            return _UNRESOLVED
+    return target
+
+
+def _used_formats(schema: dict[str, t.Any]) -> set[str]:
+    found: set[str] = set()
+    seen: set[int] = set()
+    stack: list[object] = [schema]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, dict) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node.get("format"), str):
+            found.add(node["format"])
+        stack.extend(sub for _, sub in _subschemas(node))
+    return found
+
+
+def _refuse_retrieval(uri: str) -> t.NoReturn:
+    raise ValueError(f"remote schema {uri!r} is not fetched")
+
+
+def _compile_native(schema: dict[str, t.Any], cls: type[t.Any]) -> c.Callable[[t.Any], bool] | None:
+    """jsonschema-rs's ``is_valid`` for ``schema``, with every ``format`` the schema
+    names checked by our own checks (or by none, as jsonschema does); None when it
+    cannot compile the schema."""
+    try:
+        import jsonschema_rs
+
+        native = getattr(jsonschema_rs, _NATIVE_DRAFTS[cls.__name__])
+        options: dict[str, t.Any] = {"retriever": _refuse_retrieval}
+        used = _used_formats(schema)
+        if used:  # custom formats make every check slower: only when needed
+            options["validate_formats"] = True
+            options["formats"] = {
+                name: _conforms(name) if name in CHECKED_FORMATS else _any_value for name in used
+            }
+        else:
+            options["validate_formats"] = False
+        return t.cast("c.Callable[[t.Any], bool]", native(schema, **options).is_valid)
+    except Exception:  # anything it cannot compile is left to the other paths
+        return None
+
+
+def _any_value(value: object) -> bool:
+    return True
 
 
 # -- validation -----------------------------------------------------------------
@@ -948,7 +1200,7 @@ class ArgumentValidator:
     and safe to share between threads.
     """
 
-    __slots__ = ("_fast", "_full")
+    __slots__ = ("_engine", "_full", "_valid")
 
     def __init__(
         self,
@@ -964,15 +1216,23 @@ class ArgumentValidator:
             # Never the default registry, which fetches remote schemas.
             registry=registry if registry is not None else referencing.Registry(),
         )
-        self._fast: c.Callable[[t.Any], object] | None
+        # The quick check: True only when the arguments are certainly valid.
+        self._valid: c.Callable[[t.Any], bool] | None = None
+        self._engine = "jsonschema"
         if _accepts_every_mapping(plain):
-            self._fast = _require_mapping
-        elif (flat := _compile_flat(plain)) is not None:
-            self._fast = flat
+            self._valid, self._engine = _is_mapping, "mapping"
+            return
+        if registry is None and _native_blocker(plain, cls) is None:
+            native = _compile_native(plain, cls)
+            if native is not None:
+                self._valid, self._engine = native, "jsonschema-rs"
+                return
+        if (flat := _compile_flat(plain)) is not None:
+            self._valid, self._engine = flat, "flat"
         elif _fast_path_blocker(plain, cls) is None:
-            self._fast = _compile_fast(plain, modern=_is_modern(cls))
-        else:
-            self._fast = None
+            compiled = _compile_fast(plain, modern=_is_modern(cls))
+            if compiled is not None:
+                self._valid, self._engine = _passes(compiled), "fastjsonschema"
 
     def validate(self, arguments: c.Mapping[str, t.Any]) -> ValidationFailure | None:
         """None when ``arguments`` satisfy the schema, else every violation.
@@ -981,16 +1241,23 @@ class ArgumentValidator:
         Arguments nested too deeply for the interpreter's recursion limit give
         ``("invalid", [("(root)", "arguments nested too deeply to validate")])``.
         """
-        fast = self._fast
-        if fast is not None:
+        valid = self._valid
+        if valid is not None:
             try:
-                fast(arguments)
+                if valid(arguments):
+                    return None
             except RecursionError:
                 return _failure_at_root(_TOO_DEEP)
-            except Exception:
-                return self._explain(arguments)
-            return None
+            except Exception:  # e.g. a value jsonschema-rs cannot read: not sure
+                pass
         return self._explain(arguments)
+
+    @property
+    def engine(self) -> str:
+        """Which quick check answers "valid" for this schema: ``"jsonschema-rs"``,
+        ``"flat"`` (a few dict lookups), ``"fastjsonschema"``, ``"mapping"`` (any
+        mapping is valid), or ``"jsonschema"`` (none: jsonschema answers every call)."""
+        return self._engine
 
     def _explain(self, arguments: t.Any) -> ValidationFailure | None:
         """The slow path: jsonschema lists every violation (or finds none)."""
