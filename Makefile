@@ -26,6 +26,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy --strict nous_tools
+	$(BIN)/mypy --strict tests/typing
 
 format: $(STAMP)
 	$(BIN)/ruff format .

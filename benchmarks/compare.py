@@ -763,6 +763,235 @@ def run(settings: Settings) -> Results:
     )
 
 
+# -- conversion (issue 14) ---------------------------------------------------------
+
+
+def add3(a: int, b: int, c: int) -> int:
+    """A tool of three JSON scalars: it has no converter at all."""
+    return a
+
+
+@attrs.frozen
+class Room:
+    name: str
+    floor: int = 0
+
+
+def book(room: Room, when: datetime.datetime) -> str:
+    """A tool with a dataclass-like attrs class and a datetime: both converted."""
+    return "booked"
+
+
+INTS: dict[str, t.Any] = {"a": 1, "b": 2, "c": 3}
+BOOKING: dict[str, t.Any] = {"room": {"name": "Ada", "floor": 2}, "when": "2024-05-01T09:30:00Z"}
+
+
+def measure_conversion(settings: Settings) -> str:
+    """What argument conversion costs per call: a Markdown section with the figures.
+
+    Validation is off in every case, so the differences are conversion alone."""
+    converted3 = Tool.from_function(add3, timeout=None, validate_args=False)
+    plain3 = Tool.from_function(add3, timeout=None, validate_args=False, convert_args=False)
+    converted = Tool.from_function(book, timeout=None, validate_args=False)
+    plain = Tool.from_function(book, timeout=None, validate_args=False, convert_args=False)
+    assert converted3._converter is None  # all JSON scalars: nothing to do
+    converter = converted._converter
+    assert converter is not None
+    structured = converter.convert("book", BOOKING)
+    assert isinstance(structured, dict) and isinstance(structured["room"], Room)
+    for tool, arguments in ((converted3, INTS), (plain3, INTS), (converted, BOOKING)):
+        assert nous_tools.execute(tool, arguments).is_ok()
+
+    def loop_convert(n: int) -> None:
+        convert = converter.convert
+        for _ in range(n):
+            convert("book", BOOKING)
+
+    loops: dict[str, Loop] = {
+        "c1": loop_direct(add3, INTS),
+        "c2": loop_execute(nous_tools.execute, plain3, INTS),
+        "c3": loop_execute(nous_tools.execute, converted3, INTS),
+        "c4": loop_direct(book, structured),
+        "c5": loop_execute(nous_tools.execute, plain, BOOKING),
+        "c6": loop_execute(nous_tools.execute, converted, BOOKING),
+        "c7": loop_convert,
+    }
+    print(f"timing {len(loops)} conversion cases, {settings.rounds} rounds ...", flush=True)
+    timings = measure(loops, settings)
+    ns = {key: timing.wall for key, timing in timings.items()}
+    cases = [
+        ("c1", "direct call `add3(a=1, b=2, c=3)`"),
+        ("c2", "`execute` of `add3`, `convert_args=False`"),
+        ("c3", "`execute` of `add3`, `convert_args=True` (no converter: all JSON scalars)"),
+        ("c4", "direct call `book(room=Room(...), when=datetime(...))`"),
+        ("c5", "`execute` of `book` with the raw JSON, `convert_args=False`"),
+        ("c6", "`execute` of `book`, `convert_args=True` (an attrs class and a datetime)"),
+        ("c7", "`converter.convert` of `book`'s arguments alone"),
+    ]
+    lines = [
+        "## Conversion (issue 14)",
+        "",
+        "Validation off in every case; `book(room: Room, when: datetime)` gets "
+        '`{"room": {"name": "Ada", "floor": 2}, "when": "2024-05-01T09:30:00Z"}`.',
+        "",
+        "| # | case | µs/call | CPU µs/call |",
+        "|---|---|---:|---:|",
+    ]
+    for key, text in cases:
+        timing = timings[key]
+        lines.append(f"| {key} | {text} | {_us(timing.wall)} | {_us(timing.cpu)} |")
+    scalar = ns["c3"] - ns["c2"]
+    dated = ns["c6"] - ns["c5"]
+    scalar_met = abs(scalar) <= max(0.05 * ns["c2"], 50.0)
+    lines += [
+        "",
+        f"- {'met' if scalar_met else '**missed**'}: conversion of the 3-int tool ≈ 0 — "
+        f"{scalar / 1000:+.3f} µs ({scalar / ns['c1']:+.2f}x direct; the tool has no "
+        "converter, so the pipeline does one `is not None` test)",
+        f"- conversion of the tool with an attrs class and a datetime: {dated / 1000:+.2f} µs "
+        f"per call ({dated / ns['c4']:.1f}x its direct call; `convert` alone "
+        f"{_us(ns['c7'])} µs)",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# -- validation at native speed (issue 15, part 2) ----------------------------------
+
+#: A 15-property tool schema: scalars, a nested object, arrays, enums and a pattern.
+SCHEMA_15: dict[str, t.Any] = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string", "minLength": 1},
+        "limit": {"type": "integer", "minimum": 1, "maximum": 100},
+        "offset": {"type": "integer", "minimum": 0},
+        "sort": {"type": "string", "enum": ["asc", "desc"]},
+        "fields": {"type": "array", "items": {"type": "string"}},
+        "lang": {"type": "string", "pattern": "^[a-z]{2}$"},
+        "safe": {"type": "boolean"},
+        "region": {"type": "string"},
+        "score": {"type": "number"},
+        "filter": {
+            "type": "object",
+            "properties": {
+                "min": {"type": "integer"},
+                "max": {"type": "integer"},
+                "tag": {"type": "string"},
+            },
+            "required": ["min"],
+            "additionalProperties": False,
+        },
+        "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b", "c"]}},
+        "user": {"type": "string"},
+        "session": {"type": "string"},
+        "debug": {"type": "boolean"},
+        "mode": {"type": "string", "enum": ["fast", "slow"]},
+    },
+    "required": ["query", "limit"],
+    "additionalProperties": False,
+}
+ARGS_15: dict[str, t.Any] = {
+    "query": "q",
+    "limit": 10,
+    "offset": 0,
+    "sort": "asc",
+    "fields": ["a", "b"],
+    "lang": "en",
+    "safe": True,
+    "region": "eu",
+    "score": 1.5,
+    "filter": {"min": 1, "max": 5, "tag": "x"},
+    "tags": ["a", "b"],
+    "user": "u",
+    "session": "s",
+    "debug": False,
+    "mode": "fast",
+}
+
+
+def measure_validation(settings: Settings) -> str:
+    """Issue 15's validation targets, over several runs: a Markdown section."""
+    import fastjsonschema
+    import jsonschema_rs
+
+    from nous_tools.validation import ArgumentValidator
+
+    plain = Tool.from_function(echo, timeout=None, validate_args=False)
+    validated = Tool.from_function(echo, timeout=None)
+    assert validated.parameters is not None and validated.validator is not None
+    three = validated.validator
+    fifteen = ArgumentValidator(SCHEMA_15)
+    own3 = jsonschema_rs.validator_for(validated.parameters).is_valid
+    own15 = jsonschema_rs.validator_for(SCHEMA_15).is_valid
+    fast15 = fastjsonschema.compile(SCHEMA_15, use_default=False, use_formats=False)
+    assert three.validate(ARGS) is None and fifteen.validate(ARGS_15) is None
+    assert own3(ARGS) and own15(ARGS_15) and fast15(ARGS_15) is not None
+
+    def calls(fn: c.Callable[[t.Any], object], arguments: dict[str, t.Any]) -> Loop:
+        def run(n: int) -> None:
+            for _ in range(n):
+                fn(arguments)
+
+        return run
+
+    loops: dict[str, Loop] = {
+        "v1": loop_direct(echo, ARGS),
+        "v2": loop_execute(nous_tools.execute, plain, ARGS),
+        "v3": loop_execute(nous_tools.execute, validated, ARGS),
+        "v4": calls(three.validate, ARGS),
+        "v5": calls(own3, ARGS),
+        "v6": calls(fifteen.validate, ARGS_15),
+        "v7": calls(own15, ARGS_15),
+        "v8": calls(fast15, ARGS_15),
+    }
+    runs = 2 if settings.quick else 5
+    per_run: list[dict[str, Timing]] = []
+    for run_index in range(runs):
+        print(f"timing the validation cases, run {run_index + 1} of {runs} ...", flush=True)
+        per_run.append(measure(loops, settings))
+    cases = [
+        ("v1", "direct call `echo(**kw)`"),
+        ("v2", "`execute`, 3-property tool, `validate_args=False`"),
+        ("v3", f"`execute`, 3-property tool, validated ({three.engine})"),
+        ("v4", "`validator.validate` alone, 3 properties"),
+        ("v5", "jsonschema-rs `is_valid` alone, 3 properties"),
+        ("v6", f"`validator.validate` alone, 15 properties ({fifteen.engine})"),
+        ("v7", "jsonschema-rs `is_valid` alone, 15 properties"),
+        ("v8", "fastjsonschema alone, 15 properties (the fast path before)"),
+    ]
+    lines = [
+        "## Validation (issue 15, part 2)",
+        "",
+        f"Medians per run; {runs} runs, each of {settings.rounds} interleaved rounds.",
+        "",
+        "| # | case | µs/call (median of runs) | range over runs |",
+        "|---|---|---:|---:|",
+    ]
+    for key, text in cases:
+        walls = [timings[key].wall for timings in per_run]
+        lines.append(
+            f"| {key} | {text} | {_us(statistics.median(walls))} | "
+            f"{_us(min(walls))} to {_us(max(walls))} |"
+        )
+
+    def target(text: str, ratios: list[float], limit: float, unit: str) -> str:
+        met = sum(1 for ratio in ratios if ratio <= limit)
+        verdict = "met" if statistics.median(ratios) <= limit else "**missed**"
+        return (
+            f"- {verdict}: {text} — median {statistics.median(ratios):.2f}{unit}, "
+            f"{min(ratios):.2f} to {max(ratios):.2f}{unit} over {runs} runs "
+            f"(met in {met} of {runs})"
+        )
+
+    added = [(r["v3"].wall - r["v2"].wall) / r["v1"].wall for r in per_run]
+    versus = [r["v6"].wall / r["v7"].wall for r in per_run]
+    lines += [
+        "",
+        target("validation adds ≤ 1x a direct call on the 3-property schema", added, 1.0, "x"),
+        target("≤ 1.5x jsonschema-rs's own `is_valid` on the 15-property schema", versus, 1.5, "x"),
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def report(results: Results, settings: Settings) -> str:
     by_key = {row.key: row for row in results.rows}
     direct, us = t.cast(float, by_key["1"].ns), t.cast(float, by_key["2"].ns)
@@ -808,6 +1037,11 @@ def report(results: Results, settings: Settings) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a fast smoke run (< 1 minute)")
+    parser.add_argument(
+        "--only",
+        choices=["conversion", "validation"],
+        help="run one section only (printed; written only with --output)",
+    )
     parser.add_argument("--rounds", type=int, help="timing rounds per case (default 15, quick 3)")
     parser.add_argument("--round-ms", type=float, help="target milliseconds per timed round")
     parser.add_argument(
@@ -823,10 +1057,22 @@ def main(argv: list[str] | None = None) -> int:
     if options.round_ms is not None:
         settings = attrs.evolve(settings, round_ms=max(1.0, options.round_ms))
     began = time.monotonic()
-    text = report(run(settings), settings)
+    if options.only == "conversion":
+        text = measure_conversion(settings)
+    elif options.only == "validation":
+        text = measure_validation(settings)
+    else:
+        text = "\n".join(
+            (
+                report(run(settings), settings),
+                measure_conversion(settings),
+                measure_validation(settings),
+            )
+        )
     print()
     print(text)
-    output = options.output if options.output is not None else (None if settings.quick else RESULTS)
+    default = None if settings.quick or options.only else RESULTS
+    output = options.output if options.output is not None else default
     if output is not None:
         output.write_text(text, encoding="utf-8")
         print(f"written to {output}")

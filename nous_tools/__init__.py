@@ -36,7 +36,7 @@ from .registry import Registry
 from .results import ApprovalRequest, Edit, Err, NeedsApproval, Ok, Result
 from .run_context import RunContext
 from .sandbox import SandboxPolicy
-from .tool import Tool, tool
+from .tool import Tool, ToolOptions, tool
 from .tool_calls import ToolCallResults, execute_tool_calls, format_tool_result
 from .usage import Usage
 
@@ -72,6 +72,7 @@ __all__ = [
     "ToolError",
     "ToolExecutor",
     "ToolNotFound",
+    "ToolOptions",
     "ToolTimeout",
     "Usage",
     "__version__",

@@ -23,13 +23,23 @@ True
 Types map to JSON Schema (Draft 2020-12) as a user of the function would expect:
 ``str``/``bytes`` → string, ``int`` → integer, ``float`` → number, ``bool`` →
 boolean, ``None`` → null, lists, sets and sequences → arrays (sets with
-``uniqueItems``), tuples → arrays with ``prefixItems`` (or ``items`` for
-``tuple[X, ...]``), ``dict[str, X]``/``Mapping`` → objects, unions → ``anyOf``,
-``Literal`` and ``Enum`` → ``enum``, ``Annotated[X, "text"]`` → ``X`` with a
-description, and attrs classes, dataclasses and TypedDicts → nested objects. Anything
-else, ``Any``, a missing annotation or one that cannot be resolved → ``{}``
-(any value). A class that refers to itself is expanded once; the inner
-reference is ``{}``.
+``uniqueItems``), tuples and ``NamedTuple`` → arrays with ``prefixItems`` (or
+``items`` for ``tuple[X, ...]``), ``dict[K, X]``/``Mapping`` → objects (keys
+described by ``propertyNames`` when K is not ``str``), unions → ``anyOf``,
+``Literal`` and ``Enum`` → ``enum``, attrs classes, dataclasses and TypedDicts →
+nested objects, pydantic models and types → pydantic's own schema (its ``$defs``
+moved to the root). Strings with a ``format``: ``datetime`` (date-time), ``date``,
+``time``, ``timedelta`` (duration), ``UUID`` (uuid), ``IPv4Address``/``IPv6Address``,
+``Path`` (path); ``Decimal`` is a string with a ``pattern``. ``Annotated[X, ...]``
+adds a description (a string), ``annotated_types`` constraints and pydantic
+``Field`` constraints, ``description``, ``examples`` and ``title``.
+``Any``, ``object``, an unbound ``TypeVar`` or a missing annotation → ``{}`` (any
+value). A class that refers to itself is expanded once; the inner reference is ``{}``.
+
+Any other annotation (an arbitrary class, ``Callable``, a name that cannot be
+resolved) raises ``TypeError`` naming the parameter and the type, unless the
+parameter (or the nested field) has a default: then a warning is logged and it is
+left out of the schema.
 """
 
 from __future__ import annotations
@@ -37,14 +47,20 @@ from __future__ import annotations
 import collections.abc as c
 import contextlib
 import dataclasses
+import datetime
+import decimal
 import enum
 import functools
 import inspect
+import ipaddress
 import json
+import logging
+import pathlib
 import re
 import sys
 import types
 import typing as t
+import uuid
 
 import attrs
 
@@ -52,6 +68,8 @@ from ._text import JSON_TYPES, json_type
 from .run_context import RunContext
 
 __all__ = ["description_from_docstring", "detect_takes_ctx", "parameters_schema"]
+
+_log = logging.getLogger("nous_tools")
 
 Schema = dict[str, t.Any]
 
@@ -113,16 +131,18 @@ def parameters_schema(fn: c.Callable[..., t.Any], *, takes_ctx: bool) -> dict[st
     """A JSON Schema (Draft 2020-12) of the keyword arguments ``fn`` accepts.
 
     With ``takes_ctx`` the first positional parameter (the :class:`RunContext`) is
-    left out. ``*args`` is left out; ``**kwargs`` leaves ``additionalProperties``
-    open, otherwise it is False. A parameter with a default is optional, and the
-    default is recorded when it is JSON-serialisable. Descriptions come from
+    left out. ``*args`` is left out; ``**kwargs: T`` makes ``additionalProperties``
+    T's schema (open for a bare ``**kwargs`` or ``Any``), otherwise it is False. A
+    parameter with a default is optional, and the default is recorded when it can be
+    written as JSON (dates, enums, dataclasses and the like as conversion writes them). Descriptions come from
     ``Annotated[X, "text"]`` first, then the docstring's Google (``Args:``), NumPy
     (``Parameters``) or Sphinx (``:param name:``) argument section.
 
     A callable without a signature gives an open object schema. Raises
     :class:`TypeError` for a positional-only parameter (tools are called with keyword
-    arguments), or when ``takes_ctx`` is true and no positional parameter can
-    receive the context.
+    arguments), when ``takes_ctx`` is true and no positional parameter can
+    receive the context, or for a required parameter whose type has no JSON Schema
+    (see the module's docstring).
     """
     try:
         signature = inspect.signature(fn)
@@ -141,14 +161,12 @@ def parameters_schema(fn: c.Callable[..., t.Any], *, takes_ctx: bool) -> dict[st
 
     hints = _annotations(fn)
     docs = _parameter_docs(_docstring(fn))
+    build = _Build({})
     properties: dict[str, Schema] = {}
     required: list[str] = []
-    open_keywords = False
+    extra: Schema | bool = False
     for parameter in parameters:
         if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
-            continue
-        if parameter.kind is inspect.Parameter.VAR_KEYWORD:
-            open_keywords = True
             continue
         if parameter.kind is inspect.Parameter.POSITIONAL_ONLY:
             raise TypeError(
@@ -156,18 +174,33 @@ def parameters_schema(fn: c.Callable[..., t.Any], *, takes_ctx: bool) -> dict[st
                 f"tools are called with keyword arguments"
             )
         annotation = hints.get(parameter.name, parameter.annotation)
-        properties[parameter.name] = _property_schema(
-            annotation,
-            description=docs.get(parameter.name),
-            default=parameter.default,
-            seen=(),
-        )
+        keywords = parameter.kind is inspect.Parameter.VAR_KEYWORD
+        try:
+            if keywords:
+                extra = _type_schema(annotation, build) or True
+                continue
+            properties[parameter.name] = _property_schema(
+                annotation,
+                description=docs.get(parameter.name),
+                default=parameter.default,
+                build=build,
+            )
+        except _Undescribable as error:
+            if parameter.default is _EMPTY and not keywords:
+                raise TypeError(_undescribable_message(fn, parameter.name, error)) from None
+            _log.warning(
+                "%s; it is left out of the schema",
+                _undescribable_message(fn, parameter.name, error).split("; annotate")[0],
+            )
+            continue
         if parameter.default is _EMPTY:
             required.append(parameter.name)
 
     schema: Schema = {"type": "object", "properties": properties, "required": required}
-    if not open_keywords:
-        schema["additionalProperties"] = False
+    if extra is not True:
+        schema["additionalProperties"] = extra
+    if build.defs:
+        schema["$defs"] = build.defs
     return schema
 
 
@@ -406,12 +439,88 @@ def _sphinx_docs(lines: list[str]) -> dict[str, list[str]]:
 
 # --------------------------------------------------------------------------- types
 
+#: A decimal number written as a string (``"12.50"``, ``"-3"``, ``".5"``, ``"1e-3"``).
+DECIMAL_PATTERN = r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$"
+
+#: Classes written as a formatted string, most specific first (datetime is a date).
+_STRING_FORMATS: tuple[tuple[type, Schema], ...] = (
+    (datetime.datetime, {"type": "string", "format": "date-time"}),
+    (datetime.date, {"type": "string", "format": "date"}),
+    (datetime.time, {"type": "string", "format": "time"}),
+    (datetime.timedelta, {"type": "string", "format": "duration"}),
+    (uuid.UUID, {"type": "string", "format": "uuid"}),
+    (decimal.Decimal, {"type": "string", "pattern": DECIMAL_PATTERN}),
+    (pathlib.PurePath, {"type": "string", "format": "path"}),
+    (ipaddress.IPv4Address, {"type": "string", "format": "ipv4"}),
+    (ipaddress.IPv6Address, {"type": "string", "format": "ipv6"}),
+)
+
+#: ``annotated_types`` (and pydantic ``Field``) constraints → JSON Schema keywords.
+_BOUNDS = {
+    "ge": "minimum",
+    "gt": "exclusiveMinimum",
+    "le": "maximum",
+    "lt": "exclusiveMaximum",
+    "multiple_of": "multipleOf",
+    "pattern": "pattern",
+}
+_LENGTHS = {
+    "string": ("minLength", "maxLength"),
+    "array": ("minItems", "maxItems"),
+    "object": ("minProperties", "maxProperties"),
+}
+
+
+class _Undescribable(Exception):
+    """An annotation (``annotation``) with no JSON Schema, found at ``path`` (field
+    names, outermost first) inside the parameter being described."""
+
+    def __init__(self, annotation: object, reason: str = "") -> None:
+        super().__init__(annotation)
+        self.annotation = annotation
+        self.reason = reason
+        self.path: list[str] = []
+
+
+class _Build:
+    """What the description of one signature shares: the classes being expanded
+    (``seen``) and the ``$defs`` collected from pydantic models."""
+
+    __slots__ = ("defs", "seen")
+
+    def __init__(self, defs: dict[str, Schema], seen: tuple[type, ...] = ()) -> None:
+        self.defs = defs
+        self.seen = seen
+
+    def entering(self, cls: type) -> _Build:
+        return _Build(self.defs, (*self.seen, cls))
+
+
+def _undescribable_message(fn: object, name: str, error: _Undescribable) -> str:
+    where = f"parameter {name!r}"
+    if error.path:
+        where += f" (field {'.'.join(error.path)})"
+    reason = f": {error.reason}" if error.reason else ""
+    return (
+        f"{_describe(fn)} {where} has a type that cannot be described as JSON Schema, "
+        f"{_type_name(error.annotation)}{reason}; annotate it with a supported type, or give "
+        f"the parameter a default to leave it out of the schema, or pass parameters= by hand"
+    )
+
+
+def _type_name(annotation: object) -> str:
+    if isinstance(annotation, type):
+        return f"{annotation.__module__}.{annotation.__qualname__}"
+    if isinstance(annotation, str):
+        return repr(annotation)
+    return str(annotation)
+
 
 def _property_schema(
-    annotation: object, *, description: str | None, default: object, seen: tuple[type, ...]
+    annotation: object, *, description: str | None, default: object, build: _Build
 ) -> Schema:
     """The schema of one parameter or field: its type, description and default."""
-    schema = _type_schema(annotation, seen)
+    schema = _type_schema(annotation, build)
     if description and "description" not in schema:
         schema["description"] = description
     if default is not _EMPTY:
@@ -421,37 +530,41 @@ def _property_schema(
     return schema
 
 
-def _type_schema(annotation: object, seen: tuple[type, ...]) -> Schema:
-    """A fresh JSON Schema for ``annotation``; ``seen`` holds the classes being expanded."""
+def _type_schema(annotation: object, build: _Build) -> Schema:
+    """A fresh JSON Schema for ``annotation``; raises ``_Undescribable`` when it has none."""
     if annotation is _EMPTY or annotation is t.Any or annotation is object:
         return {}
-    if isinstance(annotation, (str, t.ForwardRef, t.TypeVar)):
+    if isinstance(annotation, (str, t.ForwardRef)):
+        raise _Undescribable(annotation, "the annotation cannot be resolved")
+    if isinstance(annotation, t.TypeVar):
+        if annotation.__bound__ is not None:
+            return _type_schema(annotation.__bound__, build)
+        if annotation.__constraints__:
+            return {"anyOf": [_type_schema(arg, build) for arg in annotation.__constraints__]}
         return {}
     if annotation is None or annotation is type(None):
         return {"type": "null"}
     origin = t.get_origin(annotation)
     args = t.get_args(annotation)
     if origin is t.Annotated:
-        schema = _type_schema(args[0], seen)
-        for note in annotation.__metadata__:  # type: ignore[attr-defined]
-            if isinstance(note, str):
-                schema["description"] = note
+        if _is_pydantic_type(args[0]):  # pydantic reads its own metadata
+            return _pydantic_schema(annotation, build)
+        schema = _type_schema(args[0], build)
+        _apply_metadata(schema, annotation.__metadata__)  # type: ignore[attr-defined]
         return schema
     if origin is t.Literal:
         return _enum_schema([_literal_value(value) for value in args])
     if origin is t.Union or origin is types.UnionType:
-        return {"anyOf": [_type_schema(arg, seen) for arg in args]}
+        return {"anyOf": [_type_schema(arg, build) for arg in args]}
     if hasattr(annotation, "__supertype__"):  # typing.NewType
-        return _type_schema(annotation.__supertype__, seen)
+        return _type_schema(annotation.__supertype__, build)
     cls = origin if origin is not None else annotation
     if not isinstance(cls, type):
-        return {}
-    return _class_schema(cls, annotation, args, seen)
+        raise _Undescribable(annotation)
+    return _class_schema(cls, annotation, args, build)
 
 
-def _class_schema(
-    cls: type, annotation: object, args: tuple[t.Any, ...], seen: tuple[type, ...]
-) -> Schema:
+def _class_schema(cls: type, annotation: object, args: tuple[t.Any, ...], build: _Build) -> Schema:
     if issubclass(cls, enum.Enum):
         return _enum_schema([_enum_member_value(member) for member in cls])
     if issubclass(cls, bool):
@@ -462,30 +575,61 @@ def _class_schema(
         return {"type": "number"}
     if issubclass(cls, (str, bytes)):
         return {"type": "string"}
+    for kind, formatted in _STRING_FORMATS:
+        if issubclass(cls, kind):
+            return dict(formatted)
+    if _is_pydantic_type(cls):
+        return _pydantic_schema(annotation, build)
     if _is_typeddict(cls) or attrs.has(cls) or dataclasses.is_dataclass(cls):
-        if cls in seen:
+        if cls in build.seen:
             return {}
-        return _object_schema(cls, (*seen, cls))
+        return _object_schema(cls, build.entering(cls))
     if issubclass(cls, tuple):
-        return _tuple_schema(annotation, args, seen)
+        if _is_namedtuple(cls):
+            return _namedtuple_schema(cls, build)
+        return _tuple_schema(annotation, args, build)
     if issubclass(cls, c.Mapping):
         schema: Schema = {"type": "object"}
-        values = _type_schema(args[1], seen) if len(args) == 2 else {}
-        if values:
-            schema["additionalProperties"] = values
+        if len(args) == 2:
+            keys = _key_schema(args[0], build)
+            if keys:
+                schema["propertyNames"] = keys
+            values = _type_schema(args[1], build)
+            if values:
+                schema["additionalProperties"] = values
         return schema
-    if issubclass(cls, (c.Set, c.Sequence)):
+    if issubclass(cls, (c.Set, c.Sequence)) or cls in (c.Iterable, c.Collection):
         schema = {"type": "array"}
-        items = _type_schema(args[0], seen) if len(args) == 1 else {}
+        items = _type_schema(args[0], build) if len(args) == 1 else {}
         if items:
             schema["items"] = items
         if issubclass(cls, c.Set):
             schema["uniqueItems"] = True
         return schema
+    raise _Undescribable(annotation)
+
+
+def _key_schema(annotation: object, build: _Build) -> Schema:
+    """What the keys of an object must look like for ``dict[K, V]`` (JSON keys are
+    strings): nothing for ``str``; a pattern for ``int``; otherwise K's schema when
+    it describes strings."""
+    if annotation is str or annotation is t.Any:
+        return {}
+    if (
+        isinstance(annotation, type)
+        and issubclass(annotation, int)
+        and not issubclass(annotation, (bool, enum.Enum))
+    ):
+        return {"pattern": r"^-?\d+$"}
+    schema = _type_schema(annotation, build)
+    if schema.get("type") == "string":
+        return schema
+    if "enum" in schema:
+        return {"enum": [str(value) for value in schema["enum"]]}
     return {}
 
 
-def _tuple_schema(annotation: object, args: tuple[t.Any, ...], seen: tuple[type, ...]) -> Schema:
+def _tuple_schema(annotation: object, args: tuple[t.Any, ...], build: _Build) -> Schema:
     if not args:
         # ``tuple`` and ``typing.Tuple`` are any tuple; ``tuple[()]`` is the empty one.
         bare = annotation is t.Tuple  # noqa: UP006 -- the typing alias itself, not a hint
@@ -494,27 +638,45 @@ def _tuple_schema(annotation: object, args: tuple[t.Any, ...], seen: tuple[type,
         return {"type": "array", "maxItems": 0}
     if len(args) == 2 and args[1] is Ellipsis:
         schema: Schema = {"type": "array"}
-        items = _type_schema(args[0], seen)
+        items = _type_schema(args[0], build)
         if items:
             schema["items"] = items
         return schema
     return {
         "type": "array",
-        "prefixItems": [_type_schema(arg, seen) for arg in args],
+        "prefixItems": [_type_schema(arg, build) for arg in args],
         "minItems": len(args),
         "maxItems": len(args),
     }
 
 
-def _object_schema(cls: type, seen: tuple[type, ...]) -> Schema:
+def _namedtuple_schema(cls: type, build: _Build) -> Schema:
+    """A ``NamedTuple`` is an array of its fields in order, as pydantic writes it;
+    fields with defaults may be left off the end."""
+    if cls in build.seen:
+        return {}
+    inner = build.entering(cls)
+    fields = _fields(cls)
+    items = [_field_schema(cls, name, hint, default, None, inner) for name, hint, default in fields]
+    required = sum(1 for _, _, default in fields if default is _EMPTY)
+    return {
+        "type": "array",
+        "prefixItems": [item if item is not None else {} for item in items],
+        "minItems": required,
+        "maxItems": len(fields),
+    }
+
+
+def _object_schema(cls: type, build: _Build) -> Schema:
     """A nested object for an attrs class, a dataclass or a TypedDict."""
     docs = _parameter_docs(_docstring(cls))
     properties: dict[str, Schema] = {}
     required: list[str] = []
     for name, annotation, default in _fields(cls):
-        properties[name] = _property_schema(
-            annotation, description=docs.get(name), default=default, seen=seen
-        )
+        schema = _field_schema(cls, name, annotation, default, docs.get(name), build)
+        if schema is None:
+            continue
+        properties[name] = schema
         if default is _EMPTY:
             required.append(name)
     return {
@@ -523,6 +685,123 @@ def _object_schema(cls: type, seen: tuple[type, ...]) -> Schema:
         "required": required,
         "additionalProperties": False,
     }
+
+
+def _field_schema(
+    cls: type,
+    name: str,
+    annotation: object,
+    default: object,
+    description: str | None,
+    build: _Build,
+) -> Schema | None:
+    """The schema of one field of ``cls``; None for a field with a default whose type
+    cannot be described (a warning says so), ``_Undescribable`` for a required one."""
+    try:
+        return _property_schema(annotation, description=description, default=default, build=build)
+    except _Undescribable as error:
+        error.path.insert(0, f"{cls.__qualname__}.{name}")
+        if default is _EMPTY:
+            raise
+        _log.warning(
+            "Field %s has a type that cannot be described as JSON Schema (%s); it is left "
+            "out of the schema and keeps its default",
+            ".".join(error.path),
+            _type_name(error.annotation),
+        )
+        return None
+
+
+def _is_namedtuple(cls: type) -> bool:
+    return issubclass(cls, tuple) and hasattr(cls, "_fields") and hasattr(cls, "_field_defaults")
+
+
+def _is_pydantic_type(annotation: object) -> bool:
+    """A class pydantic knows how to validate (a ``BaseModel``, a pydantic dataclass,
+    ``AnyUrl``...). Tells without importing pydantic."""
+    return isinstance(annotation, type) and (
+        hasattr(annotation, "__pydantic_core_schema__")
+        or hasattr(annotation, "__get_pydantic_core_schema__")
+    )
+
+
+def _pydantic_schema(annotation: object, build: _Build) -> Schema:
+    """pydantic's own JSON Schema for ``annotation``, its ``$defs`` moved to the root
+    of the parameters schema (renamed where two different ones share a name)."""
+    try:
+        from pydantic import TypeAdapter
+
+        adapter: TypeAdapter[t.Any] = TypeAdapter(t.cast(t.Any, annotation))
+        schema: Schema = adapter.json_schema(ref_template="#/$defs/{model}")
+    except Exception as exc:
+        raise _Undescribable(annotation, f"pydantic: {exc}") from None
+    defs: dict[str, Schema] = schema.pop("$defs", {})
+    renames: dict[str, str] = {}
+    for name, definition in defs.items():
+        new = name
+        number = 1
+        while new in build.defs and build.defs[new] != definition:
+            number += 1
+            new = f"{name}_{number}"
+        renames[name] = new
+    if any(old != new for old, new in renames.items()):
+        schema = t.cast(Schema, _renamed_refs(schema, renames))
+        defs = {old: t.cast(Schema, _renamed_refs(d, renames)) for old, d in defs.items()}
+    for old, definition in defs.items():
+        build.defs.setdefault(renames[old], definition)
+    return schema
+
+
+def _renamed_refs(node: object, renames: dict[str, str]) -> object:
+    if isinstance(node, dict):
+        copied = {key: _renamed_refs(value, renames) for key, value in node.items()}
+        ref = copied.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            copied["$ref"] = "#/$defs/" + renames.get(ref[8:], ref[8:])
+        return copied
+    if isinstance(node, list):
+        return [_renamed_refs(item, renames) for item in node]
+    return node
+
+
+def _apply_metadata(schema: Schema, metadata: c.Iterable[object]) -> None:
+    """``Annotated[X, ...]`` extras: a string is a description; ``annotated_types``
+    constraints (``Ge(0)``, ``Len(1, 5)``, ``Interval(...)``) and pydantic ``Field``
+    (its constraints, ``description``, ``examples``, ``title``) become keywords.
+    Anything else is left alone."""
+    for note in metadata:
+        if isinstance(note, str):
+            schema["description"] = note
+            continue
+        if getattr(note, "__is_annotated_types_grouped_metadata__", False) and not _is_field(note):
+            _apply_metadata(schema, t.cast("c.Iterable[object]", note))
+            continue
+        if _is_field(note):
+            _apply_metadata(schema, getattr(note, "metadata", ()) or ())
+            for key in ("title", "description"):
+                value = getattr(note, key, None)
+                if isinstance(value, str):
+                    schema[key] = value
+            examples = getattr(note, "examples", None)
+            if isinstance(examples, (list, tuple)):
+                schema["examples"] = [_json_value(example)[1] for example in examples]
+            continue
+        for attribute, keyword in _BOUNDS.items():
+            value = getattr(note, attribute, None)
+            if value is not None and keyword == "pattern":
+                schema[keyword] = value if isinstance(value, str) else value.pattern
+            elif value is not None:
+                schema[keyword] = _json_value(value)[1]
+        lengths = _LENGTHS.get(schema.get("type", ""))
+        for index, attribute in enumerate(("min_length", "max_length")):
+            value = getattr(note, attribute, None)
+            if value is not None and lengths is not None:
+                schema[lengths[index]] = value
+
+
+def _is_field(note: object) -> bool:
+    """A pydantic ``FieldInfo`` (what ``pydantic.Field(...)`` returns)."""
+    return type(note).__name__ == "FieldInfo" and hasattr(note, "json_schema_extra")
 
 
 def _fields(cls: type) -> list[tuple[str, t.Any, object]]:
@@ -553,6 +832,13 @@ def _fields(cls: type) -> list[tuple[str, t.Any, object]]:
                 default = field.default
             result.append((field.alias or field.name, annotation, default))
         return result
+    if _is_namedtuple(cls):
+        hints = _class_hints(cls)
+        defaults: dict[str, object] = getattr(cls, "_field_defaults", {})
+        return [
+            (name, hints.get(name, _EMPTY), defaults.get(name, _EMPTY))
+            for name in getattr(cls, "_fields", ())
+        ]
     if dataclasses.is_dataclass(cls):
         hints = _class_hints(cls)
         result = []
@@ -612,7 +898,9 @@ def _key_qualifiers(hint: t.Any, *, required: bool) -> tuple[bool, t.Any]:
 
 
 def _json_value(value: object) -> tuple[bool, t.Any]:
-    """``(True, value as JSON data)`` when ``value`` is JSON-serialisable, else ``(False, None)``."""
+    """``(True, value as JSON data)`` when ``value`` can be written as JSON (as it is,
+    or as argument conversion writes it: dates, sets, dataclasses...), else
+    ``(False, None)``."""
     if isinstance(value, _NoDefault) or value is attrs.NOTHING:
         return False, None
     if isinstance(value, enum.Enum):
@@ -620,6 +908,15 @@ def _json_value(value: object) -> tuple[bool, t.Any]:
     try:
         return True, json.loads(json.dumps(value, allow_nan=False))
     except (TypeError, ValueError, OverflowError, RecursionError):
+        pass
+    from ._convert import unstructure  # a cycle: _convert reads annotations here
+
+    try:
+        plain = unstructure(value)
+        if plain is value:
+            return False, None
+        return True, json.loads(json.dumps(plain, allow_nan=False))
+    except Exception:  # anything unstructuring or JSON cannot do: not recorded
         return False, None
 
 

@@ -360,6 +360,12 @@ class ToolExecutor:
                         original_error=failure.original_error,
                     )
                 )
+        # 2b. conversion to the annotated types (once per call, never per retry)
+        if tool._converter is not None:
+            converted = tool._converter.convert(tool.name, arguments)
+            if isinstance(converted, Err):
+                return converted
+            arguments = converted
         # 3. attempts
         total = tool.retries + 1
         if _log.isEnabledFor(logging.DEBUG):

@@ -36,11 +36,20 @@ import math
 import typing as t
 
 import attrs
+import referencing
+from typing_extensions import ParamSpec, TypedDict, TypeVar, Unpack
 
-from . import _schema
+from . import _convert, _schema
 from .validation import ArgumentValidator, check_schema
 
-__all__ = ["APPROVAL_LEVELS", "ISOLATION_MODES", "ON_TIMEOUT_MODES", "Tool", "tool"]
+__all__ = [
+    "APPROVAL_LEVELS",
+    "ISOLATION_MODES",
+    "ON_TIMEOUT_MODES",
+    "Tool",
+    "ToolOptions",
+    "tool",
+]
 
 APPROVAL_LEVELS = ("auto", "ask", "deny")
 ISOLATION_MODES = ("thread", "process")
@@ -49,6 +58,37 @@ ON_TIMEOUT_MODES = ("interrupt", "abandon")
 Approval = t.Literal["auto", "ask", "deny"]
 Isolation = t.Literal["thread", "process"]
 OnTimeout = t.Literal["interrupt", "abandon"]
+
+#: The wrapped function's parameters and return type, for type checkers: ``@tool``
+#: on ``def f(a: int) -> str`` gives a ``Tool[[int], str]`` that is called like ``f``.
+#: A bare ``Tool`` is ``Tool[..., Any]``.
+P = ParamSpec("P", default=...)
+R = TypeVar("R", default=t.Any)
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+class ToolOptions(TypedDict, total=False):
+    """The keyword options of :func:`tool` and :meth:`Tool.from_function` (the fields
+    of :class:`Tool` but ``function``), so that type checkers flag a misspelt one."""
+
+    name: str
+    description: str | None
+    parameters: c.Mapping[str, t.Any] | None
+    takes_ctx: bool | None
+    retries: int
+    timeout: float | None
+    validate_args: bool
+    approval: Approval
+    category: str | None
+    tags: c.Iterable[str] | str | None
+    module: str | None
+    retry_wait: t.Any
+    isolation: Isolation
+    on_timeout: OnTimeout | None
+    requires_approval: bool | None
+    convert_args: bool
+    schema_registry: referencing.Registry[t.Any] | None
 
 
 def _check_name(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
@@ -92,7 +132,7 @@ def _one_of(
     return check
 
 
-def _check_parameters(instance: object, attribute: object, value: t.Any) -> None:
+def _check_parameters(instance: t.Any, attribute: object, value: t.Any) -> None:
     if value is None:
         return
     if not isinstance(value, c.Mapping):
@@ -100,7 +140,15 @@ def _check_parameters(instance: object, attribute: object, value: t.Any) -> None
             f"Tool option 'parameters' must be a JSON Schema mapping or None, "
             f"got {type(value).__name__}"
         )
-    check_schema(value)
+    check_schema(value, registry=instance.schema_registry)
+
+
+def _check_registry(instance: object, attribute: object, value: t.Any) -> None:
+    if value is not None and not isinstance(value, referencing.Registry):
+        raise TypeError(
+            "Tool option 'schema_registry' must be a referencing.Registry or None, "
+            f"got {type(value).__name__}"
+        )
 
 
 def _check_retry_wait(instance: object, attribute: object, value: object) -> None:
@@ -124,7 +172,7 @@ def _to_tags(value: object) -> tuple[str, ...]:
 
 
 @attrs.frozen(slots=True, eq=False, repr=False)
-class Tool:
+class Tool(t.Generic[P, R]):
     """A callable with a name, a JSON Schema and the options that govern its execution.
 
     ``retries`` counts *extra* attempts (total attempts = retries + 1). ``timeout``
@@ -137,7 +185,7 @@ class Tool:
     """
 
     name: str = attrs.field(validator=_check_name)
-    function: t.Callable[..., t.Any] = attrs.field(validator=_check_function)
+    function: t.Callable[P, R] = attrs.field(validator=_check_function)
     description: str = attrs.field(default="", converter=_to_description)
     parameters: c.Mapping[str, t.Any] | None = attrs.field(
         default=None, validator=_check_parameters
@@ -157,10 +205,19 @@ class Tool:
     on_timeout: OnTimeout | None = attrs.field(
         default=None, validator=_one_of("on_timeout", (None, *ON_TIMEOUT_MODES))
     )
+    # Types in, types out (issue 14): arguments converted to the function's
+    # annotations; the schemas ``$ref`` may name besides the tool's own.
+    convert_args: bool = attrs.field(default=True, converter=bool)
+    schema_registry: referencing.Registry[t.Any] | None = attrs.field(
+        default=None, validator=_check_registry
+    )
     _requires_approval: bool | None = attrs.field(
         default=None, alias="requires_approval", repr=False
     )
     _validator: ArgumentValidator | None = attrs.field(init=False, default=None, repr=False)
+    _converter: _convert.ArgumentConverter | None = attrs.field(
+        init=False, default=None, repr=False
+    )
 
     def __attrs_post_init__(self) -> None:
         if self.takes_ctx is None:
@@ -173,7 +230,11 @@ class Tool:
             module = getattr(self.function, "__module__", None)
             object.__setattr__(self, "module", module if isinstance(module, str) else None)
         if self.parameters and self.validate_args:
-            object.__setattr__(self, "_validator", ArgumentValidator(self.parameters))
+            validator = ArgumentValidator(self.parameters, registry=self.schema_registry)
+            object.__setattr__(self, "_validator", validator)
+        if self.convert_args:
+            converter = _convert.compile_converter(self.function, takes_ctx=self.takes_ctx)
+            object.__setattr__(self, "_converter", converter)
 
     @property
     def requires_approval(self) -> bool:
@@ -186,14 +247,19 @@ class Tool:
         return self._validator
 
     @classmethod
-    def from_function(cls, function: t.Callable[..., t.Any], **overrides: t.Any) -> Tool:
+    def from_function(
+        cls, function: t.Callable[_P, _R], **overrides: Unpack[ToolOptions]
+    ) -> Tool[_P, _R]:
         """Make a tool of ``function``: name, description, ``takes_ctx`` and
-        ``parameters`` come from it unless given in ``overrides``."""
+        ``parameters`` come from it unless given in ``overrides``.
+
+        Raises ``TypeError`` when a required parameter's annotation has no JSON Schema
+        (see ``docs/concepts/types.md``), naming the parameter and the type."""
         if not callable(function):
             raise TypeError(
                 f"Tool option 'function' must be callable, got {type(function).__name__}"
             )
-        options = dict(overrides)
+        options: dict[str, t.Any] = dict(overrides)
         if "name" not in options:
             options["name"] = getattr(function, "__name__", None) or type(function).__name__
         if "description" not in options:
@@ -204,7 +270,7 @@ class Tool:
             options["parameters"] = _schema.parameters_schema(
                 function, takes_ctx=options["takes_ctx"]
             )
-        return cls(function=function, **options)
+        return Tool(function=function, **options)
 
     def to_openai_schema(self, strict: bool = False) -> dict[str, t.Any]:
         """The tool as an OpenAI Chat Completions tool: ``{"type": "function",
@@ -219,8 +285,9 @@ class Tool:
             function["strict"] = True
         return {"type": "function", "function": function}
 
-    def __call__(self, *args: t.Any, **kwargs: t.Any) -> t.Any:
-        """Call the wrapped function directly: no approval, validation or deadline."""
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Call the wrapped function directly: no approval, validation, conversion or
+        deadline."""
         return self.function(*args, **kwargs)
 
     def __repr__(self) -> str:
@@ -281,19 +348,23 @@ class Tool:
 
 
 @t.overload
-def tool(function: t.Callable[..., t.Any], /) -> Tool: ...
+def tool(function: t.Callable[_P, _R], /, **options: Unpack[ToolOptions]) -> Tool[_P, _R]: ...
 @t.overload
 def tool(
-    function: None = None, /, **options: t.Any
-) -> t.Callable[[t.Callable[..., t.Any]], Tool]: ...
+    function: None = None, /, **options: Unpack[ToolOptions]
+) -> t.Callable[[t.Callable[_P, _R]], Tool[_P, _R]]: ...
 def tool(
-    function: t.Callable[..., t.Any] | None = None, /, **options: t.Any
-) -> Tool | t.Callable[[t.Callable[..., t.Any]], Tool]:
-    """Decorator: ``@tool`` or ``@tool(timeout=5, approval="ask", ...)`` makes a :class:`Tool`."""
+    function: t.Callable[..., t.Any] | None = None, /, **options: Unpack[ToolOptions]
+) -> Tool[..., t.Any] | t.Callable[[t.Callable[..., t.Any]], Tool[..., t.Any]]:
+    """Decorator: ``@tool`` or ``@tool(timeout=5, approval="ask", ...)`` makes a :class:`Tool`.
+
+    The tool keeps the function's signature for type checkers (a ``Tool[P, R]`` is
+    called as the function is), and an unknown option (``@tool(timout=5)``) is a
+    type error as well as a ``TypeError`` at run time."""
     if function is not None:
         return Tool.from_function(function, **options)
 
-    def decorate(fn: t.Callable[..., t.Any]) -> Tool:
+    def decorate(fn: t.Callable[..., t.Any]) -> Tool[..., t.Any]:
         return Tool.from_function(fn, **options)
 
     return decorate

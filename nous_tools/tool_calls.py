@@ -50,6 +50,7 @@ import typing as t
 
 import attrs
 
+from ._convert import unstructure as _unstructure
 from ._strict import nulls_to_defaults
 from ._text import safe_str as _safe_str
 from .context_update import ContextUpdate
@@ -430,14 +431,25 @@ def _safe_repr(value: object) -> str:
 
 
 def _value_content(value: object) -> str:
-    """An ``Ok`` value as a model sees it: a str as is, anything else as JSON
-    (values JSON cannot hold are written as their ``repr``)."""
+    """An ``Ok`` value as a model sees it: a str as is, anything else as JSON.
+    Dataclasses, attrs classes, pydantic models, enums, dates and the like are
+    written as argument conversion reads them (``_convert.unstructure``); values
+    JSON cannot hold otherwise are written as their ``repr``."""
     if isinstance(value, str):
         return value
     try:
-        return json.dumps(value, default=_safe_repr, ensure_ascii=False)
+        return json.dumps(value, default=_json_ready, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):  # non-str keys, a cycle
         return _safe_repr(value)
+
+
+def _json_ready(value: object) -> object:
+    """``json.dumps``'s fallback: the value unstructured, else its ``repr``."""
+    try:
+        plain = _unstructure(value)
+    except Exception:
+        return _safe_repr(value)
+    return _safe_repr(value) if plain is value else plain
 
 
 def _exception_text(exc: BaseException) -> str:

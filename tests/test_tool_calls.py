@@ -505,7 +505,8 @@ def test_ok_content_is_the_string_or_json_with_safe_fallbacks() -> None:
     assert format_tool_result(Ok("plain text")) == "plain text"
     assert format_tool_result(Ok(None)) == "null"
     assert format_tool_result(Ok({"ü": [1, 2.5, True]})) == '{"ü": [1, 2.5, true]}'
-    assert format_tool_result(Ok({"when": {1, 2}})) == '{"when": "{1, 2}"}'
+    assert format_tool_result(Ok({"when": {1, 2}})) == '{"when": [1, 2]}'
+    assert format_tool_result(Ok({"what": object})) == '{"what": "<class \'object\'>"}'
     assert format_tool_result(Ok([Unrepresentable()])) == (
         '["<Unrepresentable object (its repr() raised)>"]'
     )

@@ -1,6 +1,10 @@
 from __future__ import annotations
 
 import copy
+import json
+import os
+import subprocess
+import sys
 import types
 import typing as t
 import urllib.request
@@ -8,12 +12,20 @@ import urllib.request
 import jsonschema
 import jsonschema.validators
 import pytest
+import referencing
+import referencing.jsonschema
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nous_tools.validation import (
     ArgumentValidator,
     ValidationFailure,
+    _compile_fast,
+    _compile_flat,
+    _compile_native,
+    _fast_path_blocker,
+    _native_blocker,
+    _passes,
     check_schema,
     compile_validator,
 )
@@ -78,7 +90,11 @@ RECURSIVE: dict[str, t.Any] = {
 
 
 def failure_of(schema: t.Mapping[str, t.Any], arguments: t.Any) -> ValidationFailure:
-    failure = ArgumentValidator(schema).validate(arguments)
+    return failure_of_with(ArgumentValidator(schema), arguments)
+
+
+def failure_of_with(validator: ArgumentValidator, arguments: t.Any) -> ValidationFailure:
+    failure = validator.validate(arguments)
     assert failure is not None
     return failure
 
@@ -168,9 +184,10 @@ def test_edge_cases_are_answered_as_jsonschema_answers(
     assert got == reference(full).is_valid({"v": value})
 
 
-def test_format_is_an_annotation_not_an_assertion() -> None:
-    schema = {"type": "object", "properties": {"when": {"type": "string", "format": "date"}}}
-    assert ArgumentValidator(schema).validate({"when": "not a date"}) is None
+@pytest.mark.parametrize("name", ["hostname", "regex", "json-pointer", "made-up"])
+def test_formats_outside_the_checked_list_stay_annotations(name: str) -> None:
+    schema = {"type": "object", "properties": {"v": {"type": "string", "format": name}}}
+    assert ArgumentValidator(schema).validate({"v": "\\ not (valid ["}) is None
 
 
 # -- missing required fields ----------------------------------------------------------
@@ -416,18 +433,60 @@ def test_a_draft_7_schema_is_validated_by_draft_7_rules() -> None:
     assert validator.validate({"pair": ["a", "b"]}) is not None
 
 
-def test_a_remote_ref_is_never_fetched(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_remote_ref_is_refused_at_construction_and_never_fetched(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     def no_network(*args: object, **kwargs: object) -> t.NoReturn:
         raise AssertionError("network access")
 
     monkeypatch.setattr(urllib.request, "urlopen", no_network)
     schema = {"properties": {"x": {"$ref": "http://127.0.0.1:9/schema.json"}}}
+    with pytest.raises(ValueError) as e:
+        ArgumentValidator(schema)
+    message = str(e.value)
+    assert "remote schema ('http://127.0.0.1:9/schema.json' (at path properties.x.$ref))" in message
+    assert "never fetched" in message
+    assert "Tool(schema_registry=...)" in message
+
+
+def test_a_ref_into_a_registry_schema_is_resolved_and_applied() -> None:
+    uri = "https://example.com/money.json"
+    money = {"type": "object", "properties": {"cents": {"type": "integer"}}, "required": ["cents"]}
+    registry = referencing.Registry().with_resource(
+        uri, referencing.jsonschema.DRAFT202012.create_resource(money)
+    )
+    schema = {"properties": {"price": {"$ref": uri}}, "required": ["price"]}
+    validator = ArgumentValidator(schema, registry=registry)
+    assert validator.validate({"price": {"cents": 5}}) is None
+    assert failure_of_with(validator, {"price": {"cents": "5"}}).original_error == (
+        "type_mismatch",
+        [("price.cents", "integer", "string")],
+    )
+    check_schema(schema, registry=registry)  # no error
+
+
+def test_a_pointer_into_a_registry_schema_that_finds_nothing_is_refused() -> None:
+    uri = "https://example.com/defs.json"
+    registry = referencing.Registry().with_resource(
+        uri, referencing.jsonschema.DRAFT202012.create_resource({"$defs": {"a": {}}})
+    )
+    with pytest.raises(ValueError, match="points to nothing"):
+        ArgumentValidator({"properties": {"x": {"$ref": f"{uri}#/$defs/b"}}}, registry=registry)
+
+
+def test_a_ref_to_an_embedded_id_is_local() -> None:
+    schema = {
+        "$defs": {"name": {"$id": "https://example.com/name", "type": "string"}},
+        "properties": {"who": {"$ref": "https://example.com/name"}},
+    }
     validator = ArgumentValidator(schema)
-    assert validator.validate({}) is None
-    failure = validator.validate({"x": 1})
-    assert failure is not None
-    assert failure.original_error[0] == "invalid"
-    assert "could not be validated" in failure.message
+    assert validator.validate({"who": "Ada"}) is None
+    assert validator.validate({"who": 1}) is not None
+
+
+def test_a_schema_registry_that_is_not_a_registry_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match=r"'schema_registry' must be a referencing.Registry"):
+        ArgumentValidator({"type": "object"}, registry=t.cast(t.Any, {"a": {}}))
 
 
 # -- schemas ------------------------------------------------------------------------
@@ -619,19 +678,103 @@ def test_every_failure_has_a_message_and_a_known_kind(arguments: dict[str, t.Any
 
 
 @pytest.mark.parametrize(
+    ("schema", "engine"),
+    [
+        (FLAT, "jsonschema-rs"),
+        (PERSON, "jsonschema-rs"),
+        (SEARCH, "jsonschema-rs"),
+        (NESTED_WITH_DEFAULTS, "jsonschema-rs"),
+        (RECURSIVE, "fastjsonschema"),
+        (
+            {
+                "$schema": "http://json-schema.org/draft-06/schema#",
+                "properties": {"b": {"const": 1}},
+            },
+            "jsonschema-rs",
+        ),
+        ({"properties": {"a": {"type": "array", "uniqueItems": True}, "b": {}}}, "fastjsonschema"),
+        ({"type": "object", "properties": {}}, "mapping"),
+    ],
+    ids=["flat", "person", "search", "defaults", "recursive", "const", "unique", "open"],
+)
+def test_common_schemas_get_a_quick_check(schema: dict[str, t.Any], engine: str) -> None:
+    assert ArgumentValidator(schema).engine == engine
+
+
+@pytest.mark.parametrize(
     "schema",
     [
-        FLAT,
-        PERSON,
-        SEARCH,
-        NESTED_WITH_DEFAULTS,
+        {"properties": {"a": {"not": {"type": "string"}}}},
+        {"properties": {"a": {"oneOf": [{"type": "string"}, {"minLength": 1}]}}},
+        {"properties": {"a": {"if": {"type": "string"}, "then": {"minLength": 1}}}},
+        {"properties": {"a": {"type": "array", "uniqueItems": True}}},
+        {"properties": {"a": {"type": "number", "multipleOf": 0.1}}},
         RECURSIVE,
-        {"$schema": "http://json-schema.org/draft-06/schema#", "properties": {"b": {"const": 1}}},
+        {"properties": {"a": {"$ref": "#"}}},
+        {"properties": {"a": {"type": "string", "pattern": "^\\D+$"}}},
+        {"properties": {"a": {"type": "string", "pattern": "^[^\\d]+$"}}},
+        {"properties": {"a": {"type": "string", "pattern": "^\\p{L}+$"}}},
+        {"properties": {"a": {"type": "string", "pattern": "(?i)^a$"}}},
+        {"patternProperties": {"^\\d+$": {"type": "integer"}}},
+        {"patternProperties": {"^a.$": {"type": "integer"}}},
+        {"$schema": "http://json-schema.org/draft-03/schema#", "properties": {"a": {"minimum": 1}}},
     ],
-    ids=["flat", "person", "search", "defaults", "recursive", "const"],
+    ids=[
+        "not",
+        "oneOf",
+        "if",
+        "uniqueItems",
+        "multipleOf-fraction",
+        "ref-cycle",
+        "ref-to-root",
+        "pattern-D",
+        "pattern-negated-d",
+        "pattern-property-class",
+        "pattern-flags",
+        "patternProperties-d",
+        "patternProperties-dot",
+        "draft-3",
+    ],
 )
-def test_common_schemas_are_compiled(schema: dict[str, t.Any]) -> None:
-    assert ArgumentValidator(schema)._fast is not None
+def test_schemas_jsonschema_rs_could_misread_fall_back_at_construction(
+    schema: dict[str, t.Any],
+) -> None:
+    assert ArgumentValidator(schema).engine != "jsonschema-rs"
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"properties": {"a": {"type": "string", "pattern": "^[a-z]{2}\\d*$"}}},
+        {"properties": {"a": {"type": "string", "pattern": "^(?:x|y)+\\.\\w$"}}},
+        {"patternProperties": {"^x-[a-z]+": {"type": "integer"}}},
+        {"properties": {"a": {"type": "integer", "multipleOf": 3}}},
+        {"$defs": {"d": {"type": "string"}}, "properties": {"a": {"$ref": "#/$defs/d"}}},
+        {"properties": {"a": {"prefixItems": [{"type": "integer"}], "items": False}}},
+        {"properties": {"when": {"type": "string", "format": "date-time"}}},
+    ],
+    ids=[
+        "pattern",
+        "pattern-group",
+        "patternProperties",
+        "multipleOf-int",
+        "ref",
+        "prefix",
+        "format",
+    ],
+)
+def test_schemas_jsonschema_rs_reads_as_jsonschema_does_use_it(schema: dict[str, t.Any]) -> None:
+    assert ArgumentValidator(schema).engine == "jsonschema-rs"
+
+
+def test_a_registry_keeps_jsonschema_rs_out() -> None:
+    other = referencing.jsonschema.DRAFT202012.create_resource({"type": "string"})
+    registry = referencing.Registry().with_resource("https://example.com/s.json", other)
+    schema = {"properties": {"a": {"$ref": "https://example.com/s.json"}, "b": {"type": "integer"}}}
+    validator = ArgumentValidator(schema, registry=registry)
+    assert validator.engine != "jsonschema-rs"
+    assert validator.validate({"a": "x", "b": 1}) is None
+    assert validator.validate({"a": 1}) is not None
 
 
 @pytest.mark.parametrize(
@@ -640,7 +783,7 @@ def test_common_schemas_are_compiled(schema: dict[str, t.Any]) -> None:
         CORPUS[18],  # prefixItems: not in fastjsonschema
         {"$defs": {"s": {}}, "properties": {"a": {"$ref": "#/$defs/s", "minimum": 1}}},
         {"$id": "https://example.com/s", "properties": {"a": {"type": "string"}, "b": {}}},
-        {"properties": {"a": {"$ref": "https://example.com/other.json"}}},
+        {"properties": {"a": {"$ref": "https://example.com/other.json"}, "b": {}}},
         {"$schema": "http://json-schema.org/draft-03/schema#", "properties": {"a": {"minimum": 1}}},
         {"properties": {"a": {"not": {"type": "string"}}}},
         {"properties": {"a": {"oneOf": [{"type": "string"}, {"minLength": 1}]}}},
@@ -657,7 +800,353 @@ def test_common_schemas_are_compiled(schema: dict[str, t.Any]) -> None:
         "multipleOf",
     ],
 )
-def test_schemas_the_compiled_path_would_misread_use_jsonschema_alone(
+def test_schemas_the_compiled_path_would_misread_never_use_fastjsonschema(
     schema: dict[str, t.Any],
 ) -> None:
-    assert ArgumentValidator(schema)._fast is None
+    other = referencing.jsonschema.DRAFT202012.create_resource({"type": "string"})
+    registry = referencing.Registry().with_resource("https://example.com/other.json", other)
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    assert _fast_path_blocker(schema, cls) is not None
+    assert ArgumentValidator(schema, registry=registry).engine != "fastjsonschema"
+
+
+# -- formats (issue 14) -------------------------------------------------------------
+
+FORMATTED: dict[str, t.Any] = {
+    "type": "object",
+    "properties": {
+        name.replace("-", "_"): {"type": "string", "format": name}
+        for name in (
+            "date-time",
+            "date",
+            "time",
+            "duration",
+            "uuid",
+            "email",
+            "uri",
+            "ipv4",
+            "ipv6",
+        )
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("field", "good", "bad"),
+    [
+        ("date_time", "2024-05-01T09:30:00Z", "2024-05-01"),
+        ("date_time", "2024-05-01 09:30:00.123+02:00", "2024-13-01T09:30:00Z"),
+        ("date_time", "2024-05-01T09:30", "yesterday"),
+        ("date", "2024-02-29", "2023-02-29"),
+        ("time", "09:30:00", "25:00"),
+        ("time", "23:59:59.999999-05:00", "9:30"),
+        ("duration", "P1Y2M3DT4H5M6.5S", "P"),
+        ("duration", "PT0S", "1 hour"),
+        ("uuid", "12345678-1234-5678-1234-567812345678", "12345678123456781234567812345678"),
+        ("email", "ada@example.com", "ada.example.com"),
+        ("uri", "https://example.com/a?b=c", "not a uri"),
+        ("ipv4", "192.168.0.1", "256.0.0.1"),
+        ("ipv6", "2001:db8::1", "2001:db8::g"),
+    ],
+)
+def test_listed_formats_are_checked(field: str, good: str, bad: str) -> None:
+    validator = ArgumentValidator(FORMATTED)
+    assert validator.validate({field: good}) is None
+    failure = validator.validate({field: bad})
+    assert failure is not None
+    expected = FORMATTED["properties"][field]["format"]
+    assert failure.message == f"Type mismatch: {field}: expected {expected}, got string"
+
+
+def test_a_format_applies_to_strings_only() -> None:
+    schema = {"properties": {"when": {"format": "date"}}}
+    assert ArgumentValidator(schema).validate({"when": 20240501}) is None
+
+
+def quick_check(schema: dict[str, t.Any], engine: str) -> t.Callable[[t.Any], bool]:
+    """The quick check ``engine`` would give ``schema`` (whichever one construction picks)."""
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    if engine == "flat":
+        found = _compile_flat(schema)
+    elif engine == "fastjsonschema":
+        compiled = _compile_fast(schema, modern=True)
+        found = _passes(compiled) if compiled is not None else None
+    else:
+        found = _compile_native(schema, cls)
+    assert found is not None
+    check = found
+
+    def answer(arguments: t.Any) -> bool:
+        try:
+            return check(arguments)
+        except Exception:  # a quick check may raise: "not sure"
+            return False
+
+    return answer
+
+
+FORMAT_SCHEMAS = [
+    {"type": "object", "properties": {"when": {"type": "string", "format": "date-time"}}},
+    {
+        "type": "object",
+        "properties": {
+            "when": {"type": "string", "format": "date-time"},
+            "tags": {"type": "array", "items": {"type": "string", "format": "uuid"}},
+        },
+    },
+    {
+        "$defs": {"d": {"type": "string", "format": "date"}},
+        "properties": {"when": {"$ref": "#/$defs/d"}, "tags": {"items": {"$ref": "#/$defs/d"}}},
+    },
+]
+
+
+@pytest.mark.parametrize(
+    ("schema", "engine"),
+    [
+        (FORMAT_SCHEMAS[0], "flat"),
+        (FORMAT_SCHEMAS[0], "jsonschema-rs"),
+        (FORMAT_SCHEMAS[1], "fastjsonschema"),
+        (FORMAT_SCHEMAS[1], "jsonschema-rs"),
+        (FORMAT_SCHEMAS[2], "fastjsonschema"),
+        (FORMAT_SCHEMAS[2], "jsonschema-rs"),
+    ],
+    ids=["flat", "flat-rs", "fast", "fast-rs", "ref", "ref-rs"],
+)
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    when=st.one_of(
+        st.datetimes().map(lambda d: d.isoformat()),
+        st.dates().map(str),
+        st.text(alphabet="0123456789-:TZ+. ", max_size=26),
+        st.integers(),
+    ),
+    tags=st.lists(st.uuids().map(str) | st.dates().map(str) | st.text(max_size=4), max_size=3),
+)
+def test_every_quick_check_reads_formats_as_jsonschema_does(
+    schema: dict[str, t.Any], engine: str, when: object, tags: list[str]
+) -> None:
+    check = quick_check(schema, engine)
+    arguments = {"when": when, "tags": tags}
+    assert check(arguments) == reference_with_formats(schema).is_valid(arguments)
+
+
+def reference_with_formats(schema: dict[str, t.Any]) -> t.Any:
+    """:func:`reference` (plain jsonschema, the schema's own draft) with the formats
+    validation checks."""
+    from nous_tools.validation import _FORMAT_CHECKER
+
+    return type(reference(schema))(schema, format_checker=_FORMAT_CHECKER)
+
+
+# -- patterns in the ECMA-262 dialect (issue 14) -------------------------------------
+
+ZOD_LIKE: dict[str, t.Any] = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "pattern": r"^\p{L}[\p{L}\p{N} ]*$"}},
+    "patternProperties": {r"^x-\p{Lu}": {"type": "integer"}},
+    "additionalProperties": False,
+}
+
+
+def test_unicode_property_classes_in_patterns_load_and_validate() -> None:
+    check_schema(ZOD_LIKE)
+    validator = ArgumentValidator(ZOD_LIKE)
+    assert validator.validate({"name": "Zoë 2", "x-Ä": 1}) is None
+    assert failure_of(ZOD_LIKE, {"name": "2 Zoë"}).original_error == (
+        "invalid",
+        [("name", r"'2 Zoë' does not match '^\\p{L}[\\p{L}\\p{N} ]*$'")],
+    )
+    assert failure_of(ZOD_LIKE, {"x-Ä": "one"}).original_error == (
+        "type_mismatch",
+        [("x-Ä", "integer", "string")],
+    )
+    assert failure_of(ZOD_LIKE, {"x-a": 1}).original_error[0] == "invalid"  # not \p{Lu}
+
+
+def test_a_pattern_neither_dialect_reads_is_refused_at_construction() -> None:
+    with pytest.raises(ValueError, match=r"'\(unclosed' is not a regular expression"):
+        check_schema({"properties": {"a": {"pattern": "(unclosed"}}})
+
+
+def test_unevaluated_properties_beside_an_ecma_only_pattern_is_refused() -> None:
+    schema = {"patternProperties": {r"^\p{L}": {}}, "unevaluatedProperties": False}
+    with pytest.raises(ValueError, match="unevaluatedProperties"):
+        check_schema(schema)
+
+
+# -- every metaschema violation, in a fixed order (issue 14) -------------------------
+
+MANY_WRONG: dict[str, t.Any] = {
+    "type": "objekt",
+    "required": "name",
+    "properties": {
+        "b": {"type": "integer", "minimum": "zero"},
+        "a": {"maxLength": -1, "items": 5},
+    },
+}
+
+
+def test_every_metaschema_violation_is_listed_sorted_by_path() -> None:
+    with pytest.raises(ValueError) as e:
+        check_schema(MANY_WRONG)
+    message = str(e.value)
+    assert message.startswith("Tool option 'parameters' is not a valid JSON Schema: ")
+    reasons = message.split(": ", 1)[1].split("; ")
+    assert [reason.rsplit(" (at path ", 1)[1] for reason in reasons] == [
+        "properties.a.items)",
+        "properties.a.maxLength)",
+        "properties.b.minimum)",
+        "required)",
+        "type)",
+    ]
+    assert "unknown type 'objekt'" in message
+
+
+def test_the_listing_is_the_same_whatever_the_hash_seed() -> None:
+    program = (
+        "import json, sys\n"
+        "from nous_tools.validation import check_schema\n"
+        "try:\n"
+        f"    check_schema(json.loads({json.dumps(json.dumps(MANY_WRONG))}))\n"
+        "except ValueError as e:\n"
+        "    print(e)\n"
+    )
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", program],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("0", "1", "2", "12345")
+    }
+    assert len(outputs) == 1
+    assert "is not a valid JSON Schema" in outputs.pop()
+
+
+# -- jsonschema-rs says "valid" only where jsonschema does (issue 15) ----------------
+
+#: Schemas whose patterns and keywords jsonschema-rs reads as jsonschema does (they
+#: pass ``_native_blocker``), with texts where the two regex dialects could part.
+NATIVE_CORPUS: list[dict[str, t.Any]] = [
+    {"properties": {"a": {"type": "string", "pattern": "^[a-z]+\\d*$"}}},
+    {"properties": {"a": {"type": "string", "pattern": "^\\w+ (?:x|y)$"}}},
+    {"properties": {"a": {"type": "string", "pattern": "^a.c$"}}},
+    {"patternProperties": {"^x-[a-z]+": {"type": "integer"}}, "additionalProperties": False},
+    {"propertyNames": {"pattern": "^[a-z]+$"}, "additionalProperties": {"type": "string"}},
+    {"properties": {"a": {"type": "integer", "multipleOf": 3, "maximum": 2**64}}},
+    {"properties": {"a": {"type": "string", "format": "date-time"}, "b": {"format": "email"}}},
+    {"properties": {"a": {"enum": [1, True, "x", None, [1]]}, "b": {"const": {"k": 1.0}}}},
+    {"properties": {"a": {"type": "array", "prefixItems": [{"type": "integer"}], "items": False}}},
+    {"properties": {"a": {"type": "object", "minProperties": 1, "maxProperties": 2}}},
+]
+
+tricky_text = st.text(alphabet="az09_ .-x\n\r\u2028\ufeff\u00a0٣éZ:T", max_size=8)
+tricky_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False),
+    tricky_text,
+    st.lists(st.integers() | tricky_text, max_size=3),
+    st.dictionaries(tricky_text, st.integers() | tricky_text, max_size=3),
+)
+
+
+@pytest.mark.parametrize("schema", NATIVE_CORPUS + CORPUS)
+@settings(max_examples=120, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(arguments=st.dictionaries(st.sampled_from(["a", "b", "x-y", "x-ÿ", "Ab"]), tricky_values))
+def test_jsonschema_rs_says_valid_only_where_jsonschema_does(
+    schema: dict[str, t.Any], arguments: dict[str, t.Any]
+) -> None:
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    if _native_blocker(schema, cls) is not None:
+        return  # the validator falls back for this schema
+    native = _compile_native(schema, cls)
+    assert native is not None
+    if native(arguments):
+        assert reference_with_formats(schema).is_valid(arguments), arguments
+    assert (ArgumentValidator(schema).validate(arguments) is None) == (
+        reference_with_formats(schema).is_valid(arguments)
+    )
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text"),
+    [("^\\D$", "٣"), ("^[^\\d]$", "٣"), ("^\\W$", "é"), ("^\\s$", "\ufeff")],
+)
+def test_the_patterns_kept_from_jsonschema_rs_are_those_it_reads_more_loosely(
+    pattern: str, text: str
+) -> None:
+    import jsonschema_rs
+
+    schema = {"properties": {"a": {"type": "string", "pattern": pattern}}}
+    assert jsonschema_rs.validator_for(schema).is_valid({"a": text})  # rs: valid
+    assert not reference_with_formats(schema).is_valid({"a": text})  # jsonschema: not
+    validator = ArgumentValidator(schema)
+    assert validator.engine != "jsonschema-rs"
+    assert validator.validate({"a": text}) is not None
+
+
+def test_arguments_far_deeper_than_the_schema_do_not_crash_the_native_check() -> None:
+    program = (
+        "from nous_tools.validation import ArgumentValidator\n"
+        "v = ArgumentValidator({'properties': {'a': {'type': 'array'}, 'b': {'type': 'string'}}})\n"
+        "assert v.engine == 'jsonschema-rs', v.engine\n"
+        "deep = []\n"
+        "for _ in range(300_000):\n"
+        "    deep = [deep]\n"
+        "print(v.validate({'a': deep, 'b': 'x'}), v.validate({'a': deep, 'b': 1}) is not None)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["None", "True"]
+
+
+FLAT_CORPUS: list[dict[str, t.Any]] = [
+    FLAT,
+    {**FLAT, "additionalProperties": False},
+    {**FLAT, "required": ["a", "b", "c"], "additionalProperties": False},
+    {**FLAT, "required": ["a", "z"], "additionalProperties": False},  # never valid
+    {"type": "object", "properties": {"a": {"enum": ["x", None]}, "b": {"const": "k"}}},
+    {"type": "object", "properties": {"a": {"type": ["number", "null"]}, "b": {}}},
+    {
+        "properties": {"a": {"type": "null"}, "b": {"type": "string", "enum": ["x"]}},
+        "required": ["a"],
+    },
+    {"properties": {"a": {"type": "string", "format": "date"}}, "required": ["a"]},
+]
+
+
+@pytest.mark.parametrize("schema", FLAT_CORPUS)
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    arguments=st.dictionaries(st.sampled_from(["a", "b", "c", "z"]), tricky_values | json_values)
+)
+def test_the_flat_check_says_valid_only_where_jsonschema_does(
+    schema: dict[str, t.Any], arguments: dict[str, t.Any]
+) -> None:
+    flat = _compile_flat(schema)
+    assert flat is not None
+    try:
+        valid = flat(arguments)
+    except TypeError:  # an unhashable value against an enum: "not sure"
+        valid = False
+    if valid:
+        assert reference_with_formats(schema).is_valid(arguments), arguments
+
+
+def test_the_flat_check_accepts_plain_valid_arguments_and_refuses_the_rest() -> None:
+    check = _compile_flat({**FLAT, "required": ["a", "b", "c"], "additionalProperties": False})
+    assert check is not None
+    assert check({"a": "x", "b": 1, "c": True}) is True
+    assert check({"a": "x", "b": 1}) is False
+    assert check({"a": "x", "b": 1, "c": True, "d": 0}) is False
+    assert check({"a": "x", "b": True, "c": True}) is False
+    dated = _compile_flat(FLAT_CORPUS[-1])
+    assert dated is not None
+    assert dated({"a": "2024-01-01"}) is True and dated({"a": "2024-01-32"}) is False
