@@ -20,6 +20,7 @@ from .advice import Advice
 from .approval import check_approval
 from .context_update import ContextUpdate
 from .errors import (
+    ChildProcessDied,
     ExecutorSaturated,
     ExecutorShutdown,
     SandboxViolation,
@@ -47,6 +48,7 @@ logging.getLogger("nous_tools").addHandler(logging.NullHandler())
 __all__ = [
     "Advice",
     "ApprovalRequest",
+    "ChildProcessDied",
     "ContextUpdate",
     "Edit",
     "Err",

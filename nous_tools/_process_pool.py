@@ -579,6 +579,11 @@ class ProcessPool:
             figures["pending"] = self._waiting
             return figures
 
+    def pids(self) -> list[int]:
+        """The process ids of the live children, idle and busy (for diagnostics)."""
+        with self._lock:
+            return sorted(ch.pid for ch in (*self._idle, *self._busy) if ch.pid is not None)
+
     def shutdown(self, wait: bool = True) -> None:
         """Accept no more attempts and end every child. With ``wait``, wait for the
         running attempts (each ends by its deadline) and until every child has
