@@ -220,6 +220,31 @@ def run_request(request: bytes) -> bytes:
     return pickle.dumps((kind, payload, description, remote_traceback), _PROTOCOL)
 
 
+def _warm(ctx: object, **arguments: t.Any) -> dict[str, t.Any]:
+    return arguments
+
+
+def warm_up() -> None:
+    """In a new child: run one request of the usual shape through the usual
+    code, so the first real attempt does not pay for first touches (a child
+    forked from the forkserver copies each memory page the first time it
+    writes to it, reference counts included)."""
+    from .run_context import RunContext
+
+    fields = {"deps": {"k": [1.0, "v"]}, "retry": 0, "approval_gated": False, "deadline": None}
+    request = pickle.dumps(
+        (
+            "warm-up",
+            pickle.dumps(_warm, _PROTOCOL),
+            pickle.dumps({"a": "x", "b": 1, "c": True}, _PROTOCOL),
+            pickle.dumps(fields, _PROTOCOL),
+        ),
+        _PROTOCOL,
+    )
+    decode_reply(run_request(request))
+    RunContext()
+
+
 def decode_reply(reply: bytes) -> tuple[str, t.Any]:
     """In the parent: the ``(kind, value)`` a child's reply carries; a value that
     cannot be unpickled here gives :data:`UNPICKLABLE` with a message naming it."""

@@ -69,6 +69,7 @@ import math
 import os
 import signal
 import threading
+import time
 import typing as t
 import weakref
 
@@ -92,6 +93,7 @@ _GROUPS = hasattr(os, "setsid") and hasattr(os, "killpg")
 _SIGKILL: int = getattr(signal, "SIGKILL", signal.SIGTERM)
 _START_TIMEOUT = 60.0  # seconds a child may take to import and say it is ready
 _EXIT_GRACE = 1.0  # seconds an ended or dying child gets to exit before its group is killed
+_SETTLE = 0.05  # seconds background work waits for running attempts to finish
 _MAX_WAIT = 86_400.0  # one poll(2) at most (its timeout is an int of milliseconds)
 
 
@@ -116,9 +118,9 @@ def _child_main(conn: Connection) -> None:
     if _GROUPS:
         with contextlib.suppress(OSError):
             os.setsid()
-        conn.send_bytes(str(os.getpgrp()).encode())
-    else:
-        conn.send_bytes(b"0")
+    with contextlib.suppress(Exception):
+        _isolation.warm_up()
+    conn.send_bytes(str(os.getpgrp()).encode() if _GROUPS else b"0")
     run = _isolation.run_request
     while True:
         try:
@@ -161,7 +163,12 @@ class _Child:
         while True:
             remaining = min(max(0.0, end - monotonic()), _MAX_WAIT)
             if self.poller is not None:
-                events = self.poller.poll(math.ceil(remaining * 1000))
+                # poll(2) counts whole milliseconds: wait the whole ones there and
+                # sleep the last fraction, so a kill is not a millisecond late.
+                milliseconds = math.floor(remaining * 1000)
+                if milliseconds == 0 and remaining > 0:
+                    time.sleep(remaining)
+                events = self.poller.poll(milliseconds)
                 fds = {fd for fd, _ in events}
                 readable, exited = self.conn.fileno() in fds, self.sentinel in fds
             else:
@@ -270,6 +277,7 @@ class ProcessPool:
             0,
         )
         self._keeper: threading.Thread | None = None
+        self._settling = False  # the keeper waits for running attempts to finish
         self._shutdown = False
         self._exiting = False
         self._numbers = itertools.count(1)
@@ -383,6 +391,8 @@ class ProcessPool:
             else:
                 self._idle.append(child)
                 self._free.notify()
+            if self._settling and not self._busy:
+                self._work.notify()
 
     def _end(self, child: _Child, why: str) -> None:
         """Take a busy child out of service for the keeper to reap: ``"timed_out"``
@@ -438,12 +448,14 @@ class ProcessPool:
         keeper.start()
         self._keeper = keeper
 
-    def _needs_child(self) -> bool:  # with the lock
+    def _needs_child(self, urgent: bool = False) -> bool:  # with the lock
+        """Whether to start a child: one a waiting caller needs (``urgent``), or
+        that and a spare."""
         if self._shutdown:
             return False
         live = len(self._idle) + len(self._busy) + self._starting
         want = min(len(self._busy) + self._fresh, self.max_workers)
-        if self._start_error is None:
+        if not urgent and self._start_error is None:
             want += 1  # the spare
         return live < want
 
@@ -457,20 +469,37 @@ class ProcessPool:
         )
 
     def _keep(self) -> None:
+        """Start the children callers wait for at once; do the rest (spares,
+        reaping) when no attempt runs, or after ``_SETTLE`` seconds: a start-up
+        or a reap beside a running attempt slows it down on a small machine."""
         while True:
             with self._lock:
-                while not (self._ending or self._needs_child() or self._done()):
-                    self._work.wait()
+                settle_until: float | None = None
+                while not self._done() and not self._needs_child(urgent=True):
+                    if not (self._ending or self._needs_child()):
+                        settle_until = None
+                        self._work.wait()
+                        continue
+                    if not self._busy:
+                        break
+                    now = monotonic()
+                    if settle_until is None:
+                        settle_until = now + _SETTLE
+                    elif now >= settle_until:
+                        break
+                    self._settling = True
+                    self._work.wait(settle_until - now)
+                self._settling = False
                 if self._done():
                     return
                 ending, self._ending = self._ending, []
                 start = self._needs_child()
                 if start:
                     self._starting += 1
-            for child in ending:
-                self._reap(child)
             if start:
                 self._start_one()
+            for child in ending:
+                self._reap(child)
 
     def _start_one(self) -> None:
         child: _Child | None = None
