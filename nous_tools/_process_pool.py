@@ -346,6 +346,10 @@ class ProcessPool:
             while True:
                 if self._shutdown:
                     return SHUT_DOWN, None
+                remaining = deadline - monotonic()
+                if remaining <= 0:  # never hand a child an attempt that is already over
+                    self._counts["timed_out"] += 1
+                    return TIMED_OUT, None
                 while self._idle and len(self._busy) < self.max_workers:
                     child = self._idle.pop()
                     if child.conn.poll():  # EOF: it died while idle
@@ -362,10 +366,6 @@ class ProcessPool:
                         _isolation.UNPICKLABLE,
                         f"no child process could be started: {self._start_error}",
                     )
-                remaining = deadline - monotonic()
-                if remaining <= 0:
-                    self._counts["timed_out"] += 1
-                    return TIMED_OUT, None
                 self._waiting += 1
                 self._fresh += 1
                 self._work.notify()
@@ -499,7 +499,12 @@ class ProcessPool:
             if start:
                 self._start_one()
             for child in ending:
-                self._reap(child)
+                try:
+                    self._reap(child)
+                except Exception:  # never lose the keeper: it starts every child
+                    _log.exception("nous_tools: could not reap child process %s", child.pid)
+                    with self._lock:
+                        self._children.discard(child)
 
     def _start_one(self) -> None:
         child: _Child | None = None

@@ -25,6 +25,7 @@ import pytest
 
 from nous_tools import (
     ChildProcessDied,
+    ContextUpdate,
     Err,
     ExecutorShutdown,
     Ok,
@@ -151,6 +152,10 @@ def return_a_child_only_class() -> t.Any:
     return module.Thing()
 
 
+def with_update(key: str) -> Ok:
+    return Ok("done", ContextUpdate().set(key, os.getpid()))
+
+
 def rendezvous(mine: str, other: str) -> str:
     """Both calls must run at once: each waits for the other's file."""
     pathlib.Path(mine).write_text("here")
@@ -216,6 +221,14 @@ def test_a_ctx_tool_sees_retry_deadline_and_deps_as_in_a_thread(executor: ToolEx
     assert (retry, deps, cancelled, x) == (0, {"user": "ada"}, False, 7)
     assert pid != os.getpid()
     assert before + 20 - MARGIN <= deadline <= time.monotonic() + 20  # one clock in both
+
+
+def test_an_ok_with_a_context_update_comes_back_unchanged(executor: ToolExecutor) -> None:
+    result = executor.execute(isolated(with_update), {"key": "pid"})
+    assert isinstance(result, Ok) and result.value == "done"
+    assert result.update is not None
+    child = result.update.apply({})["pid"]
+    assert child != os.getpid()
 
 
 def test_two_calls_run_in_two_children_at_once(
@@ -524,6 +537,33 @@ def test_shutdown_leaves_no_child_process(tmp_path: pathlib.Path) -> None:
     assert (figures["process_workers"], figures["process_busy"]) == (0, 0)
     result = executor.execute(isolated(my_pid), {})
     assert isinstance(result, Err) and isinstance(result.reason, ExecutorShutdown)
+
+
+def test_shutdown_without_wait_returns_at_once_and_the_running_call_still_answers(
+    tmp_path: pathlib.Path,
+) -> None:
+    executor = ToolExecutor(process_workers=1)
+    started, release = tmp_path / "started", tmp_path / "release"
+    outcome: list[object] = []
+    caller = threading.Thread(
+        target=lambda: outcome.append(
+            executor.execute(
+                isolated(wait_for_release), {"started": str(started), "release": str(release)}
+            )
+        )
+    )
+    caller.start()
+    try:
+        assert wait_for(started.exists)
+        pids = executor._processes.pids()
+        began = time.monotonic()
+        executor.shutdown(wait=False)
+        assert time.monotonic() - began < MARGIN
+    finally:
+        release.touch()
+        caller.join()
+    assert outcome == [Ok("released")]
+    assert all(gone(pid) for pid in pids), "the children end in the background"
 
 
 def test_a_hung_process_tool_does_not_keep_the_interpreter_alive(tmp_path: pathlib.Path) -> None:
