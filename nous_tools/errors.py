@@ -183,7 +183,9 @@ class ChildProcessDied(BaseException):
     killed it (as in :attr:`multiprocessing.Process.exitcode`); None when unknown.
     """
 
-    def __init__(self, message: str, *, pid: int | None = None, exitcode: int | None = None):
+    def __init__(
+        self, message: str, *, pid: int | None = None, exitcode: int | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.pid = pid
