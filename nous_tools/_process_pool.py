@@ -31,8 +31,13 @@ How it works:
   ended ones. It keeps one idle child ready beyond the children in use (at most
   ``max_workers + 1`` processes, at most ``max_workers`` attempts at once), so a
   kill, a crash or a recycle never makes the next call wait for a start-up.
-  ``max_tasks_per_child`` ends a child after that many attempts; a fresh one
-  takes its place.
+  A child a caller waits for is started at once; a spare, and the reaping of an
+  ended child, wait until no attempt runs (at most ``_SETTLE``, 50 ms): on a
+  small machine a start-up beside a running attempt slows that attempt down
+  several times. A new child runs one warm-up request before it says it is
+  ready, so its first real attempt does not pay for first touches of memory it
+  shares copy-on-write with the forkserver. ``max_tasks_per_child`` ends a child
+  after that many attempts; a fresh one takes its place.
 * **Ending a child** (recycle, shutdown) closes its pipe, so it leaves its loop
   and exits normally, then kills its process group: processes a tool left
   running in the background end with the child that started them.
@@ -180,19 +185,23 @@ class _Child:
                 return readable, exited
 
     def wait_exit(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for the child to exit (without reaping it)."""
+        """Wait up to ``timeout`` seconds for the child to exit."""
         from multiprocessing.connection import wait
 
         return bool(wait([self.sentinel], timeout))
 
     def kill(self) -> None:
-        """SIGKILL the child's process group (the child and what it started)."""
+        """SIGKILL the child's process group (the child and what it started).
+
+        The group's id is the child's pid, and it cannot be reused while any
+        member lives, so this never hits a stranger; when the group is gone
+        (ESRCH), there is no one left to kill. (The forkserver, the children's
+        real parent, reaps a child as soon as it dies: its bare pid is no safe
+        target once it has exited, its group id is.)"""
         if self.group and self.pid is not None:
-            try:
+            with contextlib.suppress(OSError):
                 os.killpg(self.pid, _SIGKILL)
-                return
-            except OSError:
-                pass  # the group is gone: the child was reaped and had no one left
+            return
         with contextlib.suppress(Exception):
             self.process.kill()
 
@@ -416,9 +425,7 @@ class ProcessPool:
         """The child closed its pipe without a reply: wait briefly for its exit,
         kill what is left of its group, and describe how it ended."""
         exited = child.wait_exit(_EXIT_GRACE)
-        # Kill what is left of its group (and the child, if it closed its pipe but
-        # lives on) before reaping it: until then its pid cannot be reused.
-        child.kill()
+        child.kill()  # what is left of its group (and the child, if it lives on)
         child.process.join(_EXIT_GRACE)
         how = child.describe_exit()
         message = f"the child process (pid {child.pid}) running tool '{tool.name}' {how}"
