@@ -16,7 +16,8 @@ How it works:
   new child is a fork of a server that has already imported ``nous_tools``:
   a few milliseconds instead of the whole import.
 * **One caller, one child.** A call takes an idle child (the most recently used
-  one, so consecutive calls reuse the same process), writes its request to the
+  one, so consecutive calls reuse the same process; a new child waits below
+  the used ones), writes its request to the
   child's pipe and waits, until the deadline, for the reply or for the child's
   exit. No shared queue and no manager thread sit between the caller and the
   child: the caller itself notices the deadline, and it kills at once.
@@ -529,7 +530,9 @@ class ProcessPool:
                 if self._shutdown:
                     self._ending.append(child)
                 else:
-                    self._idle.append(child)
+                    # At the bottom: calls take the most recently used child, so a
+                    # warm child serves consecutive calls and the spare stays spare.
+                    self._idle.insert(0, child)
                     self._free.notify()
             else:
                 self._start_error = error
