@@ -22,6 +22,7 @@ from .approval_store import ApprovalStore, InMemoryApprovalStore
 from .context_update import ContextUpdate
 from .errors import (
     ApprovalAlreadyUsed,
+    ChildProcessDied,
     ExecutorSaturated,
     ExecutorShutdown,
     SandboxViolation,
@@ -51,6 +52,7 @@ __all__ = [
     "ApprovalAlreadyUsed",
     "ApprovalRequest",
     "ApprovalStore",
+    "ChildProcessDied",
     "ContextUpdate",
     "Edit",
     "Err",

@@ -1,60 +1,53 @@
-"""``isolation="process"``: one attempt in a child process, killed at its deadline (private).
+"""What crosses the process boundary for ``isolation="process"`` (private).
 
-A thread cannot be killed in CPython; a process can. Each attempt of a
-process-isolated tool runs in a fresh child started by the standard library's
-``multiprocessing`` with the ``forkserver`` method (``spawn`` where there is no
-forkserver). The child is killed (``SIGKILL``) when the deadline passes, so a
-side effect the tool would have done later never happens. Start-up counts
-inside the deadline.
+The process pool (:mod:`nous_tools._process_pool`) moves bytes; this module
+decides what those bytes are, and names whatever cannot make the trip:
 
-Why the standard library and not pebble: the one thing needed is "start a
-child, wait with a timeout, kill it", which ``multiprocessing`` does in a few
-lines without another dependency, and a killed child must be replaced anyway.
-``forkserver`` (not ``fork``) because the parent is multi-threaded: forking it
-could copy a lock another thread holds. Like ``spawn``, it re-imports the main
-module in the child, so a script must guard its work with
-``if __name__ == "__main__":``.
+* :func:`encode_request` (in the parent) pickles the tool's function, the
+  arguments and the context's fields, each on its own, so a failure names the
+  part that did not pickle (and, for arguments, which argument);
+* :func:`run_request` (in the child) unpickles them, calls the tool, and pickles
+  what it returned or raised, naming what could not be unpickled there or could
+  not be pickled back;
+* :func:`decode_reply` (in the parent) unpickles the outcome, naming a result or
+  an exception that pickled in the child but cannot be unpickled in the parent
+  (a class the parent cannot import, an exception whose ``__init__`` takes other
+  arguments than the ones it passes to ``Exception``).
 
-What crosses to the child must pickle: the tool's function (a module-level
-function, or a module-level ``@tool``), the arguments, and the context's
-``deps``, ``usage`` and ``sandbox``. The approval handler does not cross (the
-approval step already ran in the parent). What comes back must pickle too.
+What must pickle: the tool's function (a module-level function, or a
+module-level ``@tool``, which is sent by its import path), the arguments, and
+the context's ``deps``, ``usage`` and ``sandbox``. The approval handler does
+not cross (approval already ran in the parent). Pickling and unpickling run the
+classes' own code (``__reduce__``, ``__setstate__``): in the caller's thread for
+the arguments and the outcome, in the child for the rest.
 """
 
 from __future__ import annotations
 
 import collections.abc as c
 import importlib
-import multiprocessing
-import multiprocessing.connection
 import pickle
-import threading
+import traceback
 import typing as t
 
-from ._clock import monotonic
-from ._pool import RAISED, RETURNED, TIMED_OUT
+from ._pool import RAISED, RETURNED
+from ._text import safe_str
 
 if t.TYPE_CHECKING:
     from .run_context import RunContext
     from .tool import Tool
 
-__all__ = ["UNPICKLABLE", "run_in_process"]
+__all__ = ["UNPICKLABLE", "Unpicklable", "decode_reply", "encode_request", "run_request"]
 
-#: Outcome kind: something that had to cross the process boundary did not pickle.
+#: Outcome kind: something that had to cross the process boundary could not
+#: (value: a message naming what, and why).
 UNPICKLABLE = "unpicklable"
 
-_context_lock = threading.Lock()
-_mp_context: t.Any = None
+_PROTOCOL = pickle.HIGHEST_PROTOCOL
 
 
-def _get_context() -> t.Any:
-    global _mp_context
-    with _context_lock:
-        if _mp_context is None:
-            methods = multiprocessing.get_all_start_methods()
-            method = "forkserver" if "forkserver" in methods else "spawn"
-            _mp_context = multiprocessing.get_context(method)
-        return _mp_context
+class Unpicklable(Exception):
+    """Part of a request that cannot be pickled; the message names it."""
 
 
 class _ToolRef:
@@ -71,17 +64,41 @@ class _ToolRef:
         return t.cast(c.Callable[..., t.Any], getattr(target, "function", target))
 
 
-def _function_payload(tool: Tool) -> object:
+class _RemoteTraceback(Exception):
+    """The traceback of an exception raised in the child, kept as its ``__cause__``."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+    def __str__(self) -> str:
+        return f'\n"""\n{self.text}"""'
+
+
+def _describe(exc: BaseException) -> str:
+    text = safe_str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _type_name(value: object) -> str:
+    cls = type(value)
+    module = getattr(cls, "__module__", None)
+    if module in (None, "builtins"):
+        return cls.__qualname__
+    return f"{module}.{cls.__qualname__}"
+
+
+def _function_bytes(tool: Tool) -> bytes:
     function = tool.function
     try:
-        pickle.dumps(function)
-        return function
-    except Exception:
-        pass
+        return pickle.dumps(function, _PROTOCOL)
+    except Exception as exc:
+        error: Exception = exc
+    # A module-level @tool replaces its function in the module, so the function
+    # cannot be pickled by reference; send the import path of the tool instead.
     module = getattr(function, "__module__", None)
     qualname = getattr(function, "__qualname__", None)
     if isinstance(module, str) and isinstance(qualname, str) and "<locals>" not in qualname:
-        ref = _ToolRef(module, qualname)
         try:
             target: t.Any = importlib.import_module(module)
             for part in qualname.split("."):
@@ -89,101 +106,162 @@ def _function_payload(tool: Tool) -> object:
         except Exception:
             target = None
         if target is tool or target is function:
-            return ref
-    raise pickle.PicklingError(
-        f"the function {getattr(function, '__qualname__', function)!r} cannot be pickled "
-        "(a process-isolated tool must be a module-level function)"
+            return pickle.dumps(_ToolRef(module, qualname), _PROTOCOL)
+    raise Unpicklable(
+        f"the function {safe_str(getattr(function, '__qualname__', function))!r} cannot be "
+        f"pickled (a process-isolated tool must be a module-level function): {_describe(error)}"
     )
 
 
-def _child(
-    conn: multiprocessing.connection.Connection,
-    function: object,
-    arguments: dict[str, t.Any],
-    ctx_fields: dict[str, t.Any] | None,
-) -> None:
+def _arguments_bytes(arguments: dict[str, t.Any]) -> bytes:
     try:
-        fn = function.resolve() if isinstance(function, _ToolRef) else function
-        if ctx_fields is not None:
+        return pickle.dumps(arguments, _PROTOCOL)
+    except Exception as exc:
+        error = exc
+    for key, value in arguments.items():  # find the argument that does not pickle
+        try:
+            pickle.dumps(value, _PROTOCOL)
+        except Exception as exc:
+            raise Unpicklable(
+                f"the argument {safe_str(key)!r} ({_type_name(value)}) cannot be pickled: "
+                f"{_describe(exc)}"
+            ) from None
+    raise Unpicklable(f"the arguments cannot be pickled: {_describe(error)}")
+
+
+def _context_bytes(ctx: RunContext[t.Any]) -> bytes:
+    fields = {
+        "deps": ctx.deps,
+        "retry": ctx.retry,
+        "usage": ctx.usage,
+        "approval_gated": ctx.approval_gated,
+        "sandbox": ctx.sandbox,
+        "deadline": ctx.deadline,
+    }
+    try:
+        return pickle.dumps(fields, _PROTOCOL)
+    except Exception as exc:
+        error = exc
+    for name in ("deps", "usage", "sandbox"):
+        try:
+            pickle.dumps(fields[name], _PROTOCOL)
+        except Exception as exc:
+            raise Unpicklable(
+                f"the context's {name} ({_type_name(fields[name])}) cannot be pickled: "
+                f"{_describe(exc)}"
+            ) from None
+    raise Unpicklable(f"the context cannot be pickled: {_describe(error)}")
+
+
+def encode_request(
+    tool: Tool, arguments: c.Mapping[str, t.Any], ctx: RunContext[t.Any] | None
+) -> bytes:
+    """The bytes a child needs to run one attempt; raises :class:`Unpicklable`
+    naming the function, the argument or the context field that does not pickle."""
+    function = _function_bytes(tool)
+    args = _arguments_bytes(arguments if type(arguments) is dict else dict(arguments))
+    context = _context_bytes(ctx) if ctx is not None else None
+    return pickle.dumps((tool.name, function, args, context), _PROTOCOL)
+
+
+def _unpicklable_reply(message: str) -> bytes:
+    return pickle.dumps((UNPICKLABLE, message, "", ""), _PROTOCOL)
+
+
+def run_request(request: bytes) -> bytes:
+    """In the child: run one attempt and return the reply's bytes. Never raises
+    for anything the tool or its data do."""
+    name, function, args, context = pickle.loads(request)  # our own framing
+    try:
+        loaded = pickle.loads(function)
+        fn = loaded.resolve() if isinstance(loaded, _ToolRef) else loaded
+    except BaseException as exc:
+        return _unpicklable_reply(
+            f"the function of tool {name!r} could not be loaded in the child process: "
+            f"{_describe(exc)}"
+        )
+    try:
+        arguments = pickle.loads(args)
+    except BaseException as exc:
+        return _unpicklable_reply(
+            f"the arguments could not be unpickled in the child process: {_describe(exc)}"
+        )
+    call_args: tuple[t.Any, ...] = ()
+    if context is not None:
+        try:
             from .run_context import RunContext
 
-            value = t.cast(c.Callable[..., t.Any], fn)(RunContext(**ctx_fields), **arguments)
-        else:
-            value = t.cast(c.Callable[..., t.Any], fn)(**arguments)
-        message: tuple[str, t.Any] = (RETURNED, value)
+            call_args = (RunContext(**pickle.loads(context)),)
+        except BaseException as exc:
+            return _unpicklable_reply(
+                f"the context (deps, usage, sandbox) could not be unpickled in the child "
+                f"process: {_describe(exc)}"
+            )
+    try:
+        value = fn(*call_args, **arguments)
+        kind = RETURNED
+    except BaseException as exc:  # the tool's, handed to the parent
+        value, kind = exc, RAISED
+    if kind == RETURNED:
+        description = _type_name(value)
+        remote_traceback = ""
+    else:
+        description = _describe(value)
+        remote_traceback = "".join(traceback.format_exception(value))
+    try:
+        payload = pickle.dumps(value, _PROTOCOL)
     except BaseException as exc:
-        message = (RAISED, exc)
-    try:
-        conn.send(message)
-    except Exception as exc:
-        what = "result" if message[0] == RETURNED else "exception"
-        conn.send((UNPICKLABLE, f"the tool's {what} cannot be pickled: {exc}"))
-    finally:
-        conn.close()
+        what = (
+            f"the tool's result ({description})"
+            if kind == RETURNED
+            else f"the exception the tool raised ({description})"
+        )
+        return _unpicklable_reply(f"{what} cannot be pickled: {_describe(exc)}")
+    return pickle.dumps((kind, payload, description, remote_traceback), _PROTOCOL)
 
 
-def run_in_process(
-    tool: Tool,
-    arguments: c.Mapping[str, t.Any],
-    ctx: RunContext[t.Any] | None,
-    deadline: float,
-) -> tuple[str, t.Any]:
-    """Run one attempt of ``tool`` in a child process; kill it at ``deadline``.
+def _warm(ctx: object, **arguments: t.Any) -> dict[str, t.Any]:
+    return arguments
 
-    Returns ``(kind, value)`` like the thread pool, with the extra kind
-    :data:`UNPICKLABLE` (value: a message naming what did not pickle).
-    """
-    try:
-        function = _function_payload(tool)
-        args = dict(arguments)
-        pickle.dumps(args)
-        ctx_fields = None
-        if ctx is not None:
-            ctx_fields = {
-                "deps": ctx.deps,
-                "retry": ctx.retry,
-                "usage": ctx.usage,
-                "approval_gated": ctx.approval_gated,
-                "sandbox": ctx.sandbox,
-                "deadline": ctx.deadline,
-            }
-            try:
-                pickle.dumps(ctx_fields)
-            except Exception as exc:
-                raise pickle.PicklingError(f"the context's deps cannot be pickled: {exc}") from exc
-    except Exception as exc:
-        detail = str(exc)
-        if "cannot be pickled" not in detail:
-            detail = f"the arguments cannot be pickled: {exc}"
-        return UNPICKLABLE, detail
-    mp = _get_context()
-    receiver, sender = mp.Pipe(duplex=False)
-    process = mp.Process(
-        target=_child,
-        args=(sender, function, args, ctx_fields),
-        name=f"nous-tools-{tool.name}",
-        daemon=True,
+
+def warm_up() -> None:
+    """In a new child: run one request of the usual shape through the usual
+    code, so the first real attempt does not pay for first touches (a child
+    forked from the forkserver copies each memory page the first time it
+    writes to it, reference counts included)."""
+    from .run_context import RunContext
+
+    fields = {"deps": {"k": [1.0, "v"]}, "retry": 0, "approval_gated": False, "deadline": None}
+    request = pickle.dumps(
+        (
+            "warm-up",
+            pickle.dumps(_warm, _PROTOCOL),
+            pickle.dumps({"a": "x", "b": 1, "c": True}, _PROTOCOL),
+            pickle.dumps(fields, _PROTOCOL),
+        ),
+        _PROTOCOL,
     )
+    decode_reply(run_request(request))
+    RunContext()
+
+
+def decode_reply(reply: bytes) -> tuple[str, t.Any]:
+    """In the parent: the ``(kind, value)`` a child's reply carries; a value that
+    cannot be unpickled here gives :data:`UNPICKLABLE` with a message naming it."""
+    kind, payload, description, remote_traceback = pickle.loads(reply)  # our own framing
+    if kind == UNPICKLABLE:
+        return kind, payload
     try:
-        process.start()
-        sender.close()
-        remaining = deadline - monotonic()
-        if remaining > 0 and receiver.poll(remaining):
-            try:
-                kind, value = receiver.recv()
-            except EOFError:
-                process.join(1.0)
-                return RAISED, RuntimeError(
-                    f"the child process exited with code {process.exitcode} without a result"
-                )
-            process.join(1.0)
-            return kind, value
-        process.kill()
-        process.join(1.0)
-        return TIMED_OUT, None
-    except BaseException:
-        if process.is_alive():
-            process.kill()
-        raise
-    finally:
-        receiver.close()
+        value = pickle.loads(payload)
+    except Exception as exc:
+        what = (
+            f"the tool's result ({description})"
+            if kind == RETURNED
+            else f"the exception the tool raised ({description})"
+        )
+        return UNPICKLABLE, (
+            f"{what} could not be unpickled in the parent process: {_describe(exc)}"
+        )
+    if kind == RAISED and isinstance(value, BaseException) and remote_traceback:
+        value.__cause__ = _RemoteTraceback(remote_traceback)
+    return kind, value

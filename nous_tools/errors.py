@@ -18,6 +18,7 @@ import typing as t
 
 __all__ = [
     "ApprovalAlreadyUsed",
+    "ChildProcessDied",
     "ExecutorSaturated",
     "ExecutorShutdown",
     "SandboxViolation",
@@ -175,3 +176,30 @@ class ToolCancelled(BaseException):
     does not swallow it. It is delivered asynchronously and lands at the next
     Python bytecode the worker runs; it cannot interrupt a blocking C call.
     """
+
+
+class ChildProcessDied(BaseException):
+    """The child process running a process-isolated attempt died before it answered.
+
+    A segfault, ``os._exit``, the kernel's out-of-memory killer, a ``kill -9``
+    from outside. It is the ``original_error`` of the ``Err(ToolError)`` the
+    caller gets. Like ``SystemExit`` it derives from ``BaseException``, so the
+    executor never retries it: a child that died may have done part of its work.
+    ``exitcode`` is the child's exit code, or minus the signal number that
+    killed it (as in :attr:`multiprocessing.Process.exitcode`); None when unknown.
+    """
+
+    def __init__(
+        self, message: str, *, pid: int | None = None, exitcode: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.pid = pid
+        self.exitcode = exitcode
+
+    def __reduce__(self) -> tuple[t.Any, ...]:
+        return (_rebuild_died, (self.message, self.pid, self.exitcode))
+
+
+def _rebuild_died(message: str, pid: int | None, exitcode: int | None) -> ChildProcessDied:
+    return ChildProcessDied(message, pid=pid, exitcode=exitcode)

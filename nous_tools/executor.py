@@ -37,6 +37,7 @@ from . import _isolation
 from . import signals as _signals
 from ._clock import monotonic
 from ._pool import RAISED, RETURNED, SATURATED, TIMED_OUT, WorkerPool, in_worker
+from ._process_pool import ProcessPool, check_option
 from ._text import safe_str as _safe_str
 from .approval import check_approval
 from .errors import ExecutorSaturated, ExecutorShutdown, ToolCancelled, ToolError, ToolTimeout
@@ -114,7 +115,11 @@ class ToolExecutor:
     ``max_abandoned`` (default 64) is how many workers may be stuck past their
     deadlines before new timed calls get ``Err(ExecutorSaturated)``;
     ``on_timeout`` (``"interrupt"`` or ``"abandon"``) is the default for tools that
-    do not set their own. A context manager: leaving it calls :meth:`shutdown`.
+    do not set their own. ``process_workers`` bounds the ``isolation="process"``
+    attempts that run at once (default: the usable CPUs, at least 2, at most 8),
+    and ``max_tasks_per_child`` (default None: no limit) replaces a child process
+    after that many attempts; child processes start on the first such attempt.
+    A context manager: leaving it calls :meth:`shutdown`.
     """
 
     def __init__(
@@ -123,13 +128,19 @@ class ToolExecutor:
         *,
         max_abandoned: int = 64,
         on_timeout: str = "interrupt",
+        process_workers: int | None = None,
+        max_tasks_per_child: int | None = None,
     ) -> None:
         if on_timeout not in ON_TIMEOUT_MODES:
             raise ValueError(
                 f"ToolExecutor option 'on_timeout' must be one of "
                 f"{', '.join(repr(m) for m in ON_TIMEOUT_MODES)}, got {on_timeout!r}"
             )
+        check_option("ToolExecutor", "process_workers", process_workers)
+        check_option("ToolExecutor", "max_tasks_per_child", max_tasks_per_child)
         self._pool = WorkerPool(max_workers, max_abandoned=max_abandoned)
+        # isolation="process": starts no process and no thread until first used
+        self._processes = ProcessPool(process_workers, max_tasks_per_child=max_tasks_per_child)
         self.on_timeout = on_timeout
 
     @property
@@ -299,14 +310,22 @@ class ToolExecutor:
 
     def stats(self) -> dict[str, int]:
         """Workers and calls: ``workers``, ``idle``, ``busy`` (= ``running``),
-        ``abandoned``, ``completed``, ``timed_out``, ``saturated``, ``pending``."""
-        return self._pool.stats()
+        ``abandoned``, ``completed``, ``timed_out``, ``saturated``, ``pending``;
+        and the child processes of ``isolation="process"`` under ``process_``
+        (``process_workers``, ``process_idle``, ``process_busy``,
+        ``process_killed``, ``process_died``, ...: see ``docs/how-to/process-isolation.md``)."""
+        figures = self._pool.stats()
+        for key, value in self._processes.stats().items():
+            figures[f"process_{key}"] = value
+        return figures
 
     def shutdown(self, wait: bool = True) -> None:
-        """Stop the workers; with ``wait``, wait for healthy running calls (never for
-        abandoned ones). Idempotent; ``execute`` afterwards runs inline tools as
-        before and returns ``Err(ExecutorShutdown)`` for timed ones."""
+        """Stop the workers and the child processes; with ``wait``, wait for healthy
+        running calls (never for abandoned ones) and for the children to exit.
+        Idempotent; ``execute`` afterwards runs inline tools as before and returns
+        ``Err(ExecutorShutdown)`` for timed ones."""
         self._pool.shutdown(wait)
+        self._processes.shutdown(wait)
 
     def __enter__(self) -> ToolExecutor:
         return self
@@ -535,7 +554,7 @@ class ToolExecutor:
         deadline = monotonic() + timeout
         if tool.isolation == "process":
             pctx = _with_attempt(ctx, attempt - 1, deadline) if tool.takes_ctx else None
-            return _isolation.run_in_process(tool, arguments, pctx, deadline)
+            return self._processes.run(tool, arguments, pctx, deadline)
         cancelled: threading.Event | None = None
         if tool.takes_ctx:
             cancelled = threading.Event()

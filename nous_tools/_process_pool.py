@@ -1,0 +1,677 @@
+"""A reusable, killable pool of child processes for ``isolation="process"`` (private).
+
+A thread cannot be killed in CPython; a process can. Process-isolated attempts
+run in children that are started once and reused, and the one child whose
+attempt passes its deadline is killed, with everything it started.
+
+How it works:
+
+* **Children.** Each child is a ``multiprocessing`` process started with the
+  ``forkserver`` method (``spawn`` where there is none): never a ``fork`` of the
+  parent, which is multi-threaded and could be forked while another thread holds
+  a lock. The child first makes itself the leader of a new session and process
+  group (``os.setsid``), then answers requests on its own pipe: one request in
+  (the pickled function, arguments and context), one reply out. When the
+  forkserver is not running yet, this module is added to its preload list, so a
+  new child is a fork of a server that has already imported ``nous_tools``:
+  a few milliseconds instead of the whole import.
+* **One caller, one child.** A call takes an idle child (the most recently used
+  one, so consecutive calls reuse the same process; a new child waits below
+  the used ones), writes its request to the
+  child's pipe and waits, until the deadline, for the reply or for the child's
+  exit. No shared queue and no manager thread sit between the caller and the
+  child: the caller itself notices the deadline, and it kills at once.
+* **The kill.** At the deadline (or when the caller gets ``KeyboardInterrupt``
+  while it waits) the caller sends ``SIGKILL`` to the child's whole process
+  group (``os.killpg``), so the grandchildren it started die with it, and
+  returns. A process that left the group (its own ``setsid``, a daemon) is out
+  of reach. A child that dies by itself (a segfault, ``os._exit``, the OOM
+  killer) gives :class:`~nous_tools.errors.ChildProcessDied` naming its exit
+  code or signal; the pool goes on.
+* **Spares.** A background thread (the *keeper*) starts children and reaps
+  ended ones. It keeps one idle child ready beyond the children in use (at most
+  ``max_workers + 1`` processes, at most ``max_workers`` attempts at once), so a
+  kill, a crash or a recycle never makes the next call wait for a start-up.
+  A child a caller waits for is started at once; a spare, and the reaping of an
+  ended child, wait until no attempt runs (at most ``_SETTLE``, 50 ms): on a
+  small machine a start-up beside a running attempt slows that attempt down
+  several times. A new child runs one warm-up request before it says it is
+  ready, so its first real attempt does not pay for first touches of memory it
+  shares copy-on-write with the forkserver. ``max_tasks_per_child`` ends a child
+  after that many attempts; a fresh one takes its place.
+* **Ending a child** (recycle, shutdown) closes its pipe, so it leaves its loop
+  and exits normally, then kills its process group: processes a tool left
+  running in the background end with the child that started them.
+* **Deadlines** count from submission (waiting for a free child and a start-up
+  count inside them) and run on the real monotonic clock, so they hold inside
+  ``freezegun.freeze_time``.
+* **Exit.** Children are killed by an ``atexit`` hook that runs before
+  ``multiprocessing``'s own, so a hung tool never keeps the interpreter alive,
+  and the keeper is a daemon thread. Children are not ``daemon`` processes, so a
+  tool may start processes of its own (``multiprocessing`` forbids that to
+  daemons); they are in the child's group and die with it.
+
+Why not pebble or loky (the issue asked): loky cannot kill the worker of one
+task at its deadline (its timeout is an idle timeout; only the whole executor
+can be terminated). pebble's ``ProcessPool`` does kill per task, but its
+manager thread checks deadlines every 0.1 s (``CONSTS.sleep_unit``), so a kill
+lands up to 100 ms late, where the target is 10 ms; it stops a worker with
+``SIGTERM`` first, which a tool can catch or ignore; it counts a timeout from
+when a worker picks the task up, not from submission, on the ``time.time()``
+clock (which ``freezegun`` freezes); and its workers stay in the parent's
+process group, so grandchildren survive the kill. Patching those from outside
+would mean reaching into its private manager, for a pool whose whole
+mechanism here is a pipe per child, one ``poll`` and one ``killpg``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections.abc as c
+import contextlib
+import itertools
+import logging
+import math
+import os
+import signal
+import threading
+import time
+import typing as t
+import weakref
+
+from . import _isolation
+from ._clock import monotonic
+from ._pool import RAISED, SHUT_DOWN, TIMED_OUT
+from .errors import ChildProcessDied
+
+if t.TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+    from multiprocessing.process import BaseProcess
+
+    from .run_context import RunContext
+    from .tool import Tool
+
+__all__ = ["ProcessPool", "check_option", "default_workers", "empty_stats"]
+
+_log = logging.getLogger("nous_tools")
+
+_GROUPS = hasattr(os, "setsid") and hasattr(os, "killpg")
+_SIGKILL: int = getattr(signal, "SIGKILL", signal.SIGTERM)
+_START_TIMEOUT = 60.0  # seconds a child may take to import and say it is ready
+_EXIT_GRACE = 1.0  # seconds an ended or dying child gets to exit before its group is killed
+_SETTLE = 0.05  # seconds background work waits for running attempts to finish
+_MAX_WAIT = 86_400.0  # one poll(2) at most (its timeout is an int of milliseconds)
+
+
+def default_workers() -> int:
+    """The default ``process_workers``: the CPUs this process may use, at least 2, at most 8."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return min(8, max(2, cpus))
+
+
+def check_option(owner: str, option: str, value: object) -> None:
+    """Raise ``ValueError`` naming ``option`` unless ``value`` is None or an int >= 1."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{owner} option {option!r} must be an int >= 1 or None, got {value!r}")
+
+
+def _child_main(conn: Connection) -> None:
+    """A child's life: lead a new process group, say so, then serve requests
+    until the parent closes the pipe."""
+    if _GROUPS:
+        with contextlib.suppress(OSError):
+            os.setsid()
+    with contextlib.suppress(Exception):
+        _isolation.warm_up()
+    conn.send_bytes(str(os.getpgrp()).encode() if _GROUPS else b"0")
+    run = _isolation.run_request
+    while True:
+        try:
+            request = conn.recv_bytes()
+        except (EOFError, OSError):
+            return
+        conn.send_bytes(run(request))
+
+
+class _Child:
+    """One child process, its end of the pipe, and how many attempts it ran."""
+
+    __slots__ = ("conn", "group", "pid", "poller", "process", "sentinel", "tasks")
+
+    def __init__(self, process: BaseProcess, conn: Connection) -> None:
+        self.process = process
+        self.conn = conn
+        self.pid: int | None = None
+        self.sentinel = -1
+        self.group = False  # True once the child leads its own process group
+        self.tasks = 0
+        self.poller: t.Any = None
+
+    def started(self) -> None:
+        self.pid = self.process.pid
+        self.sentinel = self.process.sentinel
+        try:
+            import select
+
+            poller = select.poll()
+            poller.register(self.conn.fileno(), select.POLLIN)
+            poller.register(self.sentinel, select.POLLIN)
+            self.poller = poller
+        except (ImportError, AttributeError):  # no poll(2): use multiprocessing's wait
+            self.poller = None
+
+    def wait(self, timeout: float) -> tuple[bool, bool]:
+        """Wait up to ``timeout`` seconds: (the pipe is readable, the child exited)."""
+        end = monotonic() + timeout
+        while True:
+            remaining = min(max(0.0, end - monotonic()), _MAX_WAIT)
+            if self.poller is not None:
+                # poll(2) counts whole milliseconds: wait the whole ones there and
+                # sleep the last fraction, so a kill is not a millisecond late.
+                milliseconds = math.floor(remaining * 1000)
+                if milliseconds == 0 and remaining > 0:
+                    time.sleep(remaining)
+                events = self.poller.poll(milliseconds)
+                fds = {fd for fd, _ in events}
+                readable, exited = self.conn.fileno() in fds, self.sentinel in fds
+            else:
+                from multiprocessing.connection import wait
+
+                ready = wait([self.conn, self.sentinel], remaining)
+                readable, exited = self.conn in ready, self.sentinel in ready
+            if readable or exited or monotonic() >= end:
+                return readable, exited
+
+    def wait_exit(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the child to exit."""
+        from multiprocessing.connection import wait
+
+        return bool(wait([self.sentinel], timeout))
+
+    def kill(self) -> None:
+        """SIGKILL the child's process group (the child and what it started).
+
+        The group's id is the child's pid, and it cannot be reused while any
+        member lives, so this never hits a stranger; when the group is gone
+        (ESRCH), there is no one left to kill. (The forkserver, the children's
+        real parent, reaps a child as soon as it dies: its bare pid is no safe
+        target once it has exited, its group id is.)"""
+        if self.group and self.pid is not None:
+            with contextlib.suppress(OSError):
+                os.killpg(self.pid, _SIGKILL)
+            return
+        with contextlib.suppress(Exception):
+            self.process.kill()
+
+    def describe_exit(self) -> str:
+        code = self.process.exitcode
+        if code is None:
+            return "closed its pipe without answering"
+        if code < 0:
+            try:
+                return f"was killed by signal {signal.Signals(-code).name}"
+            except ValueError:
+                return f"was killed by signal {-code}"
+        return f"exited with code {code}"
+
+
+_pools: weakref.WeakSet[ProcessPool] = weakref.WeakSet()
+_hook_lock = threading.Lock()
+_hooked = False
+
+
+def _kill_all_at_exit() -> None:
+    for pool in list(_pools):
+        pool._kill_everything()
+
+
+def empty_stats(max_workers: int) -> dict[str, int]:
+    """The figures of a pool that has not started a child yet."""
+    return {
+        "workers": 0,
+        "idle": 0,
+        "busy": 0,
+        "starting": 0,
+        "pending": 0,
+        "started": 0,
+        "completed": 0,
+        "timed_out": 0,
+        "killed": 0,
+        "died": 0,
+        "recycled": 0,
+        "start_failures": 0,
+        "max_workers": max_workers,
+    }
+
+
+class ProcessPool:
+    """Child processes that run process-isolated attempts, reused, killed at deadlines.
+
+    ``max_workers`` (default :func:`default_workers`) bounds the attempts that run
+    at once; one more child is kept ready as a spare. ``max_tasks_per_child``
+    (default None: no limit) replaces a child after that many attempts. Nothing
+    starts until the first :meth:`run`.
+    """
+
+    def __init__(
+        self,
+        max_workers: int | None = None,
+        *,
+        max_tasks_per_child: int | None = None,
+        name: str = "nous-tools-process",
+    ) -> None:
+        check_option("ProcessPool", "max_workers", max_workers)
+        check_option("ProcessPool", "max_tasks_per_child", max_tasks_per_child)
+        if max_workers is None:
+            max_workers = default_workers()
+        self.max_workers = max_workers
+        self.max_tasks_per_child = max_tasks_per_child
+        self._name = name
+        self._lock = threading.Lock()
+        self._free = threading.Condition(self._lock)  # callers: a child is idle, or a start failed
+        self._work = threading.Condition(self._lock)  # the keeper: start or end children
+        self._children: set[_Child] = set()  # every child not yet reaped
+        self._idle: list[_Child] = []
+        self._busy: set[_Child] = set()
+        self._ending: list[_Child] = []  # for the keeper to reap
+        self._starting = 0
+        self._waiting = 0  # callers waiting for a child
+        self._fresh = 0  # ... of which began waiting after the last failed start
+        self._start_error: str | None = None
+        self._failures = 0
+        self._counts = dict.fromkeys(
+            ("started", "completed", "timed_out", "killed", "died", "recycled", "start_failures"),
+            0,
+        )
+        self._keeper: threading.Thread | None = None
+        self._settling = False  # the keeper waits for running attempts to finish
+        self._shutdown = False
+        self._exiting = False
+        self._numbers = itertools.count(1)
+        self._mp: t.Any = None
+
+    # -- running ---------------------------------------------------------------
+
+    def run(
+        self,
+        tool: Tool,
+        arguments: c.Mapping[str, t.Any],
+        ctx: RunContext[t.Any] | None,
+        deadline: float,
+    ) -> tuple[str, t.Any]:
+        """Run one attempt of ``tool`` in a child; kill the child at ``deadline``
+        (on :func:`~nous_tools._clock.monotonic`'s clock).
+
+        Returns ``(kind, value)``: ``RETURNED`` and the value, ``RAISED`` and the
+        exception (:class:`ChildProcessDied` when the child died), ``TIMED_OUT``,
+        ``SHUT_DOWN``, or ``UNPICKLABLE`` and a message naming what could not
+        cross (or that no child could be started). ``ctx`` is passed to the tool
+        (first, positionally) when it is not None. A ``KeyboardInterrupt`` (or any
+        exception) raised in the caller while it waits kills the child, then
+        propagates.
+        """
+        try:
+            request = _isolation.encode_request(tool, arguments, ctx)
+        except _isolation.Unpicklable as exc:
+            return _isolation.UNPICKLABLE, str(exc)
+        while True:
+            taken = self._take(deadline)
+            if type(taken) is tuple:
+                return taken
+            child = t.cast(_Child, taken)
+            try:
+                child.conn.send_bytes(request)
+                break
+            except OSError:  # it died while idle: the tool never started; take another
+                self._end(child, "died")
+            except BaseException:
+                self._end(child, "interrupted")
+                raise
+        try:
+            readable, exited = child.wait(deadline - monotonic())
+            if not readable and not exited:
+                self._end(child, "timed_out")
+                return TIMED_OUT, None
+            try:
+                reply = child.conn.recv_bytes() if readable else None
+            except (EOFError, OSError):
+                reply = None
+        except BaseException:  # KeyboardInterrupt in the caller: kill as at a deadline
+            self._end(child, "interrupted")
+            raise
+        if reply is None:
+            return RAISED, self._died(child, tool)
+        self._release(child)
+        return _isolation.decode_reply(reply)
+
+    def _take(self, deadline: float) -> _Child | tuple[str, t.Any]:
+        """An idle child, marked busy; or the ``(kind, value)`` that prevents it."""
+        with self._lock:
+            if self._keeper is None and not self._shutdown:
+                self._start_keeper()
+            failures = self._failures
+            while True:
+                if self._shutdown:
+                    return SHUT_DOWN, None
+                remaining = deadline - monotonic()
+                if remaining <= 0:  # never hand a child an attempt that is already over
+                    self._counts["timed_out"] += 1
+                    return TIMED_OUT, None
+                while self._idle and len(self._busy) < self.max_workers:
+                    child = self._idle.pop()
+                    if child.conn.poll():  # EOF: it died while idle
+                        self._counts["died"] += 1
+                        self._ending.append(child)
+                        self._work.notify()
+                        continue
+                    self._busy.add(child)
+                    if not self._idle:
+                        self._work.notify()  # time for a new spare
+                    return child
+                if self._failures != failures:
+                    return (
+                        _isolation.UNPICKLABLE,
+                        f"no child process could be started: {self._start_error}",
+                    )
+                self._waiting += 1
+                self._fresh += 1
+                self._work.notify()
+                try:
+                    self._free.wait(min(remaining, _MAX_WAIT))
+                finally:
+                    self._waiting -= 1
+                    if self._failures == failures:
+                        self._fresh -= 1
+
+    def _release(self, child: _Child) -> None:
+        """An attempt ended with a reply: the child goes idle, or is recycled."""
+        with self._lock:
+            self._busy.discard(child)
+            self._counts["completed"] += 1
+            child.tasks += 1
+            limit = self.max_tasks_per_child
+            if self._shutdown or (limit is not None and child.tasks >= limit):
+                if not self._shutdown:
+                    self._counts["recycled"] += 1
+                self._ending.append(child)
+                self._work.notify()
+            else:
+                self._idle.append(child)
+                self._free.notify()
+            if self._settling and not self._busy:
+                self._work.notify()
+
+    def _end(self, child: _Child, why: str) -> None:
+        """Take a busy child out of service for the keeper to reap: ``"timed_out"``
+        and ``"interrupted"`` kill its group first (then count it killed), ``"died"``
+        counts a child that ended by itself."""
+        if why != "died":
+            child.kill()  # first: the kill is at the deadline, the bookkeeping after
+        with self._lock:
+            self._busy.discard(child)
+            if why == "died":
+                self._counts["died"] += 1
+            else:
+                self._counts["killed"] += 1
+                if why == "timed_out":
+                    self._counts["timed_out"] += 1
+            self._ending.append(child)
+            self._work.notify()
+            self._free.notify()
+
+    def _died(self, child: _Child, tool: Tool) -> ChildProcessDied:
+        """The child closed its pipe without a reply: wait briefly for its exit,
+        kill what is left of its group, and describe how it ended."""
+        exited = child.wait_exit(_EXIT_GRACE)
+        child.kill()  # what is left of its group (and the child, if it lives on)
+        child.process.join(_EXIT_GRACE)
+        how = child.describe_exit()
+        message = f"the child process (pid {child.pid}) running tool '{tool.name}' {how}"
+        if exited:
+            message += " before it answered"
+        self._end(child, "died")
+        return ChildProcessDied(message, pid=child.pid, exitcode=child.process.exitcode)
+
+    # -- the keeper: starts spares, reaps ended children -------------------------
+
+    def _start_keeper(self) -> None:  # with the lock
+        global _hooked
+        import multiprocessing
+        import multiprocessing.util  # its atexit hook must run after ours
+
+        with _hook_lock:
+            if not _hooked:
+                atexit.register(_kill_all_at_exit)  # registered later, so it runs first
+                _hooked = True
+        _pools.add(self)
+        if "forkserver" in multiprocessing.get_all_start_methods():
+            self._mp = multiprocessing.get_context("forkserver")
+            _preload_in_forkserver(self._mp)
+        else:
+            self._mp = multiprocessing.get_context("spawn")
+        keeper = threading.Thread(target=self._keep, name=f"{self._name}-keeper", daemon=True)
+        keeper.start()
+        self._keeper = keeper
+
+    def _needs_child(self, urgent: bool = False) -> bool:  # with the lock
+        """Whether to start a child: one a waiting caller needs (``urgent``), or
+        that and a spare."""
+        if self._shutdown:
+            return False
+        live = len(self._idle) + len(self._busy) + self._starting
+        want = min(len(self._busy) + self._fresh, self.max_workers)
+        if not urgent and self._start_error is None:
+            want += 1  # the spare
+        return live < want
+
+    def _done(self) -> bool:  # with the lock
+        return (
+            self._shutdown
+            and not self._busy
+            and not self._ending
+            and not self._idle
+            and not self._starting
+        )
+
+    def _keep(self) -> None:
+        """Start the children callers wait for at once; do the rest (spares,
+        reaping) when no attempt runs, or after ``_SETTLE`` seconds: a start-up
+        or a reap beside a running attempt slows it down on a small machine."""
+        while True:
+            with self._lock:
+                settle_until: float | None = None
+                while not self._done() and not self._needs_child(urgent=True):
+                    if not (self._ending or self._needs_child()):
+                        settle_until = None
+                        self._work.wait()
+                        continue
+                    if not self._busy:
+                        break
+                    now = monotonic()
+                    if settle_until is None:
+                        settle_until = now + _SETTLE
+                    elif now >= settle_until:
+                        break
+                    self._settling = True
+                    self._work.wait(settle_until - now)
+                self._settling = False
+                if self._done():
+                    return
+                ending, self._ending = self._ending, []
+                start = self._needs_child()
+                if start:
+                    self._starting += 1
+            if start:
+                self._start_one()
+            for child in ending:
+                try:
+                    self._reap(child)
+                except Exception:  # never lose the keeper: it starts every child
+                    _log.exception("nous_tools: could not reap child process %s", child.pid)
+                    with self._lock:
+                        self._children.discard(child)
+
+    def _start_one(self) -> None:
+        child: _Child | None = None
+        error = ""
+        try:
+            child = self._spawn()
+        except Exception as exc:
+            error = str(exc) if isinstance(exc, _StartFailed) else _isolation._describe(exc)
+            _log.error("nous_tools: could not start a child process: %s", error)
+        with self._lock:
+            self._starting -= 1
+            if child is not None:
+                self._counts["started"] += 1
+                self._start_error = None
+                if self._shutdown:
+                    self._ending.append(child)
+                else:
+                    # At the bottom: calls take the most recently used child, so a
+                    # warm child serves consecutive calls and the spare stays spare.
+                    self._idle.insert(0, child)
+                    self._free.notify()
+            else:
+                self._start_error = error
+                self._failures += 1
+                self._fresh = 0
+                self._counts["start_failures"] += 1
+                self._free.notify_all()
+
+    def _spawn(self) -> _Child:
+        mp = self._mp
+        parent_end, child_end = mp.Pipe(duplex=True)
+        process = mp.Process(
+            target=_child_main,
+            args=(child_end,),
+            name=f"{self._name}-{next(self._numbers)}",
+            daemon=False,  # a tool may start processes of its own; the exit hook kills us
+        )
+        child = _Child(process, parent_end)
+        with self._lock:
+            self._children.add(child)
+        try:
+            process.start()
+        except BaseException:
+            with self._lock:
+                self._children.discard(child)
+            parent_end.close()
+            raise
+        finally:
+            child_end.close()
+        child.started()
+        with self._lock:
+            exiting = self._exiting
+        if exiting:
+            child.kill()
+            raise _StartFailed("the interpreter is exiting")
+        readable, _ = child.wait(_START_TIMEOUT)
+        try:
+            answer = parent_end.recv_bytes() if readable else None
+        except (EOFError, OSError):
+            answer = None
+        if answer is None:
+            exited = child.wait_exit(_EXIT_GRACE if readable else 0)
+            child.kill()
+            process.join(_EXIT_GRACE)
+            with self._lock:
+                self._children.discard(child)
+            parent_end.close()
+            if not readable and not exited:
+                raise _StartFailed(f"the child process was not ready after {_START_TIMEOUT:g} s")
+            raise _StartFailed(
+                f"the child process {child.describe_exit()} while starting (a script that "
+                'uses isolation="process" must guard its top-level code with '
+                '`if __name__ == "__main__":`; see the child\'s traceback above)'
+            )
+        child.group = _GROUPS and answer == str(process.pid).encode()
+        return child
+
+    def _reap(self, child: _Child) -> None:
+        """End a child taken out of service: close its pipe (an idle child exits by
+        itself), kill its group once it has exited (or if it has not), reap it."""
+        with contextlib.suppress(OSError):
+            child.conn.close()
+        child.wait_exit(_EXIT_GRACE)
+        child.kill()  # leftovers in its group, or the child itself if it is stuck
+        child.process.join(_EXIT_GRACE * 5)
+        if child.process.exitcode is None:
+            _log.warning("nous_tools: child process %s did not exit after SIGKILL", child.pid)
+        else:
+            child.process.close()
+        with self._lock:
+            self._children.discard(child)
+
+    # -- state -----------------------------------------------------------------
+
+    def stats(self) -> dict[str, int]:
+        """Children and attempts: ``workers`` (live children: ``idle`` + ``busy`` +
+        ``starting``), ``pending`` (callers waiting for a child), ``started``,
+        ``completed`` (attempts that answered), ``timed_out`` (attempts past their
+        deadline, killed or still queued), ``killed``, ``died``, ``recycled``,
+        ``start_failures`` and ``max_workers``."""
+        with self._lock:
+            figures = empty_stats(self.max_workers)
+            figures.update(self._counts)
+            figures["idle"] = len(self._idle)
+            figures["busy"] = len(self._busy)
+            figures["starting"] = self._starting
+            figures["workers"] = len(self._idle) + len(self._busy) + self._starting
+            figures["pending"] = self._waiting
+            return figures
+
+    def pids(self) -> list[int]:
+        """The process ids of the live children, idle and busy (for diagnostics)."""
+        with self._lock:
+            return sorted(ch.pid for ch in (*self._idle, *self._busy) if ch.pid is not None)
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Accept no more attempts and end every child. With ``wait``, wait for the
+        running attempts (each ends by its deadline) and until every child has
+        exited; without, children end in the background. Idempotent."""
+        with self._lock:
+            self._shutdown = True
+            self._ending.extend(self._idle)
+            self._idle.clear()
+            self._free.notify_all()
+            self._work.notify_all()
+            keeper = self._keeper
+        if wait and keeper is not None and keeper is not threading.current_thread():
+            keeper.join()
+
+    def _kill_everything(self) -> None:
+        """At interpreter exit: kill every child at once, running or not."""
+        with self._lock:
+            self._shutdown = True
+            self._exiting = True
+            children = list(self._children)
+            self._work.notify_all()
+            self._free.notify_all()
+        for child in children:
+            if child.pid is not None:
+                child.kill()
+
+
+class _StartFailed(Exception):
+    """A child that could not be started; the message says why."""
+
+
+def _preload_in_forkserver(context: t.Any) -> None:
+    """Have the forkserver import this module before it forks children, so a
+    child does not import ``nous_tools`` itself. Only before the server starts,
+    and keeping whatever preload list is already set (private attributes, read
+    defensively: if they are not there, children import on their own)."""
+    try:
+        from multiprocessing import forkserver
+
+        server = getattr(forkserver, "_forkserver", None)
+        if server is None or getattr(server, "_forkserver_pid", 0) is not None:
+            return
+        preload = list(getattr(server, "_preload_modules", ["__main__"]))
+        if __name__ not in preload:
+            context.set_forkserver_preload([*preload, __name__])
+    except Exception:
+        pass
