@@ -754,8 +754,7 @@ def _command_serve(options: argparse.Namespace) -> int:
         mcp_contrib.serve(registry, "stdio")
     else:
         print(
-            f"{_PROG}: serving {len(registry)} tool(s) at "
-            f"http://{options.host}:{options.http}/mcp",
+            f"{_PROG}: serving {len(registry)} tool(s) at http://{options.host}:{options.http}/mcp",
             file=sys.stderr,
         )
         mcp_contrib.serve(registry, "http", host=options.host, port=options.http)

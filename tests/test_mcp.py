@@ -16,12 +16,12 @@ from pathlib import Path
 
 import anyio
 import attrs
+import mcp_served_tools
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-import mcp_served_tools
 from nous_tools import (
     Edit,
     Err,
@@ -142,13 +142,15 @@ def test_served_registry_answers_the_sdk_client_over_stdio(mode):
             assert no.is_error and "rejected by the client" in text_of(no)
             later = await client.call_tool("remove_file", {"path": "/tmp/later"})
             assert later.is_error and "cancelled" in text_of(later)
+            if mode == "auto":
+                await forged_state_is_asked_again(client)
 
     run_async(main)
     assert len(asked) == 3
     assert "remove_file" in asked[0] and '"/tmp/yes"' in asked[0]
 
 
-@pytest.mark.parametrize("mode", ["auto", "legacy"])
+@pytest.mark.parametrize("mode", ["auto", pytest.param("legacy", marks=pytest.mark.slow)])
 def test_client_without_elicitation_gets_an_approval_required_error(mode):
     async def main():
         async with served_stdio(mode) as client:
@@ -160,39 +162,31 @@ def test_client_without_elicitation_gets_an_approval_required_error(mode):
     run_async(main)
 
 
-def test_forged_approval_state_is_asked_again_not_run():
+async def forged_state_is_asked_again(client: Client) -> None:
     """On 2026-07-28 the approval answer rides the retry; a state that does not
-    match the call (other arguments) is not an approval."""
-
-    async def elicit(ctx, params):
-        return types.ElicitResult(action="accept", content={})
-
-    async def main():
-        async with served_stdio("auto", elicit) as client:
-            first = await client.session.call_tool(
-                "remove_file", {"path": "/tmp/a"}, allow_input_required=True
-            )
-            assert isinstance(first, types.InputRequiredResult)
-            key = next(iter(first.input_requests))
-            accepted = {key: types.ElicitResult(action="accept", content={})}
-            swapped = await client.session.call_tool(
-                "remove_file",
-                {"path": "/etc/passwd"},
-                input_responses=accepted,
-                request_state=first.request_state,
-                allow_input_required=True,
-            )
-            assert isinstance(swapped, types.InputRequiredResult)  # asked again
-            same = await client.session.call_tool(
-                "remove_file",
-                {"path": "/tmp/a"},
-                input_responses=accepted,
-                request_state=first.request_state,
-                allow_input_required=True,
-            )
-            assert text_of(same) == "removed /tmp/a"
-
-    run_async(main)
+    match the call (other arguments) is not an approval: the client is asked again."""
+    first = await client.session.call_tool(
+        "remove_file", {"path": "/tmp/yes"}, allow_input_required=True
+    )
+    assert isinstance(first, types.InputRequiredResult)
+    key = next(iter(first.input_requests))
+    accepted = {key: types.ElicitResult(action="accept", content={})}
+    swapped = await client.session.call_tool(
+        "remove_file",
+        {"path": "/etc/passwd"},
+        input_responses=accepted,
+        request_state=first.request_state,
+        allow_input_required=True,
+    )
+    assert isinstance(swapped, types.InputRequiredResult)
+    same = await client.session.call_tool(
+        "remove_file",
+        {"path": "/tmp/yes"},
+        input_responses=accepted,
+        request_state=first.request_state,
+        allow_input_required=True,
+    )
+    assert text_of(same) == "removed /tmp/yes"
 
 
 # -- serving over Streamable HTTP -------------------------------------------------------
@@ -225,12 +219,14 @@ def test_served_registry_answers_over_streamable_http(http_server):
 
 def test_client_cancellation_sets_the_served_attempts_ctx_cancelled(http_server):
     async def main():
-        async with Client(http_server.url, read_timeout_seconds=WAIT) as client:
-            async with anyio.create_task_group() as group:
-                group.start_soon(client.call_tool, "wait_for_cancel", {})
-                started = await anyio.to_thread.run_sync(mcp_served_tools.started.wait, WAIT)
-                assert started, "the served tool never started"
-                group.cancel_scope.cancel()  # the SDK sends notifications/cancelled
+        async with (
+            Client(http_server.url, read_timeout_seconds=WAIT) as client,
+            anyio.create_task_group() as group,
+        ):
+            group.start_soon(client.call_tool, "wait_for_cancel", {})
+            started = await anyio.to_thread.run_sync(mcp_served_tools.started.wait, WAIT)
+            assert started, "the served tool never started"
+            group.cancel_scope.cancel()  # the SDK sends notifications/cancelled
 
     run_async(main)
     assert mcp_served_tools.cancelled.wait(WAIT), "the attempt never saw ctx.cancelled"
@@ -289,7 +285,9 @@ def test_destructive_remote_tool_is_held_for_approval(remote):
     pending = registry.execute("delete_file", {"path": "/tmp/x"})
     assert isinstance(pending, NeedsApproval)
     ctx = RunContext.new(approval_handler=lambda request: "approve")
-    assert registry.execute("delete_file", {"path": "/tmp/x"}, ctx) == Ok({"result": "deleted /tmp/x"})
+    assert registry.execute("delete_file", {"path": "/tmp/x"}, ctx) == Ok(
+        {"result": "deleted /tmp/x"}
+    )
     rejected = registry.execute(
         "delete_file", {"path": "/tmp/x"}, RunContext.new(approval_handler=lambda r: "reject")
     )
@@ -367,6 +365,7 @@ def test_server_killed_mid_call_is_an_err_naming_it_and_the_next_call_reconnects
         assert first.value != second.value  # a new process answered
 
 
+@pytest.mark.slow
 def test_closed_server_gives_err_not_a_new_process(markers):
     server = MCPServer.stdio(sys.executable, [SERVER_SCRIPT, str(markers)], name="short-lived")
     echo = next(tool for tool in server.tools() if tool.name == "echo")

@@ -33,9 +33,9 @@ from ...run_context import RunContext
 from ...tool import Tool
 
 if sys.version_info >= (3, 11):
-    _Group: type[BaseException] = BaseExceptionGroup
+    _Group: type[BaseException] = BaseExceptionGroup  # noqa: F821  (3.11+)
 else:  # pragma: no cover - anyio brings the backport on Python 3.10
-    from exceptiongroup import BaseExceptionGroup as _Group
+    from exceptiongroup import BaseExceptionGroup as _Group  # type: ignore[import-not-found]
 
 if t.TYPE_CHECKING:
     from mcp import Client
@@ -89,7 +89,9 @@ _current: contextvars.ContextVar[_InFlight | None] = contextvars.ContextVar(
 class _Connection:
     """A connected SDK ``Client``, alive until ``closing`` is set."""
 
-    def __init__(self, client: Client, closing: anyio.Event, done: concurrent.futures.Future[t.Any]):
+    def __init__(
+        self, client: Client, closing: anyio.Event, done: concurrent.futures.Future[t.Any]
+    ):
         self.client = client
         self.closing = closing
         self.done = done
@@ -160,7 +162,7 @@ class MCPServer:
             command=command,
             args=list(args),
             env=dict(env) if env is not None else None,
-            cwd=cwd,
+            cwd=os.fspath(cwd) if cwd is not None else None,
         )
 
         async def connect(stack: contextlib.AsyncExitStack, elicit: t.Any) -> Client:
@@ -486,7 +488,9 @@ class MCPServer:
         _current.set(waiting)  # this task's context: the 2026-07-28 input rounds see it
         return await client.call_tool(name, arguments, read_timeout_seconds=timeout)
 
-    def _to_result(self, tool: Tool, remote_name: str, result: types.CallToolResult) -> Ok[t.Any] | Err:
+    def _to_result(
+        self, tool: Tool, remote_name: str, result: types.CallToolResult
+    ) -> Ok[t.Any] | Err:
         texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
         if result.is_error:
             detail = "\n".join(texts) or "no details"
@@ -500,11 +504,18 @@ class MCPServer:
             return Ok(result.structured_content)
         if len(texts) == len(result.content):
             return Ok("\n".join(texts))
-        return Ok([block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content])
+        return Ok(
+            [
+                block.model_dump(mode="json", by_alias=True, exclude_none=True)
+                for block in result.content
+            ]
+        )
 
     # -- internals: elicitation -----------------------------------------------------------
 
-    async def _on_elicit(self, rctx: t.Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    async def _on_elicit(
+        self, rctx: t.Any, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
         """A server's ``elicitation/create``: ask the approval handler of the call it
         belongs to. Fails closed (declines) when there is no handler, the handler
         raises or answers something else, the request is URL mode, or (on
