@@ -2,6 +2,8 @@
 
 - :mod:`nous_tools.contrib.opentelemetry`: one span per tool call
   (``pip install 'nous-tools[otel]'``).
+- :mod:`nous_tools.contrib.mcp`: serve a registry over MCP, and call external MCP
+  servers' tools synchronously (``pip install 'nous-tools[mcp]'``).
 
 Nothing here is imported by ``nous_tools`` itself; import the module you use.
 """
