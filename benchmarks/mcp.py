@@ -34,11 +34,11 @@ try:
 except ImportError:  # run from a checkout that is not installed
     sys.path.insert(0, str(ROOT))
 
-import anyio
-from mcp import Client, StdioServerParameters
+import anyio  # noqa: E402  (after the sys.path fix above)
+from mcp import Client, StdioServerParameters  # noqa: E402
 
-from nous_tools import Ok, Registry
-from nous_tools.contrib.mcp import MCPServer
+from nous_tools import Ok, Registry  # noqa: E402
+from nous_tools.contrib.mcp import MCPServer  # noqa: E402
 
 SERVER = [str(ROOT / "tests" / "mcp_server.py")]
 ARGUMENTS = {"text": "x"}
@@ -88,7 +88,9 @@ def main(argv: list[str] | None = None) -> int:
             pipeline.append((time.perf_counter() - began) / number)
 
     base = statistics.median(sdk)
-    print(f"MCP stdio round trip to tests/mcp_server.py 'echo', {options.rounds} rounds x {number} calls")
+    print(
+        f"MCP stdio round trip to tests/mcp_server.py 'echo', {options.rounds} rounds x {number} calls"
+    )
     print(f"{'path':<48}{'median µs/call':>16}{'ratio':>8}")
     rows = [
         ("SDK async client.call_tool (baseline)", sdk),

@@ -401,3 +401,53 @@ def test_http_client_talks_to_a_served_registry(http_server):
         ctx = RunContext.new(approval_handler=handler)
         assert registry.execute("far_remove_file", {"path": "/tmp/z"}, ctx) == Ok("removed /tmp/z")
         assert asked.is_set()
+
+
+# -- the command line -------------------------------------------------------------------
+
+
+def test_serve_command_resolves_module_registry_and_tool_targets(monkeypatch):
+    from nous_tools import cli
+
+    monkeypatch.chdir(TESTS)
+    assert cli._serve_registry("mcp_served_tools:registry") is mcp_served_tools.registry
+    assert cli._serve_registry("mcp_served_tools:add").names() == ["add"]
+    module_tools = cli._serve_registry("mcp_served_tools").names()
+    assert module_tools == mcp_served_tools.registry.names()
+
+
+def test_serve_command_usage_errors_exit_2(monkeypatch, capsys):
+    from nous_tools import cli
+
+    monkeypatch.chdir(TESTS)
+    assert cli.main(["serve", "mcp_served_tools:nothing"]) == 2
+    assert "has no attribute 'nothing'" in capsys.readouterr().err
+    assert cli.main(["serve", "mcp_served_tools:WAIT_NOT_THERE.x"]) == 2
+    assert cli.main(["serve", "json"]) == 2  # a module without tools
+    assert "has no tools to serve" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as bad_port:
+        cli.main(["serve", "mcp_served_tools", "--http", "70000"])
+    assert bad_port.value.code == 2
+
+
+def test_serve_command_without_the_extra_says_how_to_install_it(monkeypatch, capsys):
+    import nous_tools.contrib
+    from nous_tools import cli
+
+    # as if the extra were not installed: the import of the submodule fails
+    monkeypatch.setitem(sys.modules, "nous_tools.contrib.mcp", None)
+    monkeypatch.delattr(nous_tools.contrib, "mcp")
+    assert cli.main(["serve", "mcp_served_tools:registry"]) == 2
+    assert "pip install 'nous-tools[mcp]'" in capsys.readouterr().err
+
+
+def test_core_package_and_cli_do_not_import_mcp():
+    import subprocess
+
+    code = (
+        "import sys, nous_tools, nous_tools.cli; "
+        "loaded = [m for m in sys.modules if m == 'mcp' or m.startswith(('mcp.', 'nous_tools.contrib'))]; "
+        "print(loaded)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -424,11 +424,15 @@ class MCPServer:
         waiting = _InFlight(tool, handler)
         key = next(self._ids)
         self._inflight[key] = waiting
+        left = None if deadline is None else max(0.0, deadline - monotonic())
         try:
-            left = None if deadline is None else max(0.0, deadline - monotonic())
             future = portal.start_task_soon(
                 self._acall, connection.client, remote_name, arguments, left, waiting
             )
+        except BaseException:
+            self._inflight.pop(key, None)
+            raise
+        try:
             while True:
                 wait = _POLL if cancelled is not None else None
                 if deadline is not None:
@@ -445,6 +449,12 @@ class MCPServer:
                 if cancelled is not None and cancelled.is_set():
                     future.cancel()
                     raise ToolCancelled(f"the call to '{remote_name}' was cancelled")
+        except BaseException:
+            # Our own deadline, ctx.cancelled, or the executor interrupting this
+            # worker (ToolCancelled): the server is told to stop (the SDK sends
+            # notifications/cancelled for a cancelled request).
+            future.cancel()
+            raise
         finally:
             self._inflight.pop(key, None)
         try:
