@@ -50,6 +50,14 @@ def boom() -> str:
 
 
 @registry.register
+@tool(timeout=20)
+def whoami(ctx: RunContext) -> str:
+    """Who the server's context says the caller is."""
+    deps = ctx.deps if isinstance(ctx.deps, dict) else {}
+    return str(deps.get("user", "nobody"))
+
+
+@registry.register
 @tool(timeout=60, retries=0)
 def wait_for_cancel(ctx: RunContext) -> str:
     """Wait until the call is cancelled (at most 60 s)."""

@@ -114,7 +114,14 @@ def test_served_registry_answers_the_sdk_client_over_stdio(mode):
             assert client.protocol_version == expected_era
             listed = {tool.name: tool for tool in (await client.list_tools()).tools}
             # deny tools are not listed; the rest carry their hints and a title
-            assert sorted(listed) == ["add", "boom", "remove_file", "shout", "wait_for_cancel"]
+            assert sorted(listed) == [
+                "add",
+                "boom",
+                "remove_file",
+                "shout",
+                "wait_for_cancel",
+                "whoami",
+            ]
             assert listed["remove_file"].annotations.destructive_hint is True
             assert listed["remove_file"].title == "Remove file"
 
@@ -215,6 +222,23 @@ def test_served_registry_answers_over_streamable_http(http_server):
             assert (await client.call_tool("add", {"a": 1})).structured_content == 1
 
     run_async(main)
+
+
+def test_ctx_factory_makes_each_served_calls_context():
+    contexts = iter([RunContext.new({"user": "ada"})])
+
+    def factory():
+        return next(contexts)  # the second call: StopIteration, a broken factory
+
+    async def main(url):
+        async with Client(url, read_timeout_seconds=WAIT) as client:
+            first = await client.call_tool("whoami", {})
+            assert (first.is_error, text_of(first)) == (False, "ada")
+            broken = await client.call_tool("whoami", {})
+            assert broken.is_error and "could not make a context" in text_of(broken)
+
+    with serve_http_in_thread(mcp_served_tools.registry, ctx_factory=factory) as running:
+        run_async(main, running.url)
 
 
 def test_client_cancellation_sets_the_served_attempts_ctx_cancelled(http_server):

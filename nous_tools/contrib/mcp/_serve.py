@@ -349,10 +349,10 @@ def build_server(
 def serve(
     registry: Registry | c.Iterable[Tool],
     transport: t.Literal["stdio", "http"] = "stdio",
-    *,
     host: str = "127.0.0.1",
     port: int = 8000,
     ctx_factory: CtxFactory | None = None,
+    *,
     name: str = "nous-tools",
 ) -> None:
     """Serve ``registry`` (or an iterable of tools) over ``transport`` until the
