@@ -1,13 +1,15 @@
 """The ``nous-tools`` command line (also ``python -m nous_tools``).
 
-Three commands:
+Four commands:
 
 * ``nous-tools run MODULE:ATTR [--args JSON|@FILE|-] [--timeout S] [--retries N]
   [--approve prompt|yes|no] [--json] [--trace]`` imports a :class:`~nous_tools.Tool`
   (or a plain function, made a tool with :meth:`Tool.from_function`), runs it
   through a :class:`~nous_tools.ToolExecutor` and prints its value;
 * ``nous-tools list MODULE [--openai]`` lists the tools a module defines;
-* ``nous-tools demo`` runs the built-in demo toolbox.
+* ``nous-tools demo`` runs the built-in demo toolbox;
+* ``nous-tools serve MODULE[:ATTR] [--http PORT] [--host HOST]`` publishes tools
+  as an MCP server, over stdio or Streamable HTTP (needs the ``mcp`` extra).
 
 Exit status: 0 when the tool returned ``Ok``, 1 on ``Err`` (one line on stderr
 naming the tool and the cause), 2 on usage errors (a module that cannot be
@@ -707,6 +709,68 @@ def _command_demo(options: argparse.Namespace) -> int:
     return run_demo(_write_stdout)
 
 
+def _serve_registry(target: str) -> t.Any:
+    """The :class:`~nous_tools.Registry` that ``MODULE`` (its tools) or ``MODULE:ATTR``
+    (a Registry, a Tool, a function or a list of them) names."""
+    from .registry import Registry
+
+    if ":" not in target:
+        return Registry(_module_tools(_import_module(target)))
+    module_name, _, attribute = target.partition(":")
+    if not module_name or not attribute:
+        raise UsageError(f"expected MODULE or MODULE:ATTR, got {target!r}")
+    value: object = _import_module(module_name)
+    for part in attribute.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            raise UsageError(f"'{module_name}' has no attribute '{attribute}'") from None
+    if isinstance(value, Registry):
+        return value
+    if isinstance(value, Tool) or callable(value):
+        return Registry([_load_tool(target)])
+    if isinstance(value, (list, tuple)):
+        try:
+            return Registry(value)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"cannot serve '{target}': {_one_line(_safe_str(exc))}") from exc
+    raise UsageError(
+        f"'{target}' is a value of type {type(value).__name__}, "
+        "not a Registry, a Tool, a function or a list of them"
+    )
+
+
+def _command_serve(options: argparse.Namespace) -> int:
+    try:
+        from .contrib import mcp as mcp_contrib
+    except ImportError as exc:
+        raise UsageError(
+            f"serving over MCP needs the 'mcp' extra: pip install 'nous-tools[mcp]' ({exc})"
+        ) from exc
+    registry = _serve_registry(options.target)
+    if not len(registry):
+        raise UsageError(f"'{options.target}' has no tools to serve")
+    if options.http is None:
+        mcp_contrib.serve(registry, "stdio")
+    else:
+        print(
+            f"{_PROG}: serving {len(registry)} tool(s) at http://{options.host}:{options.http}/mcp",
+            file=sys.stderr,
+        )
+        mcp_contrib.serve(registry, "http", host=options.host, port=options.http)
+    return EXIT_OK
+
+
+def _port_option(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 < value < 65536:
+        raise argparse.ArgumentTypeError(f"must be a port number from 1 to 65535, got {text}")
+    return value
+
+
 # -- the parser -------------------------------------------------------------------
 
 
@@ -791,6 +855,22 @@ def _build_parser() -> argparse.ArgumentParser:
         "--openai", action="store_true", help="print their OpenAI schemas as a JSON array"
     )
 
+    serving = commands.add_parser(
+        "serve",
+        parents=[common],
+        help="serve tools as an MCP server (stdio, or Streamable HTTP with --http)",
+        description="Publish MODULE's tools (or the Registry, Tool or list MODULE:ATTR names) "
+        "as an MCP server. Each call runs through the registry: approval (asked of the "
+        "client), validation, deadlines, signals. Needs: pip install 'nous-tools[mcp]'.",
+    )
+    serving.add_argument("target", metavar="MODULE[:ATTR]")
+    serving.add_argument(
+        "--http", type=_port_option, metavar="PORT", help="serve Streamable HTTP on PORT"
+    )
+    serving.add_argument(
+        "--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)"
+    )
+
     commands.add_parser(
         "demo",
         parents=[common],
@@ -817,6 +897,8 @@ def main(argv: c.Sequence[str] | None = None) -> int:
                 return _command_run(options, console)
             if options.command == "list":
                 return _command_list(options)
+            if options.command == "serve":
+                return _command_serve(options)
             return _command_demo(options)
     except UsageError as exc:
         console.line(f"{_PROG}: error: {exc}")

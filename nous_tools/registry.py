@@ -385,6 +385,17 @@ class Registry:
             error = _internal_error("execute_many", exc)
             return [job if isinstance(job, Err) else error for job in jobs]
 
+    def register_mcp(
+        self, server: t.Any, *, trusted: bool = False, prefix: str | None = None
+    ) -> list[Tool]:
+        """Register the tools of an external MCP server (a
+        :class:`nous_tools.contrib.mcp.MCPServer`) and return them; needs
+        ``pip install 'nous-tools[mcp]'``. Untrusted servers' tools are all ``"ask"``;
+        see :meth:`MCPServer.tools <nous_tools.contrib.mcp.MCPServer.tools>`."""
+        from .contrib.mcp import register_mcp
+
+        return register_mcp(self, server, trusted=trusted, prefix=prefix)
+
     # -- internals --------------------------------------------------------------
 
     def _job(self, call: object) -> tuple[Tool, t.Any, str | None] | Err:

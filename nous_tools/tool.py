@@ -89,6 +89,9 @@ class ToolOptions(TypedDict, total=False):
     requires_approval: bool | None
     convert_args: bool
     schema_registry: referencing.Registry[t.Any] | None
+    read_only: bool | None
+    destructive: bool | None
+    idempotent: bool | None
 
 
 def _check_name(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
@@ -159,6 +162,16 @@ def _check_retry_wait(instance: object, attribute: object, value: object) -> Non
         )
 
 
+def _optional_bool(option: str) -> t.Callable[[object, t.Any, object], None]:
+    def check(instance: object, attribute: object, value: object) -> None:
+        if value is not None and not isinstance(value, bool):
+            raise TypeError(
+                f"Tool option '{option}' must be True, False or None, got {type(value).__name__}"
+            )
+
+    return check
+
+
 def _to_description(value: object) -> str:
     return "" if value is None else str(value)
 
@@ -211,6 +224,11 @@ class Tool(t.Generic[P, R]):
     schema_registry: referencing.Registry[t.Any] | None = attrs.field(
         default=None, validator=_check_registry
     )
+    # MCP tool annotations (nous_tools.contrib.mcp): hints about the tool's effects,
+    # published as readOnlyHint/destructiveHint/idempotentHint. None: not stated.
+    read_only: bool | None = attrs.field(default=None, validator=_optional_bool("read_only"))
+    destructive: bool | None = attrs.field(default=None, validator=_optional_bool("destructive"))
+    idempotent: bool | None = attrs.field(default=None, validator=_optional_bool("idempotent"))
     _requires_approval: bool | None = attrs.field(
         default=None, alias="requires_approval", repr=False
     )

@@ -1,0 +1,676 @@
+"""Call an external MCP server synchronously: :class:`MCPServer` and its tools.
+
+One background thread runs an event loop (an anyio ``BlockingPortal``) that
+holds the SDK client session; synchronous callers hand it requests and wait on
+``concurrent.futures.Future``s under the tool's deadline.
+"""
+
+from __future__ import annotations
+
+import collections.abc as c
+import concurrent.futures
+import contextlib
+import contextvars
+import itertools
+import logging
+import math
+import os
+import sys
+import threading
+import typing as t
+
+import anyio
+import anyio.to_thread
+import attrs
+import mcp_types as types
+from anyio.from_thread import BlockingPortal
+from mcp.shared.exceptions import MCPError
+
+from ..._clock import monotonic
+from ...errors import ToolCancelled, ToolError
+from ...results import ApprovalRequest, Edit, Err, Ok
+from ...run_context import RunContext
+from ...tool import Tool
+
+if sys.version_info >= (3, 11):
+    _Group: type[BaseException] = BaseExceptionGroup  # noqa: F821  (3.11+)
+else:  # pragma: no cover - anyio brings the backport on Python 3.10
+    from exceptiongroup import BaseExceptionGroup as _Group  # type: ignore[import-not-found]
+
+if t.TYPE_CHECKING:
+    from mcp import Client
+
+    from ...registry import Registry
+
+__all__ = ["MCPElicitation", "MCPServer", "register_mcp"]
+
+_log = logging.getLogger("nous_tools")
+
+#: How often a waiting call looks at ``ctx.cancelled`` (it wakes at once on a result).
+_POLL = 0.05
+
+_TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
+    anyio.BrokenResourceError,
+    anyio.ClosedResourceError,
+    anyio.EndOfStream,
+    OSError,
+)
+
+
+@attrs.frozen(slots=True)
+class MCPElicitation(ApprovalRequest):
+    """What an approval handler receives when a remote MCP server asks the user for
+    input during a call (an ``elicitation/create`` request).
+
+    ``name``/``tool`` are the remote tool being called, ``message`` and
+    ``requested_schema`` are the server's question, and ``arguments`` are the
+    proposed answer (the schema's defaults). The handler answers as usual:
+    ``"approve"`` accepts with ``arguments``, ``Edit(content)`` accepts with
+    ``content``, ``"reject"`` (or anything else, or raising) declines.
+    """
+
+    message: str = ""
+    requested_schema: c.Mapping[str, t.Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(slots=True, eq=False)
+class _InFlight:
+    """One call waiting on the server: whom to ask when the server elicits."""
+
+    tool: Tool
+    handler: t.Callable[[ApprovalRequest], object] | None
+
+
+_current: contextvars.ContextVar[_InFlight | None] = contextvars.ContextVar(
+    "nous_tools_mcp_call", default=None
+)
+
+
+class _Connection:
+    """A connected SDK ``Client``, alive until ``closing`` is set."""
+
+    def __init__(
+        self, client: Client, closing: anyio.Event, done: concurrent.futures.Future[t.Any]
+    ):
+        self.client = client
+        self.closing = closing
+        self.done = done
+        self.broken = False
+
+
+class MCPServer:
+    """A synchronous handle on an external MCP server.
+
+    Build it with :meth:`stdio` (a command run as a subprocess) or :meth:`http`
+    (a Streamable HTTP endpoint). It connects on first use (or on ``with``),
+    holds one background event-loop thread (a daemon: it never blocks interpreter
+    exit), and reconnects on the next call after the server died or the
+    connection broke. :meth:`close` (or leaving ``with``) ends the connection,
+    the subprocess and the thread for good.
+
+    :meth:`tools` returns the server's tools as :class:`~nous_tools.Tool` values that
+    run through the executor like any other (approval, validation, deadlines,
+    signals); ``registry.register_mcp(server)`` registers them.
+    """
+
+    def __init__(
+        self,
+        connect: c.Callable[[contextlib.AsyncExitStack, t.Any], c.Awaitable[Client]],
+        *,
+        name: str,
+        named: bool = True,
+        connect_timeout: float = 30.0,
+    ) -> None:
+        self._connect = connect
+        #: The server's name in results and errors: the ``name`` given, else the
+        #: name the server reports once connected (before that, its command or URL).
+        self.name = name
+        self._named = named
+        self.connect_timeout = connect_timeout
+        self._lock = threading.Lock()
+        self._portal: BlockingPortal | None = None
+        self._thread: threading.Thread | None = None
+        self._connection: _Connection | None = None
+        self._closed = False
+        self._inflight: dict[int, _InFlight] = {}
+        self._ids = itertools.count()
+
+    # -- constructors -----------------------------------------------------------------
+
+    @classmethod
+    def stdio(
+        cls,
+        command: str,
+        args: c.Sequence[str] = (),
+        env: c.Mapping[str, str] | None = None,
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        name: str | None = None,
+        connect_timeout: float = 30.0,
+        mode: str = "auto",
+    ) -> MCPServer:
+        """A server run as ``command args...``, spoken to over its stdin/stdout.
+
+        ``env`` is added to the SDK's safe default environment (``PATH``,
+        ``HOME``, ...), not to the whole of ``os.environ``. ``mode`` is the SDK
+        client's protocol negotiation: ``"auto"`` (the newest both sides speak) or
+        ``"legacy"`` (the ``initialize`` handshake of protocol 2025-11-25 and before).
+        """
+        from mcp import Client, StdioServerParameters
+
+        params = StdioServerParameters(
+            command=command,
+            args=list(args),
+            env=dict(env) if env is not None else None,
+            cwd=os.fspath(cwd) if cwd is not None else None,
+        )
+
+        async def connect(stack: contextlib.AsyncExitStack, elicit: t.Any) -> Client:
+            client = Client(params, mode=mode, elicitation_callback=elicit)
+            return await stack.enter_async_context(client)
+
+        shown = name or " ".join([os.path.basename(command), *args])
+        return cls(connect, name=shown, named=name is not None, connect_timeout=connect_timeout)
+
+    @classmethod
+    def http(
+        cls,
+        url: str,
+        headers: c.Mapping[str, str] | None = None,
+        *,
+        name: str | None = None,
+        connect_timeout: float = 30.0,
+        mode: str = "auto",
+    ) -> MCPServer:
+        """A server at a Streamable HTTP endpoint (``https://host/mcp``), with
+        ``headers`` (an ``Authorization`` header, say) sent on every request;
+        ``mode`` as in :meth:`stdio`."""
+        import httpx2
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+
+        async def connect(stack: contextlib.AsyncExitStack, elicit: t.Any) -> Client:
+            http = await stack.enter_async_context(
+                httpx2.AsyncClient(
+                    headers=dict(headers or {}),
+                    timeout=httpx2.Timeout(30.0, read=300.0),
+                )
+            )
+            client = Client(
+                streamable_http_client(url, http_client=http),
+                mode=mode,
+                elicitation_callback=elicit,
+            )
+            return await stack.enter_async_context(client)
+
+        return cls(
+            connect, name=name or url, named=name is not None, connect_timeout=connect_timeout
+        )
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def open(self) -> MCPServer:
+        """Connect now (otherwise the first use connects). Raises ``ConnectionError``
+        naming the server when it cannot be reached."""
+        self._ensure()
+        return self
+
+    def close(self) -> None:
+        """End the connection, the subprocess and the event-loop thread; idempotent.
+        Calls after this return ``Err`` saying the server is closed."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            portal, thread, connection = self._portal, self._thread, self._connection
+            self._portal = self._thread = self._connection = None
+        if portal is None:
+            return
+        if connection is not None:
+            self._end(portal, connection)
+        with contextlib.suppress(Exception):
+            portal.call(portal.stop, True)
+        if thread is not None:
+            thread.join(10.0)
+
+    def __enter__(self) -> MCPServer:
+        return self.open()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "connected" if self._connection else "idle"
+        return f"<MCPServer {self.name!r} {state}>"
+
+    # -- the tools --------------------------------------------------------------------
+
+    def tools(
+        self,
+        *,
+        trusted: bool = False,
+        prefix: str | None = None,
+        timeout: float | None = 30.0,
+    ) -> list[Tool]:
+        """The server's tools as :class:`Tool` values (name = ``prefix`` + remote name).
+
+        Approval follows the MCP rule that annotations from untrusted servers are
+        untrusted: with ``trusted=False`` every tool is ``"ask"``; with
+        ``trusted=True`` a tool annotated ``readOnlyHint`` is ``"auto"`` and every
+        other one (destructive, or not annotated) is ``"ask"``. ``retries`` is 0:
+        a remote call is not repeated unless a trusted server annotates the tool
+        ``idempotentHint`` (then 1). ``timeout`` is each call's deadline.
+        """
+        listed = self._run(self._list_tools, timeout=self.connect_timeout)
+        return [self._make_tool(entry, trusted, prefix or "", timeout) for entry in listed]
+
+    def call(
+        self,
+        name: str,
+        arguments: c.Mapping[str, t.Any] | None = None,
+        ctx: RunContext[t.Any] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> Ok[t.Any] | Err:
+        """Call the remote tool ``name`` directly (no approval, no schema check) and
+        wait at most ``timeout`` seconds (or until ``ctx.deadline``).
+
+        Returns ``Ok(value)`` or ``Err``; raises ``TimeoutError`` at the deadline and
+        ``ConnectionError`` when the server is unreachable or died during the call
+        (the next call reconnects). Tools made by :meth:`tools` call this.
+        """
+        tool = Tool(name=name, function=_unused, timeout=timeout, takes_ctx=False)
+        return self._call(tool, name, dict(arguments or {}), ctx, timeout)
+
+    # -- internals: making tools ------------------------------------------------------
+
+    def _make_tool(
+        self, entry: types.Tool, trusted: bool, prefix: str, timeout: float | None
+    ) -> Tool:
+        hints = entry.annotations
+        read_only = hints.read_only_hint if hints is not None else None
+        destructive = hints.destructive_hint if hints is not None else None
+        idempotent = hints.idempotent_hint if hints is not None else None
+        approval = "auto" if trusted and read_only is True else "ask"
+        retries = 1 if trusted and idempotent is True else 0
+        remote = _RemoteCall(self, entry.name)
+        options: dict[str, t.Any] = {
+            "name": prefix + entry.name,
+            "function": remote,
+            "description": entry.description or entry.title or "",
+            "takes_ctx": True,
+            "retries": retries,
+            "timeout": timeout,
+            "approval": approval,
+            "module": f"mcp:{self.name}",
+            "read_only": read_only,
+            "destructive": destructive,
+            "idempotent": idempotent,
+            "tags": ("mcp",),
+        }
+        try:
+            tool = Tool(parameters=entry.input_schema, **options)
+        except (TypeError, ValueError) as exc:
+            _log.warning(
+                "MCP server '%s': the input schema of tool '%s' is not valid JSON Schema (%s); "
+                "its arguments are not validated here",
+                self.name,
+                entry.name,
+                exc,
+            )
+            tool = Tool(parameters=None, validate_args=False, **options)
+        remote.tool = tool
+        return tool
+
+    # -- internals: the loop thread and the connection -------------------------------
+
+    def _ensure(self) -> tuple[BlockingPortal, _Connection]:
+        with self._lock:
+            if self._closed:
+                raise ConnectionError(f"MCP server '{self.name}' is closed")
+            if self._portal is None:
+                self._portal, self._thread = _start_portal(f"nous-tools-mcp-{self.name}"[:60])
+            portal = self._portal
+            connection = self._connection
+            if connection is not None and (connection.broken or connection.done.done()):
+                self._connection = None
+                self._end(portal, connection)
+                connection = None
+            if connection is None:
+                connection = self._connection = self._connect_now(portal)
+            return portal, connection
+
+    def _connect_now(self, portal: BlockingPortal) -> _Connection:
+        async def hold(*, task_status: t.Any = anyio.TASK_STATUS_IGNORED) -> None:
+            # The scope encloses the whole connection (the SDK's task groups live
+            # inside it); its deadline bounds only the connecting.
+            with anyio.CancelScope(deadline=anyio.current_time() + self.connect_timeout) as scope:
+                async with contextlib.AsyncExitStack() as stack:
+                    client = await self._connect(stack, self._on_elicit)
+                    scope.deadline = math.inf
+                    closing = anyio.Event()
+                    task_status.started((client, closing))
+                    await closing.wait()
+            if scope.cancelled_caught:
+                raise TimeoutError(f"no answer within {self.connect_timeout} s")
+
+        try:
+            done, (client, closing) = portal.start_task(hold, name=f"mcp:{self.name}")
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            raise ConnectionError(
+                f"MCP server '{self.name}' could not be reached: {_describe(exc)}"
+            ) from exc
+        if not self._named:
+            info = client.server_info
+            if info is not None and info.name:
+                self.name = info.name
+        return _Connection(client, closing, done)
+
+    def _end(self, portal: BlockingPortal, connection: _Connection) -> None:
+        """Close a connection (best effort, bounded): its subprocess ends with it."""
+        with contextlib.suppress(Exception):
+            portal.call(connection.closing.set)
+        with contextlib.suppress(BaseException):
+            connection.done.result(timeout=10.0)
+
+    def _run(self, fn: c.Callable[[Client], c.Awaitable[t.Any]], *, timeout: float | None) -> t.Any:
+        portal, connection = self._ensure()
+        future = portal.start_task_soon(fn, connection.client)
+        finished, _ = concurrent.futures.wait([future], timeout=timeout)
+        if not finished:
+            future.cancel()
+            raise TimeoutError(f"MCP server '{self.name}' did not answer within {timeout} s")
+        try:
+            return future.result()
+        except BaseException as exc:
+            if _is_disconnect(exc):
+                connection.broken = True
+                raise ConnectionError(
+                    f"MCP server '{self.name}' closed the connection: {_describe(exc)}"
+                ) from exc
+            raise
+
+    @staticmethod
+    async def _list_tools(client: Client) -> list[types.Tool]:
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        for _ in range(100):
+            page = await client.list_tools(cursor=cursor)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return tools
+
+    # -- internals: one call ------------------------------------------------------------
+
+    def _call(
+        self,
+        tool: Tool,
+        remote_name: str,
+        arguments: dict[str, t.Any],
+        ctx: RunContext[t.Any] | None,
+        timeout: float | None = None,
+    ) -> Ok[t.Any] | Err:
+        deadline = ctx.deadline if ctx is not None else None
+        if timeout is not None:
+            own = monotonic() + timeout
+            deadline = own if deadline is None else min(deadline, own)
+        cancelled = ctx.cancelled if ctx is not None else None
+        handler = ctx.approval_handler if ctx is not None else None
+        portal, connection = self._ensure()
+        waiting = _InFlight(tool, handler)
+        key = next(self._ids)
+        self._inflight[key] = waiting
+        left = None if deadline is None else max(0.0, deadline - monotonic())
+        try:
+            future = portal.start_task_soon(
+                self._acall, connection.client, remote_name, arguments, left, waiting
+            )
+        except BaseException:
+            self._inflight.pop(key, None)
+            raise
+        try:
+            while True:
+                wait = _POLL if cancelled is not None else None
+                if deadline is not None:
+                    left = deadline - monotonic()
+                    if left <= 0:
+                        future.cancel()  # the SDK sends notifications/cancelled
+                        raise TimeoutError(
+                            f"MCP server '{self.name}' did not answer '{remote_name}' in time"
+                        )
+                    wait = left if wait is None else min(wait, left)
+                finished, _ = concurrent.futures.wait([future], timeout=wait)
+                if finished:
+                    break
+                if cancelled is not None and cancelled.is_set():
+                    future.cancel()
+                    raise ToolCancelled(f"the call to '{remote_name}' was cancelled")
+        except BaseException:
+            # Our own deadline, ctx.cancelled, or the executor interrupting this
+            # worker (ToolCancelled): the server is told to stop (the SDK sends
+            # notifications/cancelled for a cancelled request).
+            future.cancel()
+            raise
+        finally:
+            self._inflight.pop(key, None)
+        try:
+            result: types.CallToolResult = future.result()
+        except MCPError as exc:
+            if exc.code == types.REQUEST_TIMEOUT:
+                raise TimeoutError(
+                    f"MCP server '{self.name}' did not answer '{remote_name}' in time"
+                ) from exc
+            if exc.code == types.CONNECTION_CLOSED:
+                connection.broken = True
+                raise ConnectionError(
+                    f"MCP server '{self.name}' went away during the call to '{remote_name}' "
+                    f"({exc.message}); it is restarted on the next call"
+                ) from exc
+            return Err(
+                ToolError(
+                    f"MCP server '{self.name}' refused the call to '{remote_name}': {exc.message}",
+                    tool_name=tool.name,
+                    original_error=exc,
+                )
+            )
+        except BaseException as exc:
+            if _is_disconnect(exc):
+                connection.broken = True
+                raise ConnectionError(
+                    f"MCP server '{self.name}' went away during the call to '{remote_name}' "
+                    f"({_describe(exc)}); it is restarted on the next call"
+                ) from exc
+            raise
+        return self._to_result(tool, remote_name, result)
+
+    @staticmethod
+    async def _acall(
+        client: Client,
+        name: str,
+        arguments: dict[str, t.Any],
+        timeout: float | None,
+        waiting: _InFlight,
+    ) -> types.CallToolResult:
+        _current.set(waiting)  # this task's context: the 2026-07-28 input rounds see it
+        return await client.call_tool(name, arguments, read_timeout_seconds=timeout)
+
+    def _to_result(
+        self, tool: Tool, remote_name: str, result: types.CallToolResult
+    ) -> Ok[t.Any] | Err:
+        texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
+        if result.is_error:
+            detail = "\n".join(texts) or "no details"
+            return Err(
+                ToolError(
+                    f"MCP server '{self.name}' tool '{remote_name}' failed: {detail}",
+                    tool_name=tool.name,
+                )
+            )
+        if result.structured_content is not None:
+            return Ok(result.structured_content)
+        if len(texts) == len(result.content):
+            return Ok("\n".join(texts))
+        return Ok(
+            [
+                block.model_dump(mode="json", by_alias=True, exclude_none=True)
+                for block in result.content
+            ]
+        )
+
+    # -- internals: elicitation -----------------------------------------------------------
+
+    async def _on_elicit(
+        self, rctx: t.Any, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        """A server's ``elicitation/create``: ask the approval handler of the call it
+        belongs to. Fails closed (declines) when there is no handler, the handler
+        raises or answers something else, the request is URL mode, or (on
+        protocol versions before 2026-07-28, where the request does not say which
+        call it belongs to) several calls with different handlers are waiting."""
+        waiting = _current.get() or self._only_waiting()
+        if waiting is None or waiting.handler is None:
+            _log.warning(
+                "MCP server '%s' asked for input, but the call has no approval_handler; declined",
+                self.name,
+            )
+            return types.ElicitResult(action="decline")
+        if not isinstance(params, types.ElicitRequestFormParams):
+            _log.warning("MCP server '%s' asked to open a URL; declined", self.name)
+            return types.ElicitResult(action="decline")
+        schema = dict(params.requested_schema or {})
+        properties = schema.get("properties")
+        proposed: dict[str, t.Any] = {}
+        if isinstance(properties, c.Mapping):
+            for key, spec in properties.items():
+                if isinstance(spec, c.Mapping) and "default" in spec:
+                    proposed[key] = spec["default"]
+        request = MCPElicitation(
+            name=waiting.tool.name,
+            id=None,
+            arguments=proposed,
+            tool=waiting.tool,
+            message=params.message,
+            requested_schema=schema,
+        )
+        handler = waiting.handler
+        try:
+            decision = await anyio.to_thread.run_sync(handler, request, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:
+            _log.warning(
+                "Approval handler raised %s on an elicitation from MCP server '%s'; declined",
+                type(exc).__name__,
+                self.name,
+            )
+            return types.ElicitResult(action="decline")
+        if isinstance(decision, Edit):
+            return types.ElicitResult(action="accept", content=dict(decision.arguments))
+        if decision == "approve":
+            return types.ElicitResult(action="accept", content=proposed)
+        return types.ElicitResult(action="decline")
+
+    def _only_waiting(self) -> _InFlight | None:
+        waiting = list(self._inflight.values())
+        if not waiting:
+            return None
+        first = waiting[0]
+        if all(w.handler is first.handler for w in waiting):
+            return first
+        return None
+
+
+class _RemoteCall:
+    """The function of a remote tool: a synchronous request under the attempt's deadline."""
+
+    __slots__ = ("__name__", "name", "server", "tool")
+
+    def __init__(self, server: MCPServer, name: str) -> None:
+        self.server = server
+        self.name = name
+        self.__name__ = name
+        self.tool: Tool | None = None
+
+    def __call__(self, ctx: RunContext[t.Any], /, **arguments: t.Any) -> Ok[t.Any] | Err:
+        tool = self.tool
+        if tool is None:  # pragma: no cover - set right after the Tool is made
+            raise RuntimeError("remote tool used before it was made")
+        return self.server._call(tool, self.name, arguments, ctx)
+
+
+def register_mcp(
+    registry: Registry,
+    server: MCPServer,
+    *,
+    trusted: bool = False,
+    prefix: str | None = None,
+) -> list[Tool]:
+    """Register ``server.tools(trusted=trusted, prefix=prefix)`` in ``registry`` and
+    return them (what ``registry.register_mcp(...)`` does)."""
+    tools = server.tools(trusted=trusted, prefix=prefix)
+    for tool in tools:
+        registry.register(tool)
+    return tools
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def _unused(**arguments: t.Any) -> None:  # pragma: no cover - never called
+    raise AssertionError("not called")
+
+
+def _start_portal(name: str) -> tuple[BlockingPortal, threading.Thread]:
+    """An anyio ``BlockingPortal`` running in a new daemon thread (unlike
+    ``start_blocking_portal``'s, which would block interpreter exit)."""
+    ready = threading.Event()
+    box: dict[str, t.Any] = {}
+
+    async def main() -> None:
+        async with BlockingPortal() as portal:
+            box["portal"] = portal
+            ready.set()
+            await portal.sleep_until_stopped()
+
+    def run() -> None:
+        try:
+            anyio.run(main)
+        except BaseException as exc:  # pragma: no cover - the loop itself failed
+            box["error"] = exc
+            ready.set()
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    ready.wait()
+    if "error" in box:  # pragma: no cover
+        raise RuntimeError(f"could not start the MCP event loop: {box['error']}")
+    return t.cast(BlockingPortal, box["portal"]), thread
+
+
+def _flatten(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, _Group):
+        found: list[BaseException] = []
+        for inner in t.cast(t.Any, exc).exceptions:
+            found.extend(_flatten(inner))
+        return found
+    return [exc]
+
+
+def _is_disconnect(exc: BaseException) -> bool:
+    for inner in _flatten(exc):
+        if isinstance(inner, MCPError) and inner.code == types.CONNECTION_CLOSED:
+            return True
+        if isinstance(inner, _TRANSPORT_ERRORS):
+            return True
+        if type(inner).__module__.startswith("httpx"):
+            return True
+    return False
+
+
+def _describe(exc: BaseException) -> str:
+    parts = [f"{type(e).__name__}: {e}" if str(e) else type(e).__name__ for e in _flatten(exc)]
+    return "; ".join(parts) or type(exc).__name__

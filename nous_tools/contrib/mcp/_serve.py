@@ -1,0 +1,444 @@
+"""Serve a :class:`~nous_tools.Registry` as an MCP server (stdio or Streamable HTTP).
+
+Every ``tools/call`` goes through ``registry.execute`` (advice, approval,
+validation, deadlines, retries, signals) in a worker thread, so a slow tool never
+blocks the server's event loop. See the package docstring for the rules.
+"""
+
+from __future__ import annotations
+
+import collections.abc as c
+import contextlib
+import functools
+import json
+import logging
+import secrets
+import socket
+import threading
+import typing as t
+
+import anyio
+import anyio.to_thread
+import attrs
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import is_version_at_least
+
+from ...errors import ToolError
+from ...registry import Registry
+from ...results import Err, NeedsApproval, Ok
+from ...run_context import RunContext
+from ...tool import Tool
+from ...tool_calls import format_tool_result
+
+__all__ = ["RunningServer", "build_server", "serve", "serve_http_in_thread", "tool_title"]
+
+_log = logging.getLogger("nous_tools")
+
+#: Key of the approval question in ``InputRequiredResult.input_requests`` (2026-07-28+).
+APPROVAL_KEY = "nous_tools.approval"
+
+# First protocol revision whose tools/call asks through InputRequiredResult
+# instead of a server-to-client elicitation/create request.
+_INPUT_REQUIRED_VERSION = "2026-07-28"
+
+_EMPTY_SCHEMA: dict[str, t.Any] = {"type": "object", "properties": {}}
+
+CtxFactory = c.Callable[[], "RunContext[t.Any] | None"]
+
+
+# -- cancellation -------------------------------------------------------------------
+
+
+class _CancelLink:
+    """The client's cancellation of one served call, linked to every attempt's
+    ``ctx.cancelled``.
+
+    The executor gives each timed attempt a fresh ``cancelled`` event (set at the
+    attempt's deadline) on a context it derives from ours with ``attrs.evolve``.
+    A :class:`_ServedContext` registers each such event here as it is made, so
+    :meth:`cancel` sets the events of the running attempt (and of any nested call
+    made with that context), exactly as the deadline would. An attempt that starts
+    after the cancellation sees its event set at once.
+    """
+
+    __slots__ = ("_events", "_lock", "cancelled")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._events: list[threading.Event] = []
+        #: The call's own event: set when the client cancels.
+        self.cancelled = threading.Event()
+
+    def attach(self, event: threading.Event) -> None:
+        with self._lock:
+            if self.cancelled.is_set():
+                event.set()
+                return
+            self._events.append(event)
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled.set()
+            events, self._events = self._events, []
+        for event in events:
+            event.set()
+
+    def __reduce__(self) -> tuple[t.Any, ...]:
+        # A process-isolated attempt pickles its context: in the child there is
+        # nothing to cancel (the child is killed at its deadline).
+        return (_CancelLink, ())
+
+
+@attrs.frozen(slots=True, eq=False)
+class _ServedContext(RunContext[t.Any]):
+    """A :class:`RunContext` whose attempts learn of the client's cancellation."""
+
+    cancel_link: _CancelLink | None = attrs.field(default=None, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self.cancel_link is not None:
+            self.cancel_link.attach(self.cancelled)
+
+
+def _served_context(base: RunContext[t.Any] | None, link: _CancelLink) -> _ServedContext:
+    base = base if base is not None else RunContext()
+    fields = {a.alias or a.name: getattr(base, a.name) for a in attrs.fields(RunContext) if a.init}
+    fields["cancelled"] = link.cancelled
+    return _ServedContext(**fields, cancel_link=link)
+
+
+# -- describing tools -----------------------------------------------------------------
+
+
+def tool_title(name: str) -> str:
+    """A human-readable title made from a tool name: ``"get_weather"`` -> ``"Get weather"``.
+
+    >>> tool_title("get_weather"), tool_title("deleteFile"), tool_title("x")
+    ('Get weather', 'Delete file', 'X')
+    """
+    words: list[str] = []
+    for chunk in name.replace("-", " ").replace("_", " ").replace(".", " ").split():
+        start = 0
+        for i in range(1, len(chunk)):
+            if chunk[i].isupper() and chunk[i - 1].islower():
+                words.append(chunk[start:i])
+                start = i
+        words.append(chunk[start:])
+    text = " ".join(word.lower() for word in words) or name
+    return text[:1].upper() + text[1:]
+
+
+def describe_tool(tool: Tool) -> types.Tool:
+    """The MCP ``Tool`` entry of ``tool``: schema, description, title and annotations."""
+    schema = dict(tool.parameters) if tool.parameters else dict(_EMPTY_SCHEMA)
+    schema.setdefault("type", "object")
+    title = tool_title(tool.name)
+    return types.Tool(
+        name=tool.name,
+        title=title,
+        description=tool.description or None,
+        input_schema=schema,
+        annotations=types.ToolAnnotations(
+            title=title,
+            read_only_hint=tool.read_only,
+            destructive_hint=tool.destructive,
+            idempotent_hint=tool.idempotent,
+        ),
+    )
+
+
+# -- results --------------------------------------------------------------------------
+
+
+def _error_result(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+
+
+def _to_call_result(result: object, name: str, modern: bool) -> types.CallToolResult:
+    """``Ok`` -> its text (and its value as structured content when it is JSON);
+    ``Err`` -> ``isError`` with the model-facing text."""
+    if isinstance(result, Ok):
+        value = result.value
+        text = format_tool_result(result, name)
+        structured: t.Any = None
+        if not isinstance(value, str) and (modern or isinstance(value, c.Mapping)):
+            with contextlib.suppress(TypeError, ValueError, RecursionError):
+                structured = json.loads(json.dumps(value))
+        return types.CallToolResult(
+            content=[types.TextContent(text=text)], structured_content=structured
+        )
+    if isinstance(result, (Err, NeedsApproval)):
+        return _error_result(format_tool_result(result, name))
+    return _error_result(f"Error: tool '{name}' returned an unexpected result")
+
+
+# -- approval -------------------------------------------------------------------------
+
+
+def _approval_message(name: str, arguments: c.Mapping[str, t.Any]) -> str:
+    shown = json.dumps(arguments, sort_keys=True, default=repr, ensure_ascii=False)
+    if len(shown) > 2000:
+        shown = shown[:2000] + " ..."
+    return f"Allow the tool '{name}' to run with these arguments?\n{shown}"
+
+
+def _can_elicit(capabilities: types.ClientCapabilities | None) -> bool:
+    """True when the client declared form elicitation (a bare ``elicitation: {}``
+    counts as form support, as the spec says; URL-only does not)."""
+    elicitation = capabilities.elicitation if capabilities is not None else None
+    return elicitation is not None and (elicitation.form is not None or elicitation.url is None)
+
+
+def _needs_approval_error(name: str) -> types.CallToolResult:
+    return _error_result(
+        f"Error: tool '{name}' requires approval, and this MCP client cannot be asked "
+        "(it did not declare the elicitation capability); the tool did not run"
+    )
+
+
+def _answered(name: str, action: str) -> types.CallToolResult:
+    if action == "decline":
+        return _error_result(f"Error: tool '{name}' was rejected by the client; it did not run")
+    return _error_result(f"Error: the approval of tool '{name}' was cancelled; it did not run")
+
+
+class _Serving:
+    """The handlers of one served registry."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        ctx_factory: CtxFactory | None,
+        secret: bytes,
+    ) -> None:
+        self.registry = registry
+        self.ctx_factory = ctx_factory
+        self.secret = secret
+
+    async def list_tools(
+        self, ctx: t.Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        tools = [describe_tool(tool) for tool in self.registry.all() if tool.approval != "deny"]
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(
+        self, ctx: t.Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        name = params.name
+        arguments: dict[str, t.Any] = dict(params.arguments or {})
+        if self.registry.lookup(name) is None:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {name}")
+        version = getattr(ctx, "protocol_version", None)
+        modern = isinstance(version, str) and is_version_at_least(version, _INPUT_REQUIRED_VERSION)
+        try:
+            base = self.ctx_factory() if self.ctx_factory is not None else None
+            if base is not None and not isinstance(base, RunContext):
+                raise TypeError(f"ctx_factory returned {type(base).__name__}, not a RunContext")
+        except Exception as exc:
+            _log.error("ctx_factory failed for tool '%s'", name, exc_info=True)
+            return _to_call_result(
+                Err(ToolError(f"the server could not make a context: {exc}", tool_name=name)),
+                name,
+                modern,
+            )
+        link = _CancelLink()
+        run_ctx = _served_context(base, link)
+        result = await self._run(link, self.registry.execute, name, arguments, run_ctx)
+        if isinstance(result, NeedsApproval):
+            asked = await self._approve(ctx, params, result, modern)
+            if asked is not None:
+                return asked
+            result = await self._run(link, self.registry.execute_approved, result, run_ctx)
+        return _to_call_result(result, name, modern)
+
+    @staticmethod
+    async def _run(link: _CancelLink, fn: c.Callable[..., t.Any], *args: t.Any) -> t.Any:
+        """Run ``fn(*args)`` in a worker thread; a cancellation of this request (the
+        client's ``notifications/cancelled``, or the connection closing) cancels
+        the call's attempts and returns at once."""
+        try:
+            return await anyio.to_thread.run_sync(
+                functools.partial(fn, *args), abandon_on_cancel=True
+            )
+        except anyio.get_cancelled_exc_class():
+            link.cancel()
+            raise
+
+    async def _approve(
+        self,
+        ctx: t.Any,
+        params: types.CallToolRequestParams,
+        pending: NeedsApproval,
+        modern: bool,
+    ) -> types.CallToolResult | types.InputRequiredResult | None:
+        """None when the client accepted; else the result to send (an error, or on
+        2026-07-28+ the ``InputRequiredResult`` that asks)."""
+        name = pending.tool.name
+        session = ctx.session
+        message = _approval_message(name, pending.arguments)
+        if modern:
+            state = NeedsApproval.compute_fingerprint(name, pending.arguments, self.secret)
+            answers = params.input_responses or {}
+            answer = answers.get(APPROVAL_KEY)
+            given = params.request_state
+            # An answer counts only for the exact call it was asked about: the state
+            # is an HMAC of the tool name and arguments under this server's secret.
+            if (
+                isinstance(answer, types.ElicitResult)
+                and isinstance(given, str)
+                and secrets.compare_digest(given.encode(), state.encode())
+            ):
+                return None if answer.action == "accept" else _answered(name, answer.action)
+            if not _can_elicit(session.client_capabilities):
+                return _needs_approval_error(name)
+            request = types.ElicitRequest(
+                params=types.ElicitRequestFormParams(
+                    message=message, requested_schema=dict(_EMPTY_SCHEMA)
+                )
+            )
+            return types.InputRequiredResult(
+                input_requests={APPROVAL_KEY: request}, request_state=state
+            )
+        if not _can_elicit(session.client_capabilities):
+            return _needs_approval_error(name)
+        try:
+            reply = await session.elicit_form(
+                message, dict(_EMPTY_SCHEMA), related_request_id=ctx.request_id
+            )
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:  # fail closed: no answer is a rejection
+            _log.warning("Could not ask the MCP client to approve tool '%s': %s", name, exc)
+            return _error_result(
+                f"Error: tool '{name}' requires approval, and asking the client failed; "
+                "it did not run"
+            )
+        return None if reply.action == "accept" else _answered(name, reply.action)
+
+
+def build_server(
+    registry: Registry,
+    *,
+    ctx_factory: CtxFactory | None = None,
+    name: str = "nous-tools",
+    version: str = "",
+    instructions: str | None = None,
+    secret: bytes | None = None,
+) -> Server[t.Any]:
+    """The low-level SDK ``Server`` that publishes ``registry``'s tools.
+
+    ``ctx_factory()`` makes the :class:`RunContext` of each call (default: a bare
+    one); ``secret`` keys the approval state that round-trips through clients on
+    2026-07-28+ (default: random per server, so a restart forgets pending approvals).
+    """
+    serving = _Serving(registry, ctx_factory, secret or secrets.token_bytes(32))
+    return Server(
+        name,
+        version=version,
+        instructions=instructions,
+        on_list_tools=serving.list_tools,
+        on_call_tool=serving.call_tool,
+    )
+
+
+# -- running --------------------------------------------------------------------------
+
+
+def serve(
+    registry: Registry | c.Iterable[Tool],
+    transport: t.Literal["stdio", "http"] = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    ctx_factory: CtxFactory | None = None,
+    *,
+    name: str = "nous-tools",
+) -> None:
+    """Serve ``registry`` (or an iterable of tools) over ``transport`` until the
+    client disconnects (stdio) or the process is interrupted (http, at
+    ``http://HOST:PORT/mcp``). Blocks."""
+    registry = _as_registry(registry)
+    server = build_server(registry, ctx_factory=ctx_factory, name=name)
+    if transport == "stdio":
+        from mcp.server.stdio import stdio_server
+
+        async def main() -> None:
+            async with stdio_server() as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+
+        anyio.run(main)
+    elif transport == "http":
+        import uvicorn
+
+        app = server.streamable_http_app(host=host)
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+    else:
+        raise ValueError(f"transport must be 'stdio' or 'http', got {transport!r}")
+
+
+def _as_registry(tools: Registry | c.Iterable[Tool]) -> Registry:
+    if isinstance(tools, Registry):
+        return tools
+    return Registry(tools)
+
+
+class RunningServer:
+    """An MCP server answering Streamable HTTP in a background thread; see
+    :func:`serve_http_in_thread`. ``url`` is its endpoint; :meth:`close` stops it."""
+
+    def __init__(self, server: t.Any, thread: threading.Thread, url: str) -> None:
+        self._server = server
+        self._thread = thread
+        #: The MCP endpoint, e.g. ``http://127.0.0.1:54321/mcp``.
+        self.url = url
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop serving and wait (up to ``timeout`` seconds) for the thread to end."""
+        self._server.should_exit = True
+        self._thread.join(timeout)
+
+    def __enter__(self) -> RunningServer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def serve_http_in_thread(
+    registry: Registry | c.Iterable[Tool],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    ctx_factory: CtxFactory | None = None,
+    name: str = "nous-tools",
+    startup_timeout: float = 30.0,
+) -> RunningServer:
+    """Start serving ``registry`` over Streamable HTTP in a daemon thread and return
+    once it accepts connections. ``port=0`` picks a free port (see ``.url``)."""
+    import uvicorn
+
+    server = build_server(_as_registry(registry), ctx_factory=ctx_factory, name=name)
+    app = server.streamable_http_app(host=host)
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    bound_port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    http = uvicorn.Server(config)
+    thread = threading.Thread(
+        target=http.run, kwargs={"sockets": [sock]}, name="nous-tools-mcp-http", daemon=True
+    )
+    thread.start()
+    waited = 0.0
+    while not http.started:
+        if not thread.is_alive():
+            sock.close()
+            raise RuntimeError("the MCP HTTP server stopped while starting")
+        if waited >= startup_timeout:
+            http.should_exit = True
+            raise RuntimeError(f"the MCP HTTP server did not start within {startup_timeout} s")
+        thread.join(0.01)
+        waited += 0.01
+    shown = f"[{host}]" if ":" in host else host
+    return RunningServer(http, thread, f"http://{shown}:{bound_port}/mcp")

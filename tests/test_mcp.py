@@ -1,0 +1,477 @@
+"""MCP both ways, with real processes and the official SDK on the other side.
+
+* Serving: ``nous-tools serve`` runs as a subprocess and the SDK's own client talks
+  to it over stdio (both protocol eras); a registry served over Streamable HTTP
+  on 127.0.0.1 (an ephemeral port) answers the SDK's client.
+* Calling: ``tests/mcp_server.py`` (an SDK server) runs as a subprocess and plain
+  synchronous code calls its tools through the registry and the executor.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+
+import anyio
+import attrs
+import mcp_served_tools
+import mcp_types as types
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
+
+from nous_tools import (
+    Edit,
+    Err,
+    NeedsApproval,
+    Ok,
+    Registry,
+    RunContext,
+    Tool,
+    ToolError,
+    ToolTimeout,
+    signals,
+)
+from nous_tools.contrib.mcp import (
+    MCPElicitation,
+    MCPServer,
+    describe_tool,
+    serve_http_in_thread,
+    tool_title,
+)
+
+TESTS = Path(__file__).resolve().parent
+SERVER_SCRIPT = str(TESTS / "mcp_server.py")
+
+# Generous: the machine is small and shared.
+WAIT = 30.0
+
+
+def run_async(fn, *args):
+    return anyio.run(fn, *args)
+
+
+# -- values ------------------------------------------------------------------------------
+
+
+def test_tool_annotation_fields_default_to_not_stated():
+    plain = Tool(name="x", function=len)
+    assert (plain.read_only, plain.destructive, plain.idempotent) == (None, None, None)
+    hinted = Tool(name="x", function=len, read_only=True, idempotent=False)
+    assert (hinted.read_only, hinted.destructive, hinted.idempotent) == (True, None, False)
+    with pytest.raises(TypeError, match="'destructive'"):
+        Tool(name="x", function=len, destructive="yes")
+
+
+def test_published_tool_carries_title_annotations_and_schema():
+    entry = describe_tool(mcp_served_tools.add)
+    assert entry.name == "add"
+    assert entry.title == "Add"
+    assert entry.description == "Add two numbers."
+    assert entry.input_schema["required"] == ["a"]
+    hints = entry.annotations
+    assert (hints.title, hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint) == (
+        "Add",
+        True,
+        None,
+        True,
+    )
+    assert tool_title("remove_file") == "Remove file"
+
+
+# -- serving over stdio, to the SDK's client in a subprocess ----------------------------
+
+
+def served_stdio(mode: str, elicit=None) -> Client:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "nous_tools", "serve", "mcp_served_tools:registry"],
+        cwd=str(TESTS),
+    )
+    return Client(params, mode=mode, elicitation_callback=elicit, read_timeout_seconds=WAIT)
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_served_registry_answers_the_sdk_client_over_stdio(mode):
+    asked: list[str] = []
+
+    async def elicit(ctx, params):
+        asked.append(params.message)
+        action = "accept" if "/tmp/yes" in params.message else "decline"
+        if "/tmp/later" in params.message:
+            action = "cancel"
+        return types.ElicitResult(action=action, content={} if action == "accept" else None)
+
+    async def main():
+        async with served_stdio(mode, elicit) as client:
+            expected_era = "2026-07-28" if mode == "auto" else "2025-11-25"
+            assert client.protocol_version == expected_era
+            listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+            # deny tools are not listed; the rest carry their hints and a title
+            assert sorted(listed) == [
+                "add",
+                "boom",
+                "remove_file",
+                "shout",
+                "wait_for_cancel",
+                "whoami",
+            ]
+            assert listed["remove_file"].annotations.destructive_hint is True
+            assert listed["remove_file"].title == "Remove file"
+
+            ok = await client.call_tool("add", {"a": 2, "b": 3})
+            assert (ok.is_error, text_of(ok)) == (False, "5")
+
+            invalid = await client.call_tool("add", {"a": "two"})
+            assert invalid.is_error
+            assert "Type mismatch: a: expected integer, got string" in text_of(invalid)
+
+            failed = await client.call_tool("boom", {})
+            assert failed.is_error and "boom on purpose" in text_of(failed)
+
+            denied = await client.call_tool("format_disk", {})
+            assert denied.is_error and "format_disk" in text_of(denied)
+
+            with pytest.raises(MCPError) as unknown:
+                await client.call_tool("no_such_tool", {})
+            assert unknown.value.code == types.INVALID_PARAMS
+
+            # ask: the client is asked through elicitation; only accept runs the tool
+            yes = await client.call_tool("remove_file", {"path": "/tmp/yes"})
+            assert (yes.is_error, text_of(yes)) == (False, "removed /tmp/yes")
+            no = await client.call_tool("remove_file", {"path": "/tmp/no"})
+            assert no.is_error and "rejected by the client" in text_of(no)
+            later = await client.call_tool("remove_file", {"path": "/tmp/later"})
+            assert later.is_error and "cancelled" in text_of(later)
+            if mode == "auto":
+                await forged_state_is_asked_again(client)
+
+    run_async(main)
+    assert len(asked) == 3
+    assert "remove_file" in asked[0] and '"/tmp/yes"' in asked[0]
+
+
+@pytest.mark.parametrize("mode", ["auto", pytest.param("legacy", marks=pytest.mark.slow)])
+def test_client_without_elicitation_gets_an_approval_required_error(mode):
+    async def main():
+        async with served_stdio(mode) as client:
+            result = await client.call_tool("remove_file", {"path": "/tmp/x"})
+            assert result.is_error
+            assert "requires approval" in text_of(result)
+            assert "did not run" in text_of(result)
+
+    run_async(main)
+
+
+async def forged_state_is_asked_again(client: Client) -> None:
+    """On 2026-07-28 the approval answer rides the retry; a state that does not
+    match the call (other arguments) is not an approval: the client is asked again."""
+    first = await client.session.call_tool(
+        "remove_file", {"path": "/tmp/yes"}, allow_input_required=True
+    )
+    assert isinstance(first, types.InputRequiredResult)
+    key = next(iter(first.input_requests))
+    accepted = {key: types.ElicitResult(action="accept", content={})}
+    swapped = await client.session.call_tool(
+        "remove_file",
+        {"path": "/etc/passwd"},
+        input_responses=accepted,
+        request_state=first.request_state,
+        allow_input_required=True,
+    )
+    assert isinstance(swapped, types.InputRequiredResult)
+    same = await client.session.call_tool(
+        "remove_file",
+        {"path": "/tmp/yes"},
+        input_responses=accepted,
+        request_state=first.request_state,
+        allow_input_required=True,
+    )
+    assert text_of(same) == "removed /tmp/yes"
+
+
+# -- serving over Streamable HTTP -------------------------------------------------------
+
+
+@pytest.fixture
+def http_server():
+    mcp_served_tools.started.clear()
+    mcp_served_tools.cancelled.clear()
+    running = serve_http_in_thread(mcp_served_tools.registry, host="127.0.0.1", port=0)
+    try:
+        yield running
+    finally:
+        running.close()
+
+
+def test_served_registry_answers_over_streamable_http(http_server):
+    assert http_server.url.startswith("http://127.0.0.1:")
+
+    async def main():
+        async with Client(http_server.url, read_timeout_seconds=WAIT) as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert "format_disk" not in names and "add" in names
+            result = await client.call_tool("shout", {"text": "hi"})
+            assert (result.is_error, text_of(result)) == (False, "HI")
+            assert (await client.call_tool("add", {"a": 1})).structured_content == 1
+
+    run_async(main)
+
+
+def test_ctx_factory_makes_each_served_calls_context():
+    contexts = iter([RunContext.new({"user": "ada"})])
+
+    def factory():
+        return next(contexts)  # the second call: StopIteration, a broken factory
+
+    async def main(url):
+        async with Client(url, read_timeout_seconds=WAIT) as client:
+            first = await client.call_tool("whoami", {})
+            assert (first.is_error, text_of(first)) == (False, "ada")
+            broken = await client.call_tool("whoami", {})
+            assert broken.is_error and "could not make a context" in text_of(broken)
+
+    with serve_http_in_thread(mcp_served_tools.registry, ctx_factory=factory) as running:
+        run_async(main, running.url)
+
+
+def test_client_cancellation_sets_the_served_attempts_ctx_cancelled(http_server):
+    async def main():
+        async with (
+            Client(http_server.url, read_timeout_seconds=WAIT) as client,
+            anyio.create_task_group() as group,
+        ):
+            group.start_soon(client.call_tool, "wait_for_cancel", {})
+            started = await anyio.to_thread.run_sync(mcp_served_tools.started.wait, WAIT)
+            assert started, "the served tool never started"
+            group.cancel_scope.cancel()  # the SDK sends notifications/cancelled
+
+    run_async(main)
+    assert mcp_served_tools.cancelled.wait(WAIT), "the attempt never saw ctx.cancelled"
+
+
+# -- calling an external server (tests/mcp_server.py) ------------------------------------
+
+
+@pytest.fixture(scope="module")
+def markers(tmp_path_factory):
+    return tmp_path_factory.mktemp("mcp-markers")
+
+
+@pytest.fixture(scope="module")
+def remote(markers):
+    server = MCPServer.stdio(sys.executable, [SERVER_SCRIPT, str(markers)])
+    with server:
+        yield server
+
+
+def test_remote_tools_follow_the_trust_rule(remote):
+    untrusted = {tool.name: tool for tool in remote.tools()}
+    assert {tool.approval for tool in untrusted.values()} == {"ask"}
+    assert {tool.retries for tool in untrusted.values()} == {0}
+
+    trusted = {tool.name: tool for tool in remote.tools(trusted=True)}
+    assert (trusted["read_note"].approval, trusted["read_note"].retries) == ("auto", 1)
+    assert trusted["read_note"].read_only is True
+    assert (trusted["delete_file"].approval, trusted["delete_file"].destructive) == ("ask", True)
+    assert trusted["echo"].approval == "ask"  # not annotated
+    assert trusted["echo"].retries == 0
+    assert trusted["echo"].parameters["required"] == ["text"]
+    assert remote.name == "nous-tools-test-server"
+
+
+def test_remote_results_become_ok_and_err(remote):
+    registry = Registry()
+    tools = registry.register_mcp(remote, trusted=True, prefix="remote_")
+    assert "remote_echo" in registry and len(tools) == len(registry)
+
+    assert registry.execute("remote_read_note", {}) == Ok({"result": "the note"})
+    assert registry.execute_approved("remote_echo", {"text": "hi"}) == Ok("hi")
+    assert registry.execute_approved("remote_shape", {"side": 3}) == Ok({"side": 3, "area": 9})
+    failed = registry.execute_approved("remote_fail", {})
+    assert isinstance(failed, Err) and isinstance(failed.reason, ToolError)
+    assert "nous-tools-test-server" in failed.reason.message
+    assert "fail" in failed.reason.message
+    # the remote schema is checked here, before any request
+    invalid = registry.execute_approved("remote_shape", {"side": "three"})
+    assert "Type mismatch: side: expected integer, got string" in invalid.reason.message
+
+
+def test_destructive_remote_tool_is_held_for_approval(remote):
+    registry = Registry()
+    registry.register_mcp(remote, trusted=True)
+    pending = registry.execute("delete_file", {"path": "/tmp/x"})
+    assert isinstance(pending, NeedsApproval)
+    ctx = RunContext.new(approval_handler=lambda request: "approve")
+    assert registry.execute("delete_file", {"path": "/tmp/x"}, ctx) == Ok(
+        {"result": "deleted /tmp/x"}
+    )
+    rejected = registry.execute(
+        "delete_file", {"path": "/tmp/x"}, RunContext.new(approval_handler=lambda r: "reject")
+    )
+    assert "rejected by the approval handler" in rejected.reason.message
+
+
+def test_hung_remote_tool_is_cut_off_at_its_deadline_and_cancelled(remote, markers):
+    hang = next(tool for tool in remote.tools() if tool.name == "hang")
+    hang = attrs.evolve(hang, timeout=1.0)
+    starts = []
+
+    def on_start(sender, **kwargs):
+        starts.append(sender)
+
+    signals.tool_execute_start.connect(on_start, sender=hang)
+    try:
+        began = time.monotonic()
+        result = Registry().execute_approved(hang, {"seconds": 120})
+        elapsed = time.monotonic() - began
+    finally:
+        signals.tool_execute_start.disconnect(on_start, sender=hang)
+    assert isinstance(result, Err) and isinstance(result.reason, ToolTimeout)
+    assert len(starts) == 1  # terminal: never retried
+    assert elapsed < 60  # cut off long before the remote sleep ends
+    marker = markers / "cancelled"
+    for _ in range(int(WAIT / 0.05)):
+        if marker.exists():
+            break
+        time.sleep(0.05)
+    assert marker.exists(), "the remote tool never received the cancellation"
+
+
+def test_server_elicitation_goes_to_the_context_approval_handler(remote):
+    ask_name = next(tool for tool in remote.tools() if tool.name == "ask_name")
+    seen: list[MCPElicitation] = []
+
+    def handler(request):
+        seen.append(request)
+        return Edit({"name": "Ada"})
+
+    registry = Registry()
+    ctx = RunContext.new(approval_handler=handler)
+    assert registry.execute_approved(ask_name, {}, ctx) == Ok({"result": "hello Ada"})
+    [request] = seen
+    assert isinstance(request, MCPElicitation)
+    assert request.message == "What is your name?"
+    assert request.name == "ask_name" and request.arguments == {"name": "anonymous"}
+
+    approve = RunContext.new(approval_handler=lambda r: "approve")
+    assert registry.execute_approved(ask_name, {}, approve) == Ok({"result": "hello anonymous"})
+    reject = RunContext.new(approval_handler=lambda r: "reject")
+    assert registry.execute_approved(ask_name, {}, reject) == Ok({"result": "no name (decline)"})
+    # no handler: fail closed
+    assert registry.execute_approved(ask_name, {}) == Ok({"result": "no name (decline)"})
+
+
+def test_legacy_protocol_elicitation_goes_to_the_waiting_calls_handler(markers):
+    with MCPServer.stdio(sys.executable, [SERVER_SCRIPT, str(markers)], mode="legacy") as legacy:
+        tool = next(t for t in legacy.tools() if t.name == "ask_name_legacy")
+        ctx = RunContext.new(approval_handler=lambda r: Edit({"name": "Grace"}))
+        assert Registry().execute_approved(tool, {}, ctx) == Ok({"result": "hello Grace"})
+
+
+def test_server_killed_mid_call_is_an_err_naming_it_and_the_next_call_reconnects(markers):
+    with MCPServer.stdio(sys.executable, [SERVER_SCRIPT, str(markers)], name="doomed") as server:
+        registry = Registry()
+        registry.register_mcp(server, trusted=True)
+        first = registry.execute_approved("pid", {})
+        died = registry.execute_approved("die", {})
+        assert isinstance(died, Err)
+        assert "MCP server 'doomed'" in died.reason.message
+        assert "die" in died.reason.message
+        second = registry.execute_approved("pid", {})
+        assert isinstance(first, Ok) and isinstance(second, Ok)
+        assert first.value != second.value  # a new process answered
+
+
+@pytest.mark.slow
+def test_closed_server_gives_err_not_a_new_process(markers):
+    server = MCPServer.stdio(sys.executable, [SERVER_SCRIPT, str(markers)], name="short-lived")
+    echo = next(tool for tool in server.tools() if tool.name == "echo")
+    server.close()
+    result = Registry().execute_approved(echo, {"text": "hi"})
+    assert isinstance(result, Err) and "'short-lived' is closed" in result.reason.message
+
+
+def test_unreachable_server_is_an_err_naming_it():
+    server = MCPServer.stdio(sys.executable, ["-c", "raise SystemExit(4)"], name="broken")
+    with pytest.raises(ConnectionError, match="'broken' could not be reached"):
+        server.tools()
+    server.close()
+
+
+def test_http_client_talks_to_a_served_registry(http_server):
+    """Both directions at once: our synchronous client calls our server."""
+    with MCPServer.http(http_server.url) as server:
+        registry = Registry()
+        registry.register_mcp(server, trusted=True, prefix="far_")
+        assert registry.execute("far_add", {"a": 40, "b": 2}) == Ok(42)
+        assert registry.execute_approved("far_shout", {"text": "hey"}) == Ok("HEY")
+        pending = registry.execute("far_remove_file", {"path": "/tmp/z"})
+        assert isinstance(pending, NeedsApproval)
+        # the served side asks back (elicitation); the handler answers for the person
+        asked = threading.Event()
+
+        def handler(request):
+            if isinstance(request, MCPElicitation):
+                asked.set()
+            return "approve"
+
+        ctx = RunContext.new(approval_handler=handler)
+        assert registry.execute("far_remove_file", {"path": "/tmp/z"}, ctx) == Ok("removed /tmp/z")
+        assert asked.is_set()
+
+
+# -- the command line -------------------------------------------------------------------
+
+
+def test_serve_command_resolves_module_registry_and_tool_targets(monkeypatch):
+    from nous_tools import cli
+
+    monkeypatch.chdir(TESTS)
+    assert cli._serve_registry("mcp_served_tools:registry") is mcp_served_tools.registry
+    assert cli._serve_registry("mcp_served_tools:add").names() == ["add"]
+    module_tools = cli._serve_registry("mcp_served_tools").names()
+    assert module_tools == mcp_served_tools.registry.names()
+
+
+def test_serve_command_usage_errors_exit_2(monkeypatch, capsys):
+    from nous_tools import cli
+
+    monkeypatch.chdir(TESTS)
+    assert cli.main(["serve", "mcp_served_tools:nothing"]) == 2
+    assert "has no attribute 'nothing'" in capsys.readouterr().err
+    assert cli.main(["serve", "mcp_served_tools:WAIT_NOT_THERE.x"]) == 2
+    assert cli.main(["serve", "json"]) == 2  # a module without tools
+    assert "has no tools to serve" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as bad_port:
+        cli.main(["serve", "mcp_served_tools", "--http", "70000"])
+    assert bad_port.value.code == 2
+
+
+def test_serve_command_without_the_extra_says_how_to_install_it(monkeypatch, capsys):
+    import nous_tools.contrib
+    from nous_tools import cli
+
+    # as if the extra were not installed: the import of the submodule fails
+    monkeypatch.setitem(sys.modules, "nous_tools.contrib.mcp", None)
+    monkeypatch.delattr(nous_tools.contrib, "mcp")
+    assert cli.main(["serve", "mcp_served_tools:registry"]) == 2
+    assert "pip install 'nous-tools[mcp]'" in capsys.readouterr().err
+
+
+def test_core_package_and_cli_do_not_import_mcp():
+    import subprocess
+
+    code = (
+        "import sys, nous_tools, nous_tools.cli; "
+        "loaded = [m for m in sys.modules if m == 'mcp' or m.startswith(('mcp.', 'nous_tools.contrib'))]; "
+        "print(loaded)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
