@@ -59,7 +59,9 @@ import ctypes
 import itertools
 import os
 import queue
+import sys
 import threading
+import time
 import typing as t
 
 from ._clock import monotonic
@@ -92,6 +94,33 @@ _LANE_IDLE_SECONDS = 30.0
 
 #: The longest wait a lock accepts; every deadline is checked against it at construction.
 _WAIT_MAX = threading.TIMEOUT_MAX
+
+
+_hook_lock = threading.Lock()
+_hook_installed = False
+
+
+def _install_quiet_unraisable_hook() -> None:
+    """A ``ToolCancelled`` that lands in a finalizer or weakref callback (code that
+    happened to run in the cancelled worker) is swallowed by Python and reported
+    as "Exception ignored"; it is our own signal, not the program's error, so the
+    hook installed here drops it and passes everything else on."""
+    global _hook_installed
+    if _hook_installed:
+        return
+    with _hook_lock:
+        if _hook_installed:
+            return
+        previous = sys.unraisablehook
+
+        def hook(unraisable: t.Any) -> None:
+            if unraisable.exc_type is ToolCancelled:
+                return
+            current = previous
+            current(unraisable)
+
+        sys.unraisablehook = hook
+        _hook_installed = True
 
 
 class _Task(Scope):
@@ -139,17 +168,60 @@ class _Task(Scope):
 
 
 class _Worker:
-    """A worker thread's record; only its own thread and the lock-holder write it."""
+    """A worker thread's record; only its own thread and the lock-holder write it.
 
-    __slots__ = ("abandoned", "completed", "gone", "healthy", "ident", "thread")
+    ``lock`` guards the shield: ``shield`` counts how deep the thread is in the
+    library's own code (a nested call), where no cancellation is delivered;
+    ``cancelled`` is set when its task is abandoned and stays set.
+    """
+
+    __slots__ = (
+        "abandoned",
+        "cancelled",
+        "completed",
+        "gone",
+        "healthy",
+        "ident",
+        "lock",
+        "shield",
+        "thread",
+    )
 
     def __init__(self) -> None:
         self.abandoned = False
+        self.cancelled = False
         self.completed = 0
         self.gone = False
         self.healthy = False
         self.ident = 0
+        self.lock = threading.Lock()
+        self.shield = 0
         self.thread: threading.Thread | None = None
+
+
+def shield() -> _Worker | None:
+    """Enter the library's own code in a pool worker: from here to :func:`unshield`
+    no ``ToolCancelled`` is delivered asynchronously (it could land in the middle
+    of a log handler holding its lock, or of our books). A cancellation that
+    arrives meanwhile is raised, synchronously, when the shield is left. Returns
+    the token for :func:`unshield`; None outside a pool worker (nothing to do)."""
+    me: _Worker | None = here.worker
+    if me is None:
+        return None
+    with me.lock:
+        _clear_async_exc(me.ident, None)  # one sent a moment ago is re-raised on the way out
+        me.shield += 1
+    return me
+
+
+def unshield(me: _Worker) -> None:
+    """Leave a shield; raise ``ToolCancelled`` if the worker's attempt was cancelled
+    meanwhile (or before) and this was the outermost shield."""
+    with me.lock:
+        me.shield -= 1
+        cancelled = me.shield == 0 and me.cancelled
+    if cancelled:
+        raise ToolCancelled
 
 
 class WorkerPool:
@@ -185,6 +257,7 @@ class WorkerPool:
         self._saturated = 0
         self._shutdown = False
         self._counter = itertools.count(1)
+        self._resends: queue.SimpleQueue[_Worker] | None = None
         self._lanes: queue.SimpleQueue[tuple[t.Any, ...] | None] = queue.SimpleQueue()
         self._idle_lanes: list[None] = []
 
@@ -255,35 +328,36 @@ class WorkerPool:
 
     def _abandon(self, task: _Task, kind: str) -> bool:
         """Decide ``task``'s outcome as ``kind`` unless it has finished; True when
-        this call decided it. Idempotent: a second call returns False."""
+        this call decided it. Idempotent: a second call returns False.
+
+        Whoever pops the ``finish`` token releases ``done``, exactly once: the
+        worker that ran the task, or the party that abandoned or dropped it.
+        """
         try:
             task.start.pop()
         except IndexError:
-            pass
-        else:  # still queued: it will never run
-            task.cancelled = True
-            task.result = (kind, None, None)
-            if kind == TIMED_OUT:
-                with self._lock:
-                    self._timed_out += 1
-            task.done.release()
-            return True
+            started = True
+        else:
+            started = False  # still queued: it will never run
         with self._lock:
             try:
                 task.finish.pop()
             except IndexError:
-                return False  # it finished
+                return False  # it finished, or another party decided it
             task.cancelled = True
             task.result = (kind, None, None)
             if kind == TIMED_OUT:
                 self._timed_out += 1
-            self._count_abandoned(task)
+            worker = task.worker
+            if started and worker is not None:
+                self._count_abandoned(task)
+                if task.interrupt and not self._send_cancel(worker):
+                    self._resend(worker)
             if task.event is not None:
                 task.event.set()
-            worker = task.worker
-            if task.interrupt and worker is not None:
-                _set_async_exc(worker.ident, ToolCancelled)
         task.done.release()
+        if not started:
+            return True
         children = task.children
         if children:
             for child in list(children):
@@ -295,6 +369,50 @@ class WorkerPool:
         ):
             self._try_spawn()  # queued calls take the retired worker's place
         return True
+
+    def _send_cancel(self, worker: _Worker) -> bool:
+        """Raise ``ToolCancelled`` in ``worker`` (with the lock); False when it must
+        be tried again a moment later.
+
+        CPython (before 3.12) gives a thread that is being started the id of the
+        thread starting it until it runs, so a cancellation sent to a worker that
+        is starting a thread at that moment would also reach the newborn. So none
+        is sent while a thread is being started (``threading._limbo``), and one
+        that reached two threads is withdrawn and sent again later. A worker that
+        is gone is never sent anything: its id may belong to another thread now.
+        """
+        if worker.gone:
+            return True
+        with worker.lock:
+            worker.cancelled = True
+            if worker.shield:
+                return True  # in the library's own code: raised when it leaves it
+            if threading._limbo:  # type: ignore[attr-defined]
+                return False
+            if _set_async_exc(worker.ident, ToolCancelled) > 1:
+                _clear_async_exc(worker.ident, None)
+                return False
+            _install_quiet_unraisable_hook()
+            return True
+
+    def _resend(self, worker: _Worker) -> None:
+        """Have the cancellation of ``worker`` sent again shortly, off the caller's path."""
+        resend = self._resends
+        if resend is None:
+            resend = self._resends = queue.SimpleQueue()
+            threading.Thread(
+                target=self._resender, args=(resend,), name=f"{self._name}-cancel", daemon=True
+            ).start()
+        resend.put(worker)
+
+    def _resender(self, resend: queue.SimpleQueue[_Worker]) -> None:
+        while True:
+            worker = resend.get()
+            for _ in range(2000):  # about a second at most
+                time.sleep(0.0005)
+                with self._lock:
+                    if self._send_cancel(worker):
+                        break
 
     def _count_abandoned(self, task: _Task) -> None:
         """Count ``task``'s worker as abandoned, once (with the lock). Plain stores
@@ -349,6 +467,7 @@ class WorkerPool:
         registers itself safely; ``first`` is a nested call's task, run at once."""
         me.ident = threading.get_ident()
         here.nested = True
+        here.worker = me
         with self._lock:
             if self._shutdown or (task is None and self._healthy >= self.max_workers):
                 enlisted = False
@@ -364,6 +483,8 @@ class WorkerPool:
         tasks = self._queue
         idle = self._idle
         lost = False
+        won = False  # it popped its task's finish token and owes the caller the result
+        result: Outcome = (RETURNED, None, None)
         try:
             while True:
                 if task is None:
@@ -382,15 +503,15 @@ class WorkerPool:
                         and not self._shutdown
                     ):
                         self._try_spawn()
-                task.worker = me
                 try:
                     task.start.pop()
                 except IndexError:
                     task = None  # dropped while queued
                     continue
+                task.worker = me  # only the worker that won the task: it may be sent a cancel
                 here.scope = task
                 try:
-                    result: Outcome = (
+                    result = (
                         RETURNED,
                         task.context.run(task.fn, *task.args, **task.kwargs),
                         None,
@@ -404,12 +525,20 @@ class WorkerPool:
                 except IndexError:
                     lost = True  # abandoned at its deadline: retire, never reused
                     break
+                won = True
                 task.result = result
                 task.done.release()
+                won = False
                 me.completed += 1
                 task = None
         except ToolCancelled:
-            lost = True  # the one exception ever sent to this worker; its task was abandoned
+            # The cancellation sent because its task was abandoned. (Should one ever
+            # arrive after it won its task, the caller still gets the result.)
+            if won and task is not None and task.done.locked():
+                task.result = result
+                with contextlib.suppress(RuntimeError):
+                    task.done.release()
+            lost = not won
         here.scope = None
         # Leave: clear a cancellation sent and not yet delivered, then settle the books.
         while True:

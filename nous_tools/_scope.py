@@ -16,8 +16,11 @@ wait for pool capacity (it runs inside a worker, so waiting could deadlock).
 from __future__ import annotations
 
 import threading
+import typing as t
 
-__all__ = ["Scope", "cancelled_here", "here", "in_worker"]
+from .errors import ToolCancelled
+
+__all__ = ["Scope", "cancelled_here", "here", "in_worker", "interrupts"]
 
 
 class Scope:
@@ -67,6 +70,7 @@ class Scope:
 class _Here(threading.local):
     scope: Scope | None = None
     nested: bool = False
+    worker: t.Any = None  # the pool worker record of this thread (``_pool._Worker``)
 
 
 #: Where this thread stands: its current ``scope`` and whether it is ``nested``.
@@ -84,3 +88,15 @@ def cancelled_here() -> bool:
     ``ToolCancelled`` seen now is the real thing, not one a tool raised itself."""
     scope = here.scope
     return scope is not None and scope.cancelled
+
+
+def interrupts(exc: BaseException) -> bool:
+    """True when ``exc`` must propagate rather than become an ``Err`` or a log line:
+    the user's Ctrl-C (a ``KeyboardInterrupt`` in the main thread, where Python
+    delivers it) or the real cancellation of the attempt this thread works for —
+    not a ``KeyboardInterrupt`` or ``ToolCancelled`` that some code raised itself."""
+    if isinstance(exc, KeyboardInterrupt):
+        return threading.current_thread() is threading.main_thread()
+    if isinstance(exc, ToolCancelled):
+        return cancelled_here()
+    return False

@@ -22,9 +22,9 @@ the tool does not run.
 from __future__ import annotations
 
 import collections.abc as c
-import logging
 import typing as t
 
+from ._log import log as _safe_log
 from .errors import ToolDenied, ToolError
 from .results import ApprovalRequest, Edit, Err
 
@@ -34,7 +34,7 @@ if t.TYPE_CHECKING:
 
 __all__ = ["check_approval"]
 
-_log = logging.getLogger("nous_tools")
+_log = _safe_log
 
 
 def _rejected(tool: Tool, why: str, original_error: object = None) -> Err:

@@ -33,14 +33,15 @@ import typing as t
 import attrs
 import tenacity
 
-from . import _isolation
+from . import _isolation, _pool
 from . import signals as _signals
 from ._clock import monotonic
+from ._log import log as _safe_log
 from ._pool import RAISED, RETURNED, SATURATED, SHUT_DOWN, TIMED_OUT, WorkerPool
-from ._scope import Scope, cancelled_here, here
+from ._scope import Scope, here, interrupts
 from ._text import safe_str as _safe_str
 from .approval import check_approval
-from .errors import ExecutorSaturated, ExecutorShutdown, ToolCancelled, ToolError, ToolTimeout
+from .errors import ExecutorSaturated, ExecutorShutdown, ToolError, ToolTimeout
 from .results import Err, Ok, Result
 from .results import ok_fast as _ok
 from .run_context import RunContext
@@ -48,7 +49,8 @@ from .tool import ON_TIMEOUT_MODES, Tool
 
 __all__ = ["ToolCall", "ToolExecutor", "default_executor", "execute", "execute_many"]
 
-_log = logging.getLogger("nous_tools")
+_log = _safe_log
+_logger = _log.logger
 
 _BARE_CONTEXT: RunContext[t.Any] = RunContext()
 
@@ -79,17 +81,6 @@ class _Failure:
         self.attempt = attempt
         self.text = text
         self.will_retry = will_retry
-
-
-def _interrupts(exc: BaseException) -> bool:
-    """True when ``exc`` must propagate rather than become an ``Err``: the user's
-    Ctrl-C (a ``KeyboardInterrupt`` in the main thread) or the real cancellation of
-    the attempt this thread works for (not a ``ToolCancelled`` a tool raised)."""
-    if isinstance(exc, KeyboardInterrupt):
-        return threading.current_thread() is threading.main_thread()
-    if isinstance(exc, ToolCancelled):
-        return cancelled_here()
-    return False
 
 
 def _should_retry(tool: Tool, exc: BaseException, attempt: int) -> bool:
@@ -205,10 +196,12 @@ class ToolExecutor:
 
         ``call_id`` is passed to an approval handler as ``ApprovalRequest.id``.
         """
+        if here.nested:  # inside a pool worker: shield our own code from cancellation
+            return self._shielded(tool, arguments, ctx, call_id, False)
         try:
             return self._execute(tool, arguments, ctx, call_id)
         except BaseException as exc:  # a bug of ours must not reach the caller either
-            if _interrupts(exc):
+            if interrupts(exc):
                 raise
             return _internal_error(tool, exc)
 
@@ -223,12 +216,30 @@ class ToolExecutor:
         """Like :meth:`execute`, but without the approval step (step 1): the caller has
         already approved this call. Even a ``"deny"`` tool runs, as in Minga's
         ``execute_approved``; validation, attempts and signals are unchanged."""
+        return self._shielded(tool, arguments, ctx, call_id, True)
+
+    def _shielded(
+        self,
+        tool: Tool,
+        arguments: c.Mapping[str, t.Any] | None,
+        ctx: RunContext[t.Any] | None,
+        call_id: str | None,
+        skip_approval: bool,
+    ) -> Result:
+        """:meth:`_execute` for a call made from inside a pool worker (a tool calling
+        another): no asynchronous ``ToolCancelled`` lands in the library's code —
+        a log handler's lock, a signal, the pool's books — only in the tools it
+        runs inline; a cancellation that arrives meanwhile is raised on return."""
+        token = _pool.shield()
         try:
-            return self._execute(tool, arguments, ctx, call_id, skip_approval=True)
-        except BaseException as exc:  # as in execute: a bug of ours must not reach the caller
-            if _interrupts(exc):
+            return self._execute(tool, arguments, ctx, call_id, skip_approval=skip_approval)
+        except BaseException as exc:  # a bug of ours must not reach the caller either
+            if interrupts(exc):
                 raise
             return _internal_error(tool, exc)
+        finally:
+            if token is not None:
+                _pool.unshield(token)
 
     def execute_many(
         self,
@@ -253,7 +264,7 @@ class ToolExecutor:
             for call in calls:
                 jobs.append(self._job(call, resolve))
         except BaseException as exc:
-            if _interrupts(exc):
+            if interrupts(exc):
                 raise
             jobs.append(
                 Err(
@@ -296,7 +307,7 @@ class ToolExecutor:
                 )
             )
         except BaseException as exc:
-            if _interrupts(exc):
+            if interrupts(exc):
                 raise
             return Err(
                 ToolError(
@@ -353,7 +364,7 @@ class ToolExecutor:
                 try:
                     results[i] = runner(tool, arguments, ctx, call_id)
                 except BaseException as exc:
-                    if caller and _interrupts(exc):
+                    if caller and interrupts(exc):
                         raise  # the caller's Ctrl-C, or its own cancellation
                     results[i] = Err(
                         ToolError(
@@ -464,7 +475,7 @@ class ToolExecutor:
                 )
         # 3. attempts
         total = tool.retries + 1
-        if _log.isEnabledFor(logging.DEBUG):
+        if _logger.isEnabledFor(logging.DEBUG):
             began = time.perf_counter()
             outcome = self._attempt(tool, arguments, ctx, 1, total, call_id)
             if type(outcome) is Ok:
@@ -589,18 +600,29 @@ class ToolExecutor:
                 call_args: tuple[t.Any, ...] = (ctx,)
             else:
                 call_args = ()
+            token = here.worker  # in a pool worker, inside a shielded nested call?
+            if token is not None and not token.shield:
+                token = None
             try:
+                if token is not None:  # the tool itself may be cancelled, not our code
+                    _pool.unshield(token)
                 value = tool.function(*call_args, **arguments)
             except Exception as exc:
                 kind, value = RAISED, exc
             except BaseException as exc:
-                if _interrupts(exc):
+                if interrupts(exc):
                     raise  # the user's Ctrl-C, or this thread's attempt was cancelled
                 kind, value = RAISED, exc
             else:
+                if token is not None:
+                    _pool.shield()
+                    token = None
                 if not emit:
                     return value if type(value) is Ok or type(value) is Err else _ok(value)
                 kind = RETURNED
+            finally:
+                if token is not None:
+                    _pool.shield()
         else:
             kind, value, text = self._timed(tool, arguments, ctx, attempt, timeout)
         duration = time.perf_counter_ns() - began if emit else 0
@@ -656,10 +678,10 @@ class ToolExecutor:
         timeout: float,
     ) -> tuple[str, t.Any, t.Any]:
         deadline = monotonic() + timeout
+        scope = here.scope
+        if scope is not None and scope.deadline is not None and scope.deadline < deadline:
+            deadline = scope.deadline  # nested: never later than the enclosing attempt's
         if tool.isolation == "process":
-            scope = here.scope
-            if scope is not None and scope.deadline is not None and scope.deadline < deadline:
-                deadline = scope.deadline
             pctx = _with_attempt(ctx, attempt - 1, deadline) if tool.takes_ctx else None
             kind, value = _isolation.run_in_process(tool, arguments, pctx, deadline)
             return kind, value, None

@@ -43,11 +43,11 @@ from __future__ import annotations
 import collections.abc as c
 import contextvars
 import json
-import logging
 import typing as t
 
 import attrs
 
+from ._log import log as _safe_log
 from ._text import safe_str as _safe_str
 from .context_update import ContextUpdate
 from .errors import ToolDenied, ToolError, ToolNotFound, ToolTimeout
@@ -67,7 +67,7 @@ __all__ = [
     "format_tool_result",
 ]
 
-_log = logging.getLogger("nous_tools")
+_log = _safe_log
 
 #: One outcome of :func:`execute_tool_calls`.
 CallResult = t.Union[Result, NeedsApproval]  # noqa: UP007  (a runtime alias)
