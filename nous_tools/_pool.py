@@ -20,10 +20,11 @@ Design, and why:
   itself waiting on a nested call. So the caller's side writes no counts at
   all: it creates its task, enqueues it, perhaps starts a thread, and waits.
   Whatever happens in between, the task is either still queued, running, or
-  finished, and ``_abandon`` (idempotent) settles it. Each task carries two
-  one-item lists, ``start`` and ``finish``: popping an item is atomic, so
-  exactly one party wins each race — a worker starting the task against a
-  caller dropping it, a worker finishing it against a caller abandoning it.
+  finished, and ``_abandon`` (idempotent) settles it. Each task has two claims,
+  ``start`` and ``finish`` (``dict.setdefault`` is atomic), so exactly one
+  party wins each race — a worker starting the task against a caller dropping
+  it, a worker finishing it against a caller abandoning it — and a winner
+  interrupted right after its claim can still tell that it won.
   Every count is changed under the pool's lock, by the winner, in one run of
   plain stores with no call between them (so nothing can land halfway); what a
   winner interrupted before counting leaves undone, the worker counts itself
@@ -129,14 +130,13 @@ class _Task(Scope):
     __slots__ = (
         "accounted",
         "args",
+        "claims",
         "context",
         "done",
-        "finish",
         "fn",
         "interrupt",
         "kwargs",
         "result",
-        "start",
         "worker",
     )
 
@@ -158,8 +158,11 @@ class _Task(Scope):
         self.kwargs = kwargs
         self.context = contextvars.copy_context()
         self.interrupt = interrupt
-        self.start = [None]  # popped by the worker that runs it, or by a caller that drops it
-        self.finish = [None]  # popped by the worker that finishes it, or by one that abandons it
+        # Who won each race: "start" (the worker that runs it, or a caller that drops
+        # it while queued) and "finish" (the worker that finishes it, or a party that
+        # abandons it). dict.setdefault is atomic, and the winner can tell it won
+        # even when it is interrupted right after.
+        self.claims: dict[str, object] = {}
         self.result: Outcome = (TIMED_OUT, None, None)
         self.worker: _Worker | None = None
         self.accounted = False  # its abandonment has been counted
@@ -330,32 +333,32 @@ class WorkerPool:
         """Decide ``task``'s outcome as ``kind`` unless it has finished; True when
         this call decided it. Idempotent: a second call returns False.
 
-        Whoever pops the ``finish`` token releases ``done``, exactly once: the
-        worker that ran the task, or the party that abandoned or dropped it.
+        Whoever claims ``finish`` releases ``done``, exactly once: the worker that
+        ran the task, or the party that abandoned or dropped it — here in a
+        ``finally``, so a Ctrl-C landing anywhere after the claim still wakes the
+        task's waiter.
         """
+        claims = task.claims
+        mine = object()
         try:
-            task.start.pop()
-        except IndexError:
-            started = True
-        else:
-            started = False  # still queued: it will never run
-        with self._lock:
-            try:
-                task.finish.pop()
-            except IndexError:
-                return False  # it finished, or another party decided it
-            task.cancelled = True
-            task.result = (kind, None, None)
-            if kind == TIMED_OUT:
-                self._timed_out += 1
-            worker = task.worker
-            if started and worker is not None:
-                self._count_abandoned(task)
-                if task.interrupt and not self._send_cancel(worker):
-                    self._resend(worker)
-            if task.event is not None:
-                task.event.set()
-        task.done.release()
+            started = claims.setdefault("start", mine) is not mine  # False: never ran
+            with self._lock:
+                if claims.setdefault("finish", mine) is not mine:
+                    return False  # it finished, or another party decided it
+                task.cancelled = True
+                task.result = (kind, None, None)
+                if kind == TIMED_OUT:
+                    self._timed_out += 1
+                worker = task.worker
+                if started and worker is not None:
+                    self._count_abandoned(task)
+                    if task.interrupt and not self._send_cancel(worker):
+                        self._resend(worker)
+                if task.event is not None:
+                    task.event.set()
+        finally:
+            if claims.get("finish") is mine:
+                task.done.release()
         if not started:
             return True
         children = task.children
@@ -396,18 +399,27 @@ class WorkerPool:
             return True
 
     def _resend(self, worker: _Worker) -> None:
-        """Have the cancellation of ``worker`` sent again shortly, off the caller's path."""
-        resend = self._resends
-        if resend is None:
-            resend = self._resends = queue.SimpleQueue()
+        """Have the cancellation of ``worker`` sent again shortly, off the caller's path
+        (with the lock)."""
+        resends = self._resends
+        if resends is None:
+            resends = self._resends = queue.SimpleQueue()
             threading.Thread(
-                target=self._resender, args=(resend,), name=f"{self._name}-cancel", daemon=True
+                target=self._resender, args=(resends,), name=f"{self._name}-cancel", daemon=True
             ).start()
-        resend.put(worker)
+        resends.put(worker)
 
-    def _resender(self, resend: queue.SimpleQueue[_Worker]) -> None:
+    def _resender(self, resends: queue.SimpleQueue[_Worker]) -> None:
+        """Retry withheld cancellations; leave when there has been none for a while."""
         while True:
-            worker = resend.get()
+            try:
+                worker = resends.get(timeout=1.0)
+            except queue.Empty:
+                with self._lock:
+                    if resends.empty():
+                        self._resends = None
+                        return
+                continue
             for _ in range(2000):  # about a second at most
                 time.sleep(0.0005)
                 with self._lock:
@@ -483,7 +495,6 @@ class WorkerPool:
         tasks = self._queue
         idle = self._idle
         lost = False
-        won = False  # it popped its task's finish token and owes the caller the result
         result: Outcome = (RETURNED, None, None)
         try:
             while True:
@@ -503,9 +514,7 @@ class WorkerPool:
                         and not self._shutdown
                     ):
                         self._try_spawn()
-                try:
-                    task.start.pop()
-                except IndexError:
+                if task.claims.setdefault("start", me) is not me:
                     task = None  # dropped while queued
                     continue
                 task.worker = me  # only the worker that won the task: it may be sent a cancel
@@ -520,25 +529,23 @@ class WorkerPool:
                     result = (RAISED, exc, safe_str(exc))  # rendered inside the deadline
                 here.scope = None
                 task.fn = task.args = task.kwargs = task.context = None  # type: ignore[assignment]
-                try:
-                    task.finish.pop()
-                except IndexError:
+                if task.claims.setdefault("finish", me) is not me:
                     lost = True  # abandoned at its deadline: retire, never reused
                     break
-                won = True
                 task.result = result
                 task.done.release()
-                won = False
                 me.completed += 1
                 task = None
         except ToolCancelled:
             # The cancellation sent because its task was abandoned. (Should one ever
             # arrive after it won its task, the caller still gets the result.)
-            if won and task is not None and task.done.locked():
+            if task is not None and task.claims.get("finish") is me and task.done.locked():
                 task.result = result
                 with contextlib.suppress(RuntimeError):
                     task.done.release()
-            lost = not won
+                lost = False
+            else:
+                lost = True
         here.scope = None
         # Leave: clear a cancellation sent and not yet delivered, then settle the books.
         while True:
@@ -585,6 +592,8 @@ class WorkerPool:
                 context.run(fn)
             here.scope, here.nested = None, False
             job = None
+            if self._shutdown:
+                return
             self._idle_lanes.append(None)
             try:
                 job = self._lanes.get(timeout=_LANE_IDLE_SECONDS)

@@ -31,7 +31,6 @@ from nous_tools import (
     Tool,
     ToolCall,
     ToolCancelled,
-    ToolError,
     ToolExecutor,
     ToolTimeout,
     signals,
@@ -89,6 +88,18 @@ class _Sigint:
 
 
 # 1. no interleaving of cancellations and Ctrl-C corrupts the books ---------------
+
+
+def _stacks() -> str:
+    """Where the library's threads are (to explain a failure)."""
+    import traceback
+
+    frames = sys._current_frames()
+    return "\n".join(
+        f"{thread.name}:\n" + "".join(traceback.format_stack(frames[thread.ident])[-4:])
+        for thread in threading.enumerate()
+        if thread.name.startswith("nous-tools") and thread.ident in frames
+    )
 
 
 def _storm(seconds: float, seed: int) -> None:
@@ -164,7 +175,7 @@ def _storm(seconds: float, seed: int) -> None:
             assert stats["workers"] >= 0 and stats["pending"] >= 0
         settled = wait_until(lambda: executor.stats()["abandoned"] == 0, 20)
         stats = executor.stats()
-        assert settled, stats
+        assert settled, (stats, _stacks())
         assert wait_until(lambda: executor.stats()["busy"] == 0, 20), executor.stats()
         assert executor.stats()["workers"] <= executor.max_workers
         # A healthy call runs at once: it neither waits for capacity nor saturates.
