@@ -72,7 +72,6 @@ import functools
 import inspect
 import ipaddress
 import json
-import logging
 import pathlib
 import re
 import types
@@ -82,6 +81,7 @@ import uuid
 import attrs
 
 from . import _iso, _schema
+from ._log import log as _safe_log
 from ._text import json_type
 from .errors import ToolError
 from .results import Err
@@ -92,7 +92,7 @@ if t.TYPE_CHECKING:
 
 __all__ = ["ArgumentConverter", "compile_converter", "structure", "unstructure"]
 
-_log = logging.getLogger("nous_tools")
+_log = _safe_log
 
 _EMPTY = inspect.Parameter.empty
 _DECIMAL = re.compile(_schema.DECIMAL_PATTERN)

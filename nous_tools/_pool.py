@@ -1,71 +1,85 @@
 """Worker threads with hard deadlines (private).
 
-The pool knows nothing of tools: it runs zero-argument callables, each in a
-copy of the submitting thread's ``contextvars`` context, and reports what
-happened. The executor turns that into ``Ok``/``Err`` and sends every signal
-from the caller's thread.
+The pool knows nothing of tools: it runs callables, each in a copy of the
+submitting thread's ``contextvars`` context, under a deadline, and reports what
+happened as a plain ``(kind, value, text)`` tuple. The executor turns that into
+``Ok``/``Err`` and sends every signal from the caller's thread.
 
 Design, and why:
 
-* **Per-worker hand-off.** Each worker owns a ``wake`` lock. A timed call takes
-  an idle worker, hands it the task and releases ``wake``; the worker releases
-  the task's ``done`` lock when it finishes, and the caller waits on ``done``
-  with a timeout. No shared queue and no ``Future`` sit between them, so a
-  round trip is two lock releases and two wake-ups, and the pool's one lock
-  is taken twice (take a worker; finish and go idle).
+* **One queue, workers that pull.** A timed call puts its task on a
+  ``queue.SimpleQueue`` (one atomic C call) and waits on the task's ``done``
+  lock with a timeout; an idle worker takes it, runs it and releases ``done``.
+  A worker that takes a task while more wait and no worker is idle starts
+  another worker (up to ``max_workers``), so a task never waits while capacity
+  is free.
+* **Books that no interruption can corrupt.** Two kinds of exception arrive at
+  arbitrary bytecodes: ``KeyboardInterrupt`` in the main thread (Ctrl-C), and
+  the ``ToolCancelled`` this pool sends to a worker whose task passed its
+  deadline — which may land in the pool's own code when that worker's tool was
+  itself waiting on a nested call. So the caller's side writes no counts at
+  all: it creates its task, enqueues it, perhaps starts a thread, and waits.
+  Whatever happens in between, the task is either still queued, running, or
+  finished, and ``_abandon`` (idempotent) settles it. Each task has two claims,
+  ``start`` and ``finish`` (``dict.setdefault`` is atomic), so exactly one
+  party wins each race — a worker starting the task against a caller dropping
+  it, a worker finishing it against a caller abandoning it — and a winner
+  interrupted right after its claim can still tell that it won.
+  Every count is changed under the pool's lock, by the winner, in one run of
+  plain stores with no call between them (so nothing can land halfway); what a
+  winner interrupted before counting leaves undone, the worker counts itself
+  when it notices it lost. Threads register themselves when they start, so a
+  ``Thread.start()`` cut short leaves nothing behind.
+* **One cancellation per worker, delivered or cleared.** ``ToolCancelled`` is
+  sent to a worker once, by the party that abandoned its task, under the lock;
+  a worker that lost its task takes the lock before it exits and clears what
+  has not been delivered, so the exception never lands in another task, in the
+  books, or — after the thread ends — in a thread that reuses its id.
+* **Deadlines reach nested work.** A task is a cancel scope (``_scope.Scope``):
+  calls a tool makes from inside an attempt are its children, their deadline is
+  at most the enclosing attempt's, and abandoning a task abandons its children.
+  A batch is a scope too, so Ctrl-C during ``execute_many`` cancels its calls.
 * **Real time.** ``Lock.acquire(timeout=...)`` waits in C on the real monotonic
-  clock, and the pool's own clock is captured at import, so deadlines hold
-  inside ``freezegun.freeze_time`` (which replaces ``time.monotonic``).
+  clock and the pool's clock is captured at import, so deadlines hold inside
+  ``freezegun.freeze_time``.
 * **What a deadline can stop.** CPython cannot kill a thread. At the deadline
-  the caller returns, the task's ``cancelled`` event is set, and (when asked)
-  ``ToolCancelled`` is raised asynchronously in the worker. That exception
-  lands at the worker's next Python bytecode: it stops a tight Python loop, or
-  code that returns from a blocking call into Python, but not a blocking C call
-  (``time.sleep``, a socket read, a C extension) until that call returns.
-* **Retired, never reused.** A worker whose task timed out is *abandoned*: it
-  never takes another task, is not counted against ``max_workers`` and exits
-  when its task ends. The one asynchronous exception sent to it is either
-  delivered inside the task, caught by the worker's loop, or cleared before the
-  worker exits, so it never lands in another task or in the pool's bookkeeping.
-* **Never blocks exit.** Workers are daemon threads and the pool registers no
-  ``atexit`` join, so a hung tool cannot keep a script alive.
+  the caller returns, the task's ``cancelled`` event is set and (when asked)
+  ``ToolCancelled`` is raised asynchronously in the worker, at its next Python
+  bytecode: it stops a Python loop, not a blocking C call (``time.sleep``, a
+  socket read) until that call returns. The worker is *abandoned*: never
+  reused, not counted against ``max_workers``, and it exits when its task ends.
+* **Never blocks exit.** Workers and lanes are daemon threads and the pool
+  registers no ``atexit`` join, so a hung tool cannot keep a script alive.
 """
 
 from __future__ import annotations
 
-import collections
-import concurrent.futures
+import contextlib
 import contextvars
 import ctypes
 import itertools
 import os
+import queue
+import sys
 import threading
+import time
 import typing as t
 
 from ._clock import monotonic
+from ._scope import Scope, here, in_worker
+from ._text import safe_str
 from .errors import ToolCancelled
 
-__all__ = ["Outcome", "WorkerPool", "monotonic"]
-
-
-class Outcome(t.NamedTuple):
-    """What happened to a task: ``kind`` is one of the constants below."""
-
-    kind: str
-    value: t.Any = None
-
+__all__ = ["RAISED", "RETURNED", "SATURATED", "SHUT_DOWN", "TIMED_OUT", "WorkerPool", "in_worker"]
 
 RETURNED = "returned"  # value: what the callable returned
-RAISED = "raised"  # value: the exception it raised
+RAISED = "raised"  # value: the exception it raised; text: its str(), rendered in the worker
 TIMED_OUT = "timed_out"
 SATURATED = "saturated"  # value: (abandoned, cap)
 SHUT_DOWN = "shut_down"
 
-_PENDING, _DONE, _ABANDONED = 0, 1, 2
-
-# What a worker does after its task: run the next one it was given, wait idle
-# to be handed one, exit (shutdown or overflow), or retire (the task timed out).
-_NEXT, _IDLE, _EXIT, _RETIRE = "next", "idle", "exit", "retire"
+#: What :meth:`WorkerPool.run` returns: ``(kind, value, text)``.
+Outcome = tuple[str, t.Any, t.Any]
 
 # PyThreadState_SetAsyncExc(thread_id, exc) schedules ``exc`` in that thread;
 # with exc=NULL it clears a scheduled exception that has not been delivered yet.
@@ -76,85 +90,141 @@ _clear_async_exc = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_ulong, ctypes.c_void
     ("PyThreadState_SetAsyncExc", ctypes.pythonapi)
 )
 
-_local = threading.local()
+#: Seconds an idle lane thread waits for another batch before it exits.
+_LANE_IDLE_SECONDS = 30.0
+
+#: The longest wait a lock accepts; every deadline is checked against it at construction.
+_WAIT_MAX = threading.TIMEOUT_MAX
 
 
-def in_worker() -> bool:
-    """True in a pool worker thread (a nested call must not wait for capacity)."""
-    return getattr(_local, "worker", False)
+_hook_lock = threading.Lock()
+_hook_installed = False
 
 
-class _Task:
-    """One call: what to run, and (for the caller) how it ended."""
+def _install_quiet_unraisable_hook() -> None:
+    """A ``ToolCancelled`` that lands in a finalizer or weakref callback (code that
+    happened to run in the cancelled worker) is swallowed by Python and reported
+    as "Exception ignored"; it is our own signal, not the program's error, so the
+    hook installed here drops it and passes everything else on."""
+    global _hook_installed
+    if _hook_installed:
+        return
+    with _hook_lock:
+        if _hook_installed:
+            return
+        previous = sys.unraisablehook
 
-    __slots__ = ("args", "context", "done", "fn", "future", "kind", "kwargs", "state", "value")
+        def hook(unraisable: t.Any) -> None:
+            if unraisable.exc_type is ToolCancelled:
+                return
+            current = previous
+            current(unraisable)
+
+        sys.unraisablehook = hook
+        _hook_installed = True
+
+
+class _Task(Scope):
+    """One timed call: what to run, the tokens its parties race for, how it ended."""
+
+    __slots__ = (
+        "accounted",
+        "args",
+        "claims",
+        "context",
+        "done",
+        "fn",
+        "interrupt",
+        "kwargs",
+        "result",
+        "worker",
+    )
 
     def __init__(
         self,
         fn: t.Callable[..., t.Any],
         args: tuple[t.Any, ...],
         kwargs: dict[str, t.Any],
-        future: concurrent.futures.Future[t.Any] | None = None,
+        deadline: float,
+        event: threading.Event | None,
+        interrupt: bool,
     ) -> None:
+        self.cancelled = False
+        self.children = None
+        self.deadline = deadline
+        self.event = event
         self.fn = fn
         self.args = args
         self.kwargs = kwargs
         self.context = contextvars.copy_context()
-        self.future = future
-        self.state = _PENDING  # guarded by the pool's lock
-        self.kind = RETURNED
-        self.value: t.Any = None
+        self.interrupt = interrupt
+        # Who won each race: "start" (the worker that runs it, or a caller that drops
+        # it while queued) and "finish" (the worker that finishes it, or a party that
+        # abandons it). dict.setdefault is atomic, and the winner can tell it won
+        # even when it is interrupted right after.
+        self.claims: dict[str, object] = {}
+        self.result: Outcome = (TIMED_OUT, None, None)
+        self.worker: _Worker | None = None
+        self.accounted = False  # its abandonment has been counted
         self.done = threading.Lock()
         self.done.acquire()
 
 
 class _Worker:
-    __slots__ = ("abandoned", "counted", "pool", "task", "thread", "wake")
+    """A worker thread's record; only its own thread and the lock-holder write it.
 
-    def __init__(self, pool: WorkerPool, name: str) -> None:
-        self.pool = pool
-        self.task: _Task | None = None
+    ``lock`` guards the shield: ``shield`` counts how deep the thread is in the
+    library's own code (a nested call), where no cancellation is delivered;
+    ``cancelled`` is set when its task is abandoned and stays set.
+    """
+
+    __slots__ = (
+        "abandoned",
+        "cancelled",
+        "completed",
+        "gone",
+        "healthy",
+        "ident",
+        "lock",
+        "shield",
+        "thread",
+    )
+
+    def __init__(self) -> None:
         self.abandoned = False
-        self.counted = True  # False while it runs an unbounded task (a batch lane)
-        self.wake = threading.Lock()
-        self.wake.acquire()
-        self.thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self.cancelled = False
+        self.completed = 0
+        self.gone = False
+        self.healthy = False
+        self.ident = 0
+        self.lock = threading.Lock()
+        self.shield = 0
+        self.thread: threading.Thread | None = None
 
-    def _loop(self) -> None:
-        _local.worker = True
-        pool = self.pool
-        try:
-            task = self.task
-            while task is not None:
-                self.task = None
-                kind, value = RETURNED, None
-                try:
-                    try:
-                        value = task.context.run(task.fn, *task.args, **task.kwargs)
-                    except BaseException as exc:  # the callable's, handed to the caller
-                        kind, value = RAISED, exc
-                except ToolCancelled:  # landed in the handler above
-                    kind, value = RAISED, None
-                task.fn = task.args = task.kwargs = task.context = None  # type: ignore[assignment]
-                after = pool._finish(self, task, kind, value)
-                if after is _RETIRE:
-                    return  # the task timed out
-                if task.future is not None:
-                    if kind == RETURNED:
-                        task.future.set_result(value)
-                    else:
-                        task.future.set_exception(value)
-                task.done.release()
-                if after is _IDLE:
-                    self.wake.acquire()  # until a caller hands over a task (None: exit)
-                task = self.task
-        except ToolCancelled:
-            # Delivered after the callable ended: the task timed out and this
-            # worker is retired. It was the one exception ever sent to it.
-            return
-        finally:
-            if self.abandoned:
-                pool._abandoned_exited()
+
+def shield() -> _Worker | None:
+    """Enter the library's own code in a pool worker: from here to :func:`unshield`
+    no ``ToolCancelled`` is delivered asynchronously (it could land in the middle
+    of a log handler holding its lock, or of our books). A cancellation that
+    arrives meanwhile is raised, synchronously, when the shield is left. Returns
+    the token for :func:`unshield`; None outside a pool worker (nothing to do)."""
+    me: _Worker | None = here.worker
+    if me is None:
+        return None
+    with me.lock:
+        _clear_async_exc(me.ident, None)  # one sent a moment ago is re-raised on the way out
+        me.shield += 1
+    return me
+
+
+def unshield(me: _Worker) -> None:
+    """Leave a shield; raise ``ToolCancelled`` if the worker's attempt was cancelled
+    meanwhile (or before) and this was the outermost shield."""
+    with me.lock:
+        me.shield -= 1
+        cancelled = me.shield == 0 and me.cancelled
+    if cancelled:
+        raise ToolCancelled
 
 
 class WorkerPool:
@@ -170,120 +240,31 @@ class WorkerPool:
         if (
             isinstance(max_abandoned, bool)
             or not isinstance(max_abandoned, int)
-            or max_abandoned < 0
+            or max_abandoned < 1
         ):
-            raise ValueError(f"option 'max_abandoned' must be an int >= 0, got {max_abandoned!r}")
+            raise ValueError(
+                "option 'max_abandoned' must be an int >= 1 (at 0 no timed call could ever "
+                f"run), got {max_abandoned!r}"
+            )
         self.max_workers = max_workers
         self.max_abandoned = max_abandoned
         self._name = name
         self._lock = threading.Lock()
-        self._capacity = threading.Condition(self._lock)
-        self._waiting = 0  # callers waiting for capacity
-        self._idle: list[_Worker] = []
-        self._workers: set[_Worker] = set()  # healthy: idle or busy
-        self._pending: collections.deque[_Task] = collections.deque()
-        self._busy = 0
-        self._abandoned = 0
-        self._completed = 0
+        self._queue: queue.SimpleQueue[_Task | None] = queue.SimpleQueue()
+        self._idle: list[None] = []  # one item per worker waiting on the queue
+        self._workers: set[_Worker] = set()  # registered and not yet gone
+        self._healthy = 0  # registered workers that were never abandoned
+        self._abandoned = 0  # abandoned workers still running
+        self._completed = 0  # tasks completed by workers that are gone
         self._timed_out = 0
         self._saturated = 0
         self._shutdown = False
         self._counter = itertools.count(1)
+        self._resends: queue.SimpleQueue[_Worker] | None = None
+        self._lanes: queue.SimpleQueue[tuple[t.Any, ...] | None] = queue.SimpleQueue()
+        self._idle_lanes: list[None] = []
 
-    # -- workers (called with or without the lock as noted) ----------------------
-
-    def _new_worker(self) -> _Worker:  # with the lock
-        worker = _Worker(self, f"{self._name}-{next(self._counter)}")
-        self._workers.add(worker)
-        return worker
-
-    def _free_capacity(self) -> None:  # with the lock
-        if self._waiting:
-            self._capacity.notify()
-
-    def _take(self, deadline: float | None) -> _Worker | Outcome:
-        """An idle or new worker, marked busy; or the Outcome that prevents it."""
-        with self._lock:
-            while True:
-                if self._shutdown:
-                    return Outcome(SHUT_DOWN)
-                if deadline is not None and self._abandoned >= self.max_abandoned:
-                    self._saturated += 1
-                    return Outcome(SATURATED, (self._abandoned, self.max_abandoned))
-                if self._idle:
-                    self._busy += 1
-                    worker = self._idle.pop()
-                    worker.counted = True
-                    return worker
-                if self._busy < self.max_workers or in_worker():
-                    self._busy += 1
-                    return self._new_worker()
-                remaining = None if deadline is None else deadline - monotonic()
-                if remaining is not None and remaining <= 0:
-                    self._timed_out += 1
-                    return Outcome(TIMED_OUT)
-                self._waiting += 1
-                try:
-                    self._capacity.wait(remaining)
-                finally:
-                    self._waiting -= 1
-
-    def _start(self, worker: _Worker, task: _Task) -> None:
-        worker.task = task
-        if worker.thread.ident is not None:
-            worker.wake.release()
-            return
-        try:
-            worker.thread.start()
-        except BaseException:
-            with self._lock:
-                if worker.counted:
-                    self._busy -= 1
-                self._workers.discard(worker)
-                self._free_capacity()
-            raise
-
-    def _finish(self, worker: _Worker, task: _Task, kind: str, value: t.Any) -> str:
-        """A worker's task ended: record it and go idle (before the caller is told,
-        so a caller's next call finds this worker idle); see ``_NEXT`` and co.
-
-        The state check and the bookkeeping share one critical section, so once
-        a task is ``_DONE`` no caller can abandon it and no asynchronous
-        exception can be on its way to this worker.
-        """
-        while True:
-            try:
-                with self._lock:
-                    if task.state == _ABANDONED:
-                        # An exception may have been sent and not delivered yet.
-                        _clear_async_exc(threading.get_ident(), None)
-                        return _RETIRE
-                    task.state = _DONE
-                    task.kind, task.value = kind, value
-                    self._completed += 1
-                    if self._pending:
-                        worker.task = self._pending.popleft()
-                        if not worker.counted:
-                            worker.counted = True
-                            self._busy += 1
-                        return _NEXT
-                    if worker.counted:
-                        self._busy -= 1
-                    self._free_capacity()
-                    if self._shutdown or len(self._workers) > self.max_workers:
-                        self._workers.discard(worker)  # shutting down, or an overflow worker
-                        worker.task = None
-                        return _EXIT
-                    self._idle.append(worker)
-                    return _IDLE
-            except ToolCancelled:
-                continue  # landed before the state check: look again
-
-    def _abandoned_exited(self) -> None:
-        with self._lock:
-            self._abandoned -= 1
-
-    # -- running ---------------------------------------------------------------
+    # -- running a call ----------------------------------------------------------
 
     def run(
         self,
@@ -295,118 +276,348 @@ class WorkerPool:
         cancelled: threading.Event | None = None,
         interrupt: bool = True,
     ) -> Outcome:
-        """Run ``fn(*args, **kwargs)`` in a worker, waiting until ``deadline``
-        (on :func:`monotonic`'s clock).
+        """Run ``fn(*args, **kwargs)`` in a worker, waiting until ``deadline`` (on
+        :func:`monotonic`'s clock) or the enclosing scope's deadline if earlier.
 
-        At the deadline the task is abandoned: ``cancelled`` is set, ``ToolCancelled``
-        is raised in the worker when ``interrupt`` is true, and ``TIMED_OUT`` is
-        returned at once. A ``KeyboardInterrupt`` (or any exception) raised in the
-        caller while it waits abandons the task the same way, then propagates.
+        At the deadline the task is abandoned: ``cancelled`` is set,
+        ``ToolCancelled`` is raised in the worker when ``interrupt`` is true, the
+        calls it made itself are abandoned too, and ``TIMED_OUT`` is returned at
+        once. An exception raised in the caller while it waits (Ctrl-C, or the
+        cancellation of the caller's own attempt) abandons the task the same way,
+        then propagates.
         """
-        taken = self._take(deadline)
-        if type(taken) is Outcome:
-            return taken
-        worker = t.cast(_Worker, taken)
-        task = _Task(fn, args, kwargs)
+        if self._shutdown:
+            return (SHUT_DOWN, None, None)
+        if self._abandoned >= self.max_abandoned:
+            with self._lock:
+                self._saturated += 1
+            return (SATURATED, (self._abandoned, self.max_abandoned), None)
+        parent = here.scope
+        if parent is not None:
+            limit = parent.deadline
+            if limit is not None and limit < deadline:
+                deadline = limit
+        remaining = deadline - monotonic()
+        if remaining <= 0:  # an enclosing attempt's deadline has passed already
+            with self._lock:
+                self._timed_out += 1
+            return (TIMED_OUT, None, None)
+        task = _Task(fn, args, kwargs, deadline, cancelled, interrupt)
         try:
-            self._start(worker, task)
-            finished = task.done.acquire(True, max(0.0, deadline - monotonic()))
-        except BaseException:  # KeyboardInterrupt in the caller: cancel as at a deadline
-            self._abandon(worker, task, cancelled, interrupt)
+            if parent is not None and not parent.adopt(task):
+                return (TIMED_OUT, None, None)  # the enclosing attempt was cancelled
+            if here.nested:
+                self._spawn(task)  # a nested call never waits for capacity
+            else:
+                tasks = self._queue
+                tasks.put(task)
+                if tasks.qsize() > len(self._idle) and self._healthy < self.max_workers:
+                    self._spawn(None)
+                if self._shutdown:
+                    self._abandon(task, SHUT_DOWN)
+            finished = task.done.acquire(True, min(max(0.0, deadline - monotonic()), _WAIT_MAX))
+        except BaseException:
+            self._abandon(task, TIMED_OUT)
             raise
-        if finished or not self._abandon(worker, task, cancelled, interrupt):
-            return Outcome(task.kind, task.value)
-        return Outcome(TIMED_OUT)
+        finally:
+            if parent is not None:
+                parent.release(task)
+        if finished:
+            return task.result
+        if self._abandon(task, TIMED_OUT):
+            return (TIMED_OUT, None, None)
+        task.done.acquire()  # it finished as the deadline passed: its worker is handing over
+        return task.result
 
-    def _abandon(
-        self,
-        worker: _Worker,
-        task: _Task,
-        cancelled: threading.Event | None,
-        interrupt: bool,
-    ) -> bool:
-        """Mark a running task abandoned; False if it had already finished."""
-        with self._lock:
-            if task.state == _DONE:
-                return False
-            task.state = _ABANDONED
-            ident = worker.thread.ident
-            if ident is None:  # never started: nothing runs, nothing to count
-                self._workers.discard(worker)
-                if worker.counted:
-                    self._busy -= 1
-                self._free_capacity()
-                return True
-            worker.abandoned = True
-            if cancelled is not None:
-                cancelled.set()
-            if interrupt:
-                _set_async_exc(ident, ToolCancelled)
-            if worker.counted:
-                self._busy -= 1
-            self._abandoned += 1
-            self._timed_out += 1
-            self._workers.discard(worker)
-            self._free_capacity()
+    def _abandon(self, task: _Task, kind: str) -> bool:
+        """Decide ``task``'s outcome as ``kind`` unless it has finished; True when
+        this call decided it. Idempotent: a second call returns False.
+
+        Whoever claims ``finish`` releases ``done``, exactly once: the worker that
+        ran the task, or the party that abandoned or dropped it — here in a
+        ``finally``, so a Ctrl-C landing anywhere after the claim still wakes the
+        task's waiter.
+        """
+        claims = task.claims
+        mine = object()
+        try:
+            started = claims.setdefault("start", mine) is not mine  # False: never ran
+            with self._lock:
+                if claims.setdefault("finish", mine) is not mine:
+                    return False  # it finished, or another party decided it
+                task.cancelled = True
+                task.result = (kind, None, None)
+                if kind == TIMED_OUT:
+                    self._timed_out += 1
+                worker = task.worker
+                if started and worker is not None:
+                    self._count_abandoned(task)
+                    if task.interrupt and not self._send_cancel(worker):
+                        self._resend(worker)
+                if task.event is not None:
+                    task.event.set()
+        finally:
+            if claims.get("finish") is mine:
+                task.done.release()
+        if not started:
+            return True
+        children = task.children
+        if children:
+            for child in list(children):
+                self.cancel(child, kind)
+        if (
+            not self._shutdown
+            and self._queue.qsize() > len(self._idle)
+            and self._healthy < self.max_workers
+        ):
+            self._try_spawn()  # queued calls take the retired worker's place
         return True
 
-    def submit(
-        self, fn: t.Callable[..., t.Any], /, *args: t.Any, **kwargs: t.Any
-    ) -> concurrent.futures.Future[t.Any]:
-        """Run ``fn(*args, **kwargs)`` without a deadline; a ``Future`` holds the result.
+    def _send_cancel(self, worker: _Worker) -> bool:
+        """Raise ``ToolCancelled`` in ``worker`` (with the lock); False when it must
+        be tried again a moment later.
 
-        Like ``ThreadPoolExecutor.submit``: at most ``max_workers`` run at once and
-        the rest wait in order. Raises ``RuntimeError`` after :meth:`shutdown`.
+        CPython (before 3.12) gives a thread that is being started the id of the
+        thread starting it until it runs, so a cancellation sent to a worker that
+        is starting a thread at that moment would also reach the newborn. So none
+        is sent while a thread is being started (``threading._limbo``), and one
+        that reached two threads is withdrawn and sent again later. A worker that
+        is gone is never sent anything: its id may belong to another thread now.
         """
-        return self._submit(fn, args, kwargs, bounded=True)
+        if worker.gone:
+            return True
+        with worker.lock:
+            worker.cancelled = True
+            if worker.shield:
+                return True  # in the library's own code: raised when it leaves it
+            if threading._limbo:  # type: ignore[attr-defined]
+                return False
+            if _set_async_exc(worker.ident, ToolCancelled) > 1:
+                _clear_async_exc(worker.ident, None)
+                return False
+            _install_quiet_unraisable_hook()
+            return True
 
-    def submit_unbounded(self, fn: t.Callable[[], t.Any]) -> concurrent.futures.Future[t.Any]:
-        """Like :meth:`submit`, but never waits for capacity: for threads that only
-        coordinate other calls (a batch's lanes), whose own attempts are bounded."""
-        return self._submit(fn, (), {}, bounded=False)
+    def _resend(self, worker: _Worker) -> None:
+        """Have the cancellation of ``worker`` sent again shortly, off the caller's path
+        (with the lock)."""
+        resends = self._resends
+        if resends is None:
+            resends = self._resends = queue.SimpleQueue()
+            threading.Thread(
+                target=self._resender, args=(resends,), name=f"{self._name}-cancel", daemon=True
+            ).start()
+        resends.put(worker)
 
-    def _submit(
-        self,
-        fn: t.Callable[..., t.Any],
-        args: tuple[t.Any, ...],
-        kwargs: dict[str, t.Any],
-        *,
-        bounded: bool,
-    ) -> concurrent.futures.Future[t.Any]:
-        future: concurrent.futures.Future[t.Any] = concurrent.futures.Future()
-        future.set_running_or_notify_cancel()
-        task = _Task(fn, args, kwargs, future)
+    def _resender(self, resends: queue.SimpleQueue[_Worker]) -> None:
+        """Retry withheld cancellations; leave when there has been none for a while."""
+        while True:
+            try:
+                worker = resends.get(timeout=1.0)
+            except queue.Empty:
+                with self._lock:
+                    if resends.empty():
+                        self._resends = None
+                        return
+                continue
+            for _ in range(2000):  # about a second at most
+                time.sleep(0.0005)
+                with self._lock:
+                    if self._send_cancel(worker):
+                        break
+
+    def _count_abandoned(self, task: _Task) -> None:
+        """Count ``task``'s worker as abandoned, once (with the lock). Plain stores
+        only, so an exception cannot land halfway."""
+        if task.accounted:
+            return
+        worker = task.worker
+        if worker is None:
+            return
+        task.accounted = True
+        worker.abandoned = True
+        self._abandoned += 1
+        if worker.healthy:
+            worker.healthy = False
+            self._healthy -= 1
+
+    def cancel(self, scope: Scope, kind: str = TIMED_OUT) -> None:
+        """Cancel ``scope`` and everything under it: a task is abandoned as at its
+        deadline; any other scope is marked cancelled (no new child starts)."""
+        if type(scope) is _Task:
+            self._abandon(scope, kind)
+            return
+        scope.cancelled = True
+        if scope.event is not None:
+            scope.event.set()
+        children = scope.children
+        if children:
+            for child in list(children):
+                self.cancel(child, kind)
+
+    # -- workers -----------------------------------------------------------------
+
+    def _spawn(self, first: _Task | None) -> None:
+        worker = _Worker()
+        thread = threading.Thread(
+            target=self._work,
+            args=(worker, first),
+            name=f"{self._name}-{next(self._counter)}",
+            daemon=True,
+        )
+        worker.thread = thread
+        thread.start()
+
+    def _try_spawn(self) -> None:
+        """Start a worker where one more would help; if the system refuses a thread,
+        the next call tries again (the calls already queued wait as at capacity)."""
+        with contextlib.suppress(Exception):
+            self._spawn(None)
+
+    def _work(self, me: _Worker, task: _Task | None) -> None:
+        """A worker's life. Nothing is ever sent to it before it runs a task, so it
+        registers itself safely; ``first`` is a nested call's task, run at once."""
+        me.ident = threading.get_ident()
+        here.nested = True
+        here.worker = me
         with self._lock:
-            if self._shutdown:
-                raise RuntimeError("cannot submit to a WorkerPool after shutdown")
-            worker: _Worker | None = None
-            if self._idle:
-                worker = self._idle.pop()
-            elif not bounded or self._busy < self.max_workers or in_worker():
-                worker = self._new_worker()
+            if self._shutdown or (task is None and self._healthy >= self.max_workers):
+                enlisted = False
             else:
-                self._pending.append(task)
-            if worker is not None:
-                worker.counted = bounded
-                if bounded:
-                    self._busy += 1
-        if worker is not None:
-            self._start(worker, task)
-        return future
+                enlisted = True
+                me.healthy = True
+                self._healthy += 1
+                self._workers.add(me)
+        if not enlisted:
+            if task is not None:
+                self._abandon(task, SHUT_DOWN)
+            return
+        tasks = self._queue
+        idle = self._idle
+        lost = False
+        result: Outcome = (RETURNED, None, None)
+        try:
+            while True:
+                if task is None:
+                    if self._healthy > self.max_workers:  # an overflow worker: leave
+                        with self._lock:
+                            if self._healthy > self.max_workers:
+                                break
+                    idle.append(None)
+                    task = tasks.get()
+                    idle.pop()
+                    if task is None:
+                        break  # shutdown
+                    if (
+                        tasks.qsize() > len(idle)
+                        and self._healthy < self.max_workers
+                        and not self._shutdown
+                    ):
+                        self._try_spawn()
+                if task.claims.setdefault("start", me) is not me:
+                    task = None  # dropped while queued
+                    continue
+                task.worker = me  # only the worker that won the task: it may be sent a cancel
+                here.scope = task
+                try:
+                    result = (
+                        RETURNED,
+                        task.context.run(task.fn, *task.args, **task.kwargs),
+                        None,
+                    )
+                except BaseException as exc:  # the callable's, handed to the caller
+                    result = (RAISED, exc, safe_str(exc))  # rendered inside the deadline
+                here.scope = None
+                task.fn = task.args = task.kwargs = task.context = None  # type: ignore[assignment]
+                if task.claims.setdefault("finish", me) is not me:
+                    lost = True  # abandoned at its deadline: retire, never reused
+                    break
+                task.result = result
+                task.done.release()
+                me.completed += 1
+                task = None
+        except ToolCancelled:
+            # The cancellation sent because its task was abandoned. (Should one ever
+            # arrive after it won its task, the caller still gets the result.)
+            if task is not None and task.claims.get("finish") is me and task.done.locked():
+                task.result = result
+                with contextlib.suppress(RuntimeError):
+                    task.done.release()
+                lost = False
+            else:
+                lost = True
+        here.scope = None
+        # Leave: clear a cancellation sent and not yet delivered, then settle the books.
+        while True:
+            try:
+                with self._lock:
+                    _clear_async_exc(me.ident, None)
+                    if lost and task is not None:
+                        self._count_abandoned(task)  # if its abandoner could not
+                    if not me.gone:
+                        me.gone = True
+                        if me.healthy:
+                            me.healthy = False
+                            self._healthy -= 1
+                        if me.abandoned:
+                            self._abandoned -= 1
+                        self._completed += me.completed
+                        self._workers.discard(me)
+                break
+            except ToolCancelled:
+                continue
 
-    # -- state -----------------------------------------------------------------
+    # -- lanes -------------------------------------------------------------------
+
+    def start_lane(self, fn: t.Callable[[], None], scope: Scope) -> None:
+        """Run ``fn()`` in a lane: a daemon thread that coordinates calls (a batch's),
+        in a copy of the caller's context, working in ``scope``, nested when the
+        caller is. Lanes are reused; they are not workers and take no capacity."""
+        job = (contextvars.copy_context(), fn, scope, here.nested)
+        if len(self._idle_lanes) > self._lanes.qsize():
+            self._lanes.put(job)
+            return
+        threading.Thread(
+            target=self._lane,
+            args=(job,),
+            name=f"{self._name}-lane-{next(self._counter)}",
+            daemon=True,
+        ).start()
+
+    def _lane(self, job: tuple[t.Any, ...] | None) -> None:
+        while job is not None:
+            context, fn, scope, nested = job
+            here.scope, here.nested = scope, nested
+            with contextlib.suppress(BaseException):  # fn keeps its own errors
+                context.run(fn)
+            here.scope, here.nested = None, False
+            job = None
+            if self._shutdown:
+                return
+            self._idle_lanes.append(None)
+            try:
+                job = self._lanes.get(timeout=_LANE_IDLE_SECONDS)
+            except queue.Empty:
+                pass
+            finally:
+                self._idle_lanes.pop()
+
+    # -- state -------------------------------------------------------------------
 
     def stats(self) -> dict[str, int]:
         """Counts of workers and calls: a snapshot taken under the pool's lock."""
         with self._lock:
+            healthy = self._healthy
+            idle = min(len(self._idle), healthy)
+            completed = self._completed + sum(w.completed for w in self._workers)
             return {
-                "workers": len(self._workers),
-                "idle": len(self._idle),
-                "busy": self._busy,
-                "running": self._busy,
+                "workers": healthy,
+                "idle": idle,
+                "busy": healthy - idle,
+                "running": healthy - idle,
                 "abandoned": self._abandoned,
-                "pending": len(self._pending),
-                "completed": self._completed,
+                "pending": self._queue.qsize(),
+                "completed": completed,
                 "timed_out": self._timed_out,
                 "saturated": self._saturated,
                 "max_workers": self.max_workers,
@@ -422,16 +633,17 @@ class WorkerPool:
         running work (abandoned workers are never waited for). Idempotent."""
         with self._lock:
             self._shutdown = True
-            idle, self._idle = self._idle, []
-            for worker in idle:
-                self._workers.discard(worker)
-            busy = [w for w in self._workers if w.thread.ident is not None]
-            self._capacity.notify_all()
-        for worker in idle:
-            worker.task = None
-            worker.wake.release()
-        if wait:
-            me = threading.current_thread()
-            for worker in busy:
-                if worker.thread is not me and not worker.abandoned:
-                    worker.thread.join()
+            workers = [w for w in self._workers if w.healthy]
+        for _ in workers:
+            self._queue.put(None)
+        for _ in range(len(self._idle_lanes)):
+            self._lanes.put(None)
+        if not wait:
+            return
+        me = threading.current_thread()
+        for worker in workers:
+            thread = worker.thread
+            if thread is None or thread is me:
+                continue
+            while worker.healthy and thread.is_alive():
+                thread.join(0.05)

@@ -70,7 +70,6 @@ import atexit
 import collections.abc as c
 import contextlib
 import itertools
-import logging
 import math
 import os
 import signal
@@ -81,6 +80,7 @@ import weakref
 
 from . import _isolation
 from ._clock import monotonic
+from ._log import log as _safe_log
 from ._pool import RAISED, SHUT_DOWN, TIMED_OUT
 from .errors import ChildProcessDied
 
@@ -93,7 +93,7 @@ if t.TYPE_CHECKING:
 
 __all__ = ["ProcessPool", "check_option", "default_workers", "empty_stats"]
 
-_log = logging.getLogger("nous_tools")
+_log = _safe_log
 
 _GROUPS = hasattr(os, "setsid") and hasattr(os, "killpg")
 _SIGKILL: int = getattr(signal, "SIGKILL", signal.SIGTERM)

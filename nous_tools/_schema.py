@@ -54,7 +54,6 @@ import functools
 import inspect
 import ipaddress
 import json
-import logging
 import pathlib
 import re
 import sys
@@ -64,12 +63,13 @@ import uuid
 
 import attrs
 
+from ._log import log as _safe_log
 from ._text import JSON_TYPES, json_type
 from .run_context import RunContext
 
 __all__ = ["description_from_docstring", "detect_takes_ctx", "parameters_schema"]
 
-_log = logging.getLogger("nous_tools")
+_log = _safe_log
 
 Schema = dict[str, t.Any]
 

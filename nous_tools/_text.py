@@ -11,10 +11,11 @@ JSON_TYPES = frozenset({"null", "boolean", "integer", "number", "string", "array
 
 
 def safe_str(value: object) -> str:
-    """``str(value)``, or a placeholder naming its type when that raises."""
+    """``str(value)``, or a placeholder naming its type when that raises anything
+    (even a ``KeyboardInterrupt`` or ``ToolCancelled`` from a hostile ``__str__``)."""
     try:
         return str(value)
-    except Exception:
+    except BaseException:
         return f"<{type(value).__name__} whose str() raised>"
 
 

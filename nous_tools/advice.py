@@ -49,16 +49,16 @@ from __future__ import annotations
 
 import collections.abc as c
 import inspect
-import logging
 import threading
 import typing as t
 
+from ._log import log as _safe_log
 from .errors import ToolCancelled, ToolError
 from .results import Err, NeedsApproval, Ok
 
 __all__ = ["PHASES", "Advice"]
 
-_log = logging.getLogger("nous_tools")
+_log = _safe_log
 
 #: The advice phases, in the order they are documented.
 PHASES: tuple[str, ...] = ("before", "after", "around", "override")

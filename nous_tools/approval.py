@@ -23,9 +23,9 @@ claims to equal ``"approve"``, or a subclass of ``Edit``, is a rejection too.
 from __future__ import annotations
 
 import collections.abc as c
-import logging
 import typing as t
 
+from ._log import log as _safe_log
 from .errors import ToolDenied, ToolError
 from .results import ApprovalRequest, Edit, Err
 
@@ -35,7 +35,7 @@ if t.TYPE_CHECKING:
 
 __all__ = ["check_approval"]
 
-_log = logging.getLogger("nous_tools")
+_log = _safe_log
 
 
 def _rejected(tool: Tool, why: str, original_error: object = None) -> Err:

@@ -28,14 +28,13 @@ expiry), shown in ``docs/concepts/approval.md``.
 from __future__ import annotations
 
 import collections
-import logging
 import threading
 import time
 import typing as t
 
-__all__ = ["ApprovalStore", "InMemoryApprovalStore"]
+from ._log import log as _log
 
-_log = logging.getLogger("nous_tools")
+__all__ = ["ApprovalStore", "InMemoryApprovalStore"]
 
 
 @t.runtime_checkable

@@ -337,6 +337,10 @@ def _parse_json_object(text: str, what: str) -> dict[str, t.Any]:
         raise UsageError(
             f"{what} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
         ) from None
+    except ValueError as exc:  # an integer of more digits than int() takes, say
+        raise UsageError(f"{what} cannot be read: {exc}") from None
+    except RecursionError:
+        raise UsageError(f"{what} cannot be read: it is nested too deeply") from None
     if not isinstance(value, dict):
         raise UsageError(f"{what} must be a JSON object, got {_json_type(value)}")
     return value

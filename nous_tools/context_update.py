@@ -42,16 +42,16 @@ hash unlike the key it spells, is a ``TypeError``).
 from __future__ import annotations
 
 import collections.abc as c
-import logging
 import typing as t
 
 import attrs
 
+from ._log import log as _safe_log
 from .run_context import RunContext
 
 __all__ = ["PROTECTED_KEYS", "ContextUpdate", "Operation", "OperationKind"]
 
-_log = logging.getLogger("nous_tools")
+_log = _safe_log
 
 #: Keys of ``deps`` that no update may touch: operations on them are dropped, with a
 #: warning, when the update is applied. They decide what a tool is allowed to do.

@@ -88,8 +88,13 @@ def _rebuild(
     return err
 
 
-class ToolTimeout(ToolError):
-    """The attempt's deadline passed. Terminal: a timed-out call is never re-run."""
+class ToolTimeout(ToolError, TimeoutError):
+    """The attempt's deadline passed. Terminal: a timed-out call is never re-run.
+
+    It is also a :class:`TimeoutError`, so a tool that calls another and lets its
+    ``ToolTimeout`` escape (``executor.execute(inner, ...).unwrap()``) is itself
+    cut off, not retried: a timeout is terminal all the way out.
+    """
 
     def __init__(
         self,

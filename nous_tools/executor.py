@@ -33,14 +33,16 @@ import typing as t
 import attrs
 import tenacity
 
-from . import _isolation
+from . import _isolation, _pool
 from . import signals as _signals
 from ._clock import monotonic
-from ._pool import RAISED, RETURNED, SATURATED, TIMED_OUT, WorkerPool, in_worker
+from ._log import log as _safe_log
+from ._pool import RAISED, RETURNED, SATURATED, SHUT_DOWN, TIMED_OUT, WorkerPool
 from ._process_pool import ProcessPool, check_option
+from ._scope import Scope, here, interrupts
 from ._text import safe_str as _safe_str
 from .approval import check_approval
-from .errors import ExecutorSaturated, ExecutorShutdown, ToolCancelled, ToolError, ToolTimeout
+from .errors import ExecutorSaturated, ExecutorShutdown, ToolError, ToolTimeout
 from .results import Err, Ok, Result
 from .results import ok_fast as _ok
 from .run_context import RunContext
@@ -48,7 +50,8 @@ from .tool import ON_TIMEOUT_MODES, Tool
 
 __all__ = ["ToolCall", "ToolExecutor", "default_executor", "execute", "execute_many"]
 
-_log = logging.getLogger("nous_tools")
+_log = _safe_log
+_logger = _log.logger
 
 _BARE_CONTEXT: RunContext[t.Any] = RunContext()
 
@@ -69,13 +72,33 @@ class ToolCall:
 
 
 class _Failure:
-    """An attempt that raised an ordinary exception: retried while attempts remain."""
+    """An attempt that raised: retried while attempts remain and ``retry_on`` agrees.
+    ``text`` is the exception's ``str()``, rendered where the attempt ran."""
 
-    __slots__ = ("attempt", "error")
+    __slots__ = ("attempt", "error", "text", "will_retry")
 
-    def __init__(self, error: Exception, attempt: int) -> None:
+    def __init__(self, error: BaseException, attempt: int, text: str, will_retry: bool) -> None:
         self.error = error
         self.attempt = attempt
+        self.text = text
+        self.will_retry = will_retry
+
+
+def _should_retry(tool: Tool, exc: BaseException, attempt: int) -> bool:
+    """Whether the tool's ``retry_on`` lets ``exc`` (from ``attempt``) be retried."""
+    retry_on = tool.retry_on
+    if retry_on is None:
+        return True
+    if isinstance(retry_on, tuple):
+        return isinstance(exc, retry_on)
+    state = tenacity.RetryCallState(retry_object=None, fn=None, args=(), kwargs={})  # type: ignore[arg-type]
+    state.attempt_number = attempt
+    state.set_exception((type(exc), exc, exc.__traceback__))
+    try:
+        return bool(retry_on(state))
+    except Exception:
+        _log.warning("retry_on strategy of tool '%s' raised; the failure is not retried", tool.name)
+        return False
 
 
 class _Retry(Exception):
@@ -97,6 +120,19 @@ def _arguments_error(tool: Tool, arguments: object) -> Err:
     )
 
 
+def _internal_error(tool: object, exc: BaseException) -> Err:
+    name = getattr(tool, "name", "unknown")
+    _log.error("Internal error while executing tool '%s'", name, exc_info=True)
+    return Err(
+        ToolError(
+            f"Tool '{name}' could not be executed: internal error "
+            f"{type(exc).__name__}: {_safe_str(exc)}",
+            tool_name=name if isinstance(name, str) else None,
+            original_error=exc,
+        )
+    )
+
+
 def _with_attempt(
     ctx: RunContext[t.Any],
     retry: int,
@@ -111,15 +147,19 @@ def _with_attempt(
 class ToolExecutor:
     """Runs tools: approval, validation, attempts with retries, deadlines and signals.
 
-    ``max_workers`` bounds concurrent timed attempts (default ``min(32, cpus + 4)``);
-    ``max_abandoned`` (default 64) is how many workers may be stuck past their
-    deadlines before new timed calls get ``Err(ExecutorSaturated)``;
-    ``on_timeout`` (``"interrupt"`` or ``"abandon"``) is the default for tools that
-    do not set their own. ``process_workers`` bounds the ``isolation="process"``
-    attempts that run at once (default: the usable CPUs, at least 2, at most 8),
-    and ``max_tasks_per_child`` (default None: no limit) replaces a child process
+    ``max_workers`` bounds concurrent timed attempts (default ``min(32, cpus + 4)``),
+    however many callers and batches run at once; ``max_abandoned`` (default 64,
+    at least 1) is how many workers may be stuck past their deadlines before new
+    timed calls get ``Err(ExecutorSaturated)``; ``on_timeout`` (``"interrupt"`` or
+    ``"abandon"``) is the default for tools that do not set their own.
+    ``process_workers`` bounds the ``isolation="process"`` attempts that run at
+    once (default: the usable CPUs, at least 2, at most 8), and
+    ``max_tasks_per_child`` (default None: no limit) replaces a child process
     after that many attempts; child processes start on the first such attempt.
-    A context manager: leaving it calls :meth:`shutdown`.
+    ``log_exception_text=True`` puts a failed tool's exception text in its
+    error-level log line, as Nous does (by default it goes to the debug level
+    only, since exception texts often quote argument values). A context manager:
+    leaving it calls :meth:`shutdown`.
     """
 
     def __init__(
@@ -130,6 +170,7 @@ class ToolExecutor:
         on_timeout: str = "interrupt",
         process_workers: int | None = None,
         max_tasks_per_child: int | None = None,
+        log_exception_text: bool = False,
     ) -> None:
         if on_timeout not in ON_TIMEOUT_MODES:
             raise ValueError(
@@ -142,6 +183,7 @@ class ToolExecutor:
         # isolation="process": starts no process and no thread until first used
         self._processes = ProcessPool(process_workers, max_tasks_per_child=max_tasks_per_child)
         self.on_timeout = on_timeout
+        self.log_exception_text = bool(log_exception_text)
 
     @property
     def max_workers(self) -> int:
@@ -165,21 +207,14 @@ class ToolExecutor:
 
         ``call_id`` is passed to an approval handler as ``ApprovalRequest.id``.
         """
+        if here.nested:  # inside a pool worker: shield our own code from cancellation
+            return self._shielded(tool, arguments, ctx, call_id, False)
         try:
             return self._execute(tool, arguments, ctx, call_id)
-        except (KeyboardInterrupt, ToolCancelled):
-            raise
         except BaseException as exc:  # a bug of ours must not reach the caller either
-            name = getattr(tool, "name", "unknown")
-            _log.error("Internal error while executing tool '%s'", name, exc_info=True)
-            return Err(
-                ToolError(
-                    f"Tool '{name}' could not be executed: internal error "
-                    f"{type(exc).__name__}: {_safe_str(exc)}",
-                    tool_name=name if isinstance(name, str) else None,
-                    original_error=exc,
-                )
-            )
+            if interrupts(exc):
+                raise
+            return _internal_error(tool, exc)
 
     def execute_approved(
         self,
@@ -192,21 +227,30 @@ class ToolExecutor:
         """Like :meth:`execute`, but without the approval step (step 1): the caller has
         already approved this call. Even a ``"deny"`` tool runs, as in Minga's
         ``execute_approved``; validation, attempts and signals are unchanged."""
+        return self._shielded(tool, arguments, ctx, call_id, True)
+
+    def _shielded(
+        self,
+        tool: Tool,
+        arguments: c.Mapping[str, t.Any] | None,
+        ctx: RunContext[t.Any] | None,
+        call_id: str | None,
+        skip_approval: bool,
+    ) -> Result:
+        """:meth:`_execute` for a call made from inside a pool worker (a tool calling
+        another): no asynchronous ``ToolCancelled`` lands in the library's code —
+        a log handler's lock, a signal, the pool's books — only in the tools it
+        runs inline; a cancellation that arrives meanwhile is raised on return."""
+        token = _pool.shield()
         try:
-            return self._execute(tool, arguments, ctx, call_id, skip_approval=True)
-        except (KeyboardInterrupt, ToolCancelled):
-            raise
-        except BaseException as exc:  # as in execute: a bug of ours must not reach the caller
-            name = getattr(tool, "name", "unknown")
-            _log.error("Internal error while executing tool '%s'", name, exc_info=True)
-            return Err(
-                ToolError(
-                    f"Tool '{name}' could not be executed: internal error "
-                    f"{type(exc).__name__}: {_safe_str(exc)}",
-                    tool_name=name if isinstance(name, str) else None,
-                    original_error=exc,
-                )
-            )
+            return self._execute(tool, arguments, ctx, call_id, skip_approval=skip_approval)
+        except BaseException as exc:  # a bug of ours must not reach the caller either
+            if interrupts(exc):
+                raise
+            return _internal_error(tool, exc)
+        finally:
+            if token is not None:
+                _pool.unshield(token)
 
     def execute_many(
         self,
@@ -215,37 +259,74 @@ class ToolExecutor:
         *,
         resolve: c.Callable[[str], Tool | None] | None = None,
     ) -> list[Result]:
-        """Run several calls concurrently (at most ``max_workers`` at once); results
-        come back in input order and one call's failure never affects another's.
+        """Run several calls concurrently (at most ``max_workers`` timed attempts at
+        once, shared with every other caller); results come back in input order and
+        one call's failure never affects another's.
 
         A call is a ``(tool, arguments)`` pair or a :class:`ToolCall`; a
-        ``ToolCall`` names its tool, found with ``resolve(name)``.
+        ``ToolCall`` names its tool, found with ``resolve(name)``. A call that cannot
+        be read, or whose ``resolve`` raises, is an ``Err`` of its own; an iterable
+        that raises ends the list there, with an ``Err`` in its place. Ctrl-C while
+        the batch runs starts no further call of it, cancels the running ones as at
+        a deadline, and re-raises.
         """
+        jobs: list[tuple[Tool, t.Any, str | None] | Err] = []
+        try:
+            for call in calls:
+                jobs.append(self._job(call, resolve))
+        except BaseException as exc:
+            if interrupts(exc):
+                raise
+            jobs.append(
+                Err(
+                    ToolError(
+                        "execute_many could not read its calls: the iterable raised "
+                        f"{type(exc).__name__}: {_safe_str(exc)}",
+                        original_error=exc,
+                    )
+                )
+            )
+        return self.run_jobs(jobs, ctx)
+
+    @staticmethod
+    def _job(
+        call: object, resolve: c.Callable[[str], Tool | None] | None
+    ) -> tuple[Tool, t.Any, str | None] | Err:
         from .errors import ToolNotFound
 
-        jobs: list[tuple[Tool, t.Any, str | None] | Err] = []
-        for call in calls:
+        try:
             if isinstance(call, ToolCall):
                 found = resolve(call.name) if resolve is not None else None
                 if found is None:
-                    jobs.append(Err(ToolNotFound(call.name)))
-                else:
-                    jobs.append((found, call.arguments, call.id))
-            else:
-                try:
-                    tool, arguments = call
-                except (TypeError, ValueError):
-                    jobs.append(
-                        Err(
-                            ToolError(
-                                "execute_many expects (tool, arguments) pairs or ToolCalls, "
-                                f"got {type(call).__name__}"
-                            )
+                    return Err(ToolNotFound(call.name))
+                if not isinstance(found, Tool):
+                    return Err(
+                        ToolError(
+                            f"execute_many: resolve({call.name!r}) returned "
+                            f"{type(found).__name__}, not a Tool",
+                            tool_name=call.name,
                         )
                     )
-                    continue
-                jobs.append((tool, arguments, None))
-        return self.run_jobs(jobs, ctx)
+                return (found, call.arguments, call.id)
+            tool, arguments = t.cast(tuple[t.Any, t.Any], call)
+            return (tool, arguments, None)
+        except (TypeError, ValueError):
+            return Err(
+                ToolError(
+                    "execute_many expects (tool, arguments) pairs or ToolCalls, "
+                    f"got {type(call).__name__}"
+                )
+            )
+        except BaseException as exc:
+            if interrupts(exc):
+                raise
+            return Err(
+                ToolError(
+                    f"execute_many could not read a call ({type(call).__name__}): "
+                    f"{type(exc).__name__}: {_safe_str(exc)}",
+                    original_error=exc,
+                )
+            )
 
     def run_jobs(
         self,
@@ -254,7 +335,15 @@ class ToolExecutor:
         run: c.Callable[[Tool, t.Any, RunContext[t.Any] | None, str | None], t.Any] | None = None,
     ) -> list[t.Any]:
         """Run prepared ``(tool, arguments, call_id)`` jobs concurrently; an ``Err``
-        in ``jobs`` is its own result. ``run`` replaces :meth:`execute` per job."""
+        in ``jobs`` is its own result. ``run`` replaces :meth:`execute` per job.
+
+        The batch is a cancel scope: the caller and up to ``max_workers - 1`` lane
+        threads take jobs one at a time; each job's timed attempts take pool
+        workers like any other call (lanes take no capacity of their own). When the
+        caller is interrupted (Ctrl-C, or the cancellation of the attempt it works
+        for), no further job starts, the running ones are cancelled as at a
+        deadline, and the interruption propagates.
+        """
         runner = run if run is not None else self._run_job
         results: list[t.Any] = [job if isinstance(job, Err) else None for job in jobs]
         todo = [i for i, job in enumerate(jobs) if not isinstance(job, Err)]
@@ -265,23 +354,29 @@ class ToolExecutor:
             tool, arguments, call_id = t.cast(tuple[Tool, t.Any, "str | None"], jobs[i])
             results[i] = runner(tool, arguments, ctx, call_id)
             return results
+        pool = self._pool
+        parent = here.scope
+        batch = Scope(parent.deadline if parent is not None else None, shared=True)
         lock = threading.Lock()
-        queue = iter(todo)
+        finished = threading.Event()
+        state = [0, 0]  # the next job to claim, the jobs claimed and not yet ended
 
-        def drain() -> None:
+        def drain(caller: bool = False) -> None:
             while True:
                 with lock:
-                    i = next(queue, None)
-                if i is None:
-                    return
+                    if batch.cancelled or state[0] >= len(todo):
+                        if state[1] == 0:
+                            finished.set()
+                        return
+                    i = todo[state[0]]
+                    state[0] += 1
+                    state[1] += 1
                 tool, arguments, call_id = t.cast(tuple[Tool, t.Any, "str | None"], jobs[i])
                 try:
                     results[i] = runner(tool, arguments, ctx, call_id)
-                except (KeyboardInterrupt, ToolCancelled):
-                    if not in_worker():
-                        raise  # the user's Ctrl-C in the caller's own lane
-                    results[i] = Err(ToolError("the call was interrupted", tool_name=tool.name))
                 except BaseException as exc:
+                    if caller and interrupts(exc):
+                        raise  # the caller's Ctrl-C, or its own cancellation
                     results[i] = Err(
                         ToolError(
                             f"Tool '{getattr(tool, 'name', 'unknown')}' could not be run: "
@@ -289,18 +384,36 @@ class ToolExecutor:
                             original_error=exc,
                         )
                     )
+                finally:
+                    with lock:
+                        state[1] -= 1
+                        if state[1] == 0 and (batch.cancelled or state[0] >= len(todo)):
+                            finished.set()
 
-        # Lanes only coordinate: each runs whole calls one after another, and the
-        # calls' timed attempts take pool workers as usual. The caller is a lane too.
-        lanes = min(len(todo), self._pool.max_workers)
+        if parent is not None and not parent.adopt(batch):
+            return [
+                r if r is not None else _cancelled_before_start(jobs[i])
+                for i, r in enumerate(results)
+            ]
         try:
-            futures = [self._pool.submit_unbounded(drain) for _ in range(lanes - 1)]
-        except RuntimeError:
-            futures = []
-        # The caller's lane runs in a copy of its context, like every other lane.
-        contextvars.copy_context().run(drain)
-        for future in futures:
-            future.result()
+            for _ in range(min(len(todo), pool.max_workers) - 1):
+                try:
+                    pool.start_lane(drain, batch)
+                except RuntimeError:  # no thread to be had: fewer lanes
+                    break
+            saved = here.scope
+            here.scope = batch
+            try:
+                contextvars.copy_context().run(drain, True)  # the caller is a lane too
+            finally:
+                here.scope = saved
+            finished.wait()
+        except BaseException:
+            pool.cancel(batch)
+            raise
+        finally:
+            if parent is not None:
+                parent.release(batch)
         return results
 
     def _run_job(
@@ -387,7 +500,7 @@ class ToolExecutor:
             arguments = converted
         # 3. attempts
         total = tool.retries + 1
-        if _log.isEnabledFor(logging.DEBUG):
+        if _logger.isEnabledFor(logging.DEBUG):
             began = time.perf_counter()
             outcome = self._attempt(tool, arguments, ctx, 1, total, call_id)
             if type(outcome) is Ok:
@@ -397,8 +510,8 @@ class ToolExecutor:
             outcome = self._attempt(tool, arguments, ctx, 1, total, call_id)
         if type(outcome) is not _Failure:
             return outcome  # type: ignore[return-value]  # not a _Failure
-        if total == 1:
-            return self._final_failure(tool, outcome, total)
+        if not outcome.will_retry:
+            return self._final_failure(tool, outcome)
         return self._retry(tool, arguments, ctx, outcome, total, call_id)
 
     def _retry(
@@ -410,7 +523,8 @@ class ToolExecutor:
         total: int,
         call_id: str | None = None,
     ) -> Result:
-        """Attempts 2..total, driven by tenacity (entered only after a first failure)."""
+        """Attempts 2..total, driven by tenacity (entered only after a first failure
+        that may be retried)."""
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(total),
             wait=tool.retry_wait if tool.retry_wait is not None else tenacity.wait_none(),
@@ -425,27 +539,50 @@ class ToolExecutor:
                         raise _Retry(first)
                     outcome = self._attempt(tool, arguments, ctx, number, total, call_id)
                     if type(outcome) is _Failure:
-                        raise _Retry(outcome)
+                        if outcome.will_retry:
+                            raise _Retry(outcome)
+                        return self._final_failure(tool, outcome)
                     if type(outcome) is Ok:
                         _log.info("Tool '%s' succeeded on retry attempt %d", tool.name, number)
                     return t.cast(Result, outcome)
         except _Retry as final:
-            return self._final_failure(tool, final.failure, total)
+            return self._final_failure(tool, final.failure)
         raise AssertionError("unreachable: tenacity ended without an outcome")
 
-    def _final_failure(self, tool: Tool, failure: _Failure, total: int) -> Err:
+    def _final_failure(self, tool: Tool, failure: _Failure) -> Err:
         exc = failure.error
-        message = f"Tool execution failed: {_safe_str(exc)}"
-        _log.error(
-            "Tool '%s' failed after all %d attempt(s). Error: %s. Error type: %s",
-            tool.name,
-            total,
-            message,
-            type(exc).__name__,
-        )
+        kind = type(exc).__name__
+        if isinstance(exc, Exception):
+            message = f"Tool execution failed: {failure.text}"
+        else:  # SystemExit, GeneratorExit, KeyboardInterrupt in a worker
+            message = f"Tool execution failed: {kind}: {failure.text}"
+        self._log_failure(tool, failure.attempt, message, kind, failure.text)
         return Err(
             ToolError(message, tool_name=tool.name, attempt=failure.attempt, original_error=exc)
         )
+
+    def _log_failure(self, tool: Tool, attempts: int, message: str, kind: str, text: str) -> None:
+        """The final-failure log line (SPEC 2.4): at error level the tool, the attempt
+        count and the class; the exception's text at debug level only, unless
+        ``log_exception_text`` asks for Nous's full wording."""
+        if self.log_exception_text:
+            _log.error(
+                "Tool '%s' failed after all %d attempt(s). Error: %s. Error type: %s",
+                tool.name,
+                attempts,
+                message,
+                kind,
+            )
+            return
+        _log.error(
+            "Tool '%s' failed after all %d attempt(s). Error: Tool execution failed (%s). "
+            "Error type: %s",
+            tool.name,
+            attempts,
+            kind,
+            kind,
+        )
+        _log.debug("Tool '%s' failure text: %s", tool.name, text)
 
     def _attempt(
         self,
@@ -477,31 +614,42 @@ class ToolExecutor:
                 )
             began = time.perf_counter_ns()
         timeout = tool.timeout
+        text: str | None = None
         if timeout is None:
             if tool.takes_ctx:
-                if ctx.retry != attempt - 1:
+                scope = here.scope
+                if scope is not None:  # nested in a timed attempt: its deadline and cancel
+                    ctx = _with_attempt(ctx, attempt - 1, scope.deadline, scope.event)
+                elif ctx.retry != attempt - 1:
                     ctx = _with_attempt(ctx, attempt - 1)
                 call_args: tuple[t.Any, ...] = (ctx,)
             else:
                 call_args = ()
+            token = here.worker  # in a pool worker, inside a shielded nested call?
+            if token is not None and not token.shield:
+                token = None
             try:
+                if token is not None:  # the tool itself may be cancelled, not our code
+                    _pool.unshield(token)
                 value = tool.function(*call_args, **arguments)
             except Exception as exc:
                 kind, value = RAISED, exc
-            except KeyboardInterrupt:
-                raise  # the user's Ctrl-C: not ours to keep
-            except ToolCancelled as exc:
-                if in_worker():
-                    raise  # a cancelled outer worker: not ours to keep
-                kind, value = RAISED, exc  # raised by the tool itself, outside any worker
             except BaseException as exc:
+                if interrupts(exc):
+                    raise  # the user's Ctrl-C, or this thread's attempt was cancelled
                 kind, value = RAISED, exc
             else:
+                if token is not None:
+                    _pool.shield()
+                    token = None
                 if not emit:
                     return value if type(value) is Ok or type(value) is Err else _ok(value)
                 kind = RETURNED
+            finally:
+                if token is not None:
+                    _pool.shield()
         else:
-            kind, value = self._timed(tool, arguments, ctx, attempt, timeout)
+            kind, value, text = self._timed(tool, arguments, ctx, attempt, timeout)
         duration = time.perf_counter_ns() - began if emit else 0
         if kind == RETURNED:
             result = value if isinstance(value, (Ok, Err)) else Ok(value)
@@ -514,7 +662,9 @@ class ToolExecutor:
                 )
             return result
         if kind == RAISED:
-            return self._raised(tool, arguments, value, attempt, total, duration)
+            if text is None:
+                text = _safe_str(value)
+            return self._raised(tool, arguments, value, text, attempt, total, duration)
         if kind == TIMED_OUT:
             return self._timed_out(tool, attempt, t.cast(float, timeout), duration)
         # The attempt never started (or could not cross to a child process).
@@ -533,6 +683,7 @@ class ToolExecutor:
                 attempt=attempt,
             )
         else:
+            assert kind == SHUT_DOWN, kind
             error = ExecutorShutdown(
                 f"Tool '{tool.name}' was not started: the ToolExecutor was shut down",
                 tool_name=tool.name,
@@ -550,11 +701,15 @@ class ToolExecutor:
         ctx: RunContext[t.Any],
         attempt: int,
         timeout: float,
-    ) -> tuple[str, t.Any]:
+    ) -> tuple[str, t.Any, t.Any]:
         deadline = monotonic() + timeout
+        scope = here.scope
+        if scope is not None and scope.deadline is not None and scope.deadline < deadline:
+            deadline = scope.deadline  # nested: never later than the enclosing attempt's
         if tool.isolation == "process":
             pctx = _with_attempt(ctx, attempt - 1, deadline) if tool.takes_ctx else None
-            return self._processes.run(tool, arguments, pctx, deadline)
+            kind, value = self._processes.run(tool, arguments, pctx, deadline)
+            return kind, value, None
         cancelled: threading.Event | None = None
         if tool.takes_ctx:
             cancelled = threading.Event()
@@ -562,7 +717,7 @@ class ToolExecutor:
         else:
             call_args = ()
         on_timeout = tool.on_timeout or self.on_timeout
-        outcome = self._pool.run(
+        return self._pool.run(
             tool.function,
             call_args,
             arguments if type(arguments) is dict else dict(arguments),
@@ -570,31 +725,34 @@ class ToolExecutor:
             cancelled=cancelled,
             interrupt=on_timeout == "interrupt",
         )
-        return outcome.kind, outcome.value
 
     def _raised(
         self,
         tool: Tool,
         arguments: c.Mapping[str, t.Any],
         exc: BaseException,
+        text: str,
         attempt: int,
         total: int,
         duration: int,
     ) -> Result | _Failure:
-        if isinstance(exc, TimeoutError):  # a socket timeout, say: terminal like a deadline
+        if isinstance(exc, TimeoutError):
+            # A socket timeout, say, or a nested call's ToolTimeout that the tool let
+            # escape: terminal like a deadline, never retried.
             timeout = tool.timeout or 0.0
             if _exception.receivers:
                 self._send_exception(tool, attempt, duration, False, "timeout", "timeout", None)
             if _timeout.receivers:
                 _send(_timeout, tool, {"timeout": timeout}, {"tool_name": tool.name})
             _log.error(
-                "Tool '%s' raised TimeoutError on attempt %d; terminal, not retried",
+                "Tool '%s' raised %s on attempt %d; terminal, not retried",
                 tool.name,
+                type(exc).__name__,
                 attempt,
             )
             return Err(
                 ToolTimeout(
-                    f"Tool '{tool.name}' timed out: {_safe_str(exc)}",
+                    f"Tool '{tool.name}' timed out: {text}",
                     tool_name=tool.name,
                     timeout=tool.timeout,
                     attempt=attempt,
@@ -607,15 +765,7 @@ class ToolExecutor:
                 self._send_exception(
                     tool, attempt, duration, False, type(exc), exc, exc.__traceback__
                 )
-            message = f"Tool execution failed: {type(exc).__name__}: {_safe_str(exc)}"
-            _log.error(
-                "Tool '%s' failed after all %d attempt(s). Error: %s. Error type: %s",
-                tool.name,
-                attempt,
-                message,
-                type(exc).__name__,
-            )
-            return Err(ToolError(message, tool_name=tool.name, attempt=attempt, original_error=exc))
+            return _Failure(exc, attempt, text, False)
         if isinstance(exc, TypeError) and any(type(k) is not str for k in arguments):
             return Err(
                 ToolError(
@@ -625,7 +775,7 @@ class ToolExecutor:
                     original_error=exc,
                 )
             )
-        will_retry = attempt < total
+        will_retry = attempt < total and _should_retry(tool, exc, attempt)
         if _exception.receivers:
             self._send_exception(
                 tool, attempt, duration, will_retry, type(exc), exc, exc.__traceback__
@@ -638,7 +788,7 @@ class ToolExecutor:
                 total,
                 type(exc).__name__,
             )
-        return _Failure(exc, attempt)
+        return _Failure(exc, attempt, text, will_retry)
 
     def _timed_out(self, tool: Tool, attempt: int, timeout: float, duration: int) -> Err:
         if _exception.receivers:
@@ -673,6 +823,16 @@ class ToolExecutor:
         if tb is not None:
             metadata["stacktrace"] = tb if isinstance(tb, list) else traceback.extract_tb(tb)
         _send(_exception, tool, {"duration": duration}, metadata)
+
+
+def _cancelled_before_start(job: object) -> Err:
+    name = getattr(job[0], "name", None) if isinstance(job, tuple) else None
+    return Err(
+        ToolError(
+            "the call was not started: the attempt that made it was cancelled",
+            tool_name=name if isinstance(name, str) else None,
+        )
+    )
 
 
 _default: ToolExecutor | None = None

@@ -33,7 +33,6 @@ Ok(value='hi', update=None)
 from __future__ import annotations
 
 import collections.abc as c
-import logging
 import threading
 import typing as t
 
@@ -41,6 +40,7 @@ import attrs
 
 from . import _canonical
 from . import executor as _executor_module
+from ._log import log as _safe_log
 from ._text import safe_str as _safe_str
 from .advice import Advice
 from .approval_store import ApprovalStore, InMemoryApprovalStore
@@ -52,7 +52,7 @@ from .tool import Tool
 
 __all__ = ["Registry"]
 
-_log = logging.getLogger("nous_tools")
+_log = _safe_log
 
 #: What the registry path returns: an ``Ok``, an ``Err`` or a ``NeedsApproval``.
 RegistryResult = t.Union[Result, NeedsApproval]  # noqa: UP007  (a runtime alias)

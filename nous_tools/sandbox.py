@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import collections.abc as c
 import errno
-import logging
 import os
 import pathlib
 import threading
@@ -59,6 +58,7 @@ import typing as t
 
 import attrs
 
+from ._log import log as _safe_log
 from .errors import SandboxViolation
 
 if t.TYPE_CHECKING:
@@ -66,7 +66,7 @@ if t.TYPE_CHECKING:
 
 __all__ = ["SandboxPolicy"]
 
-_log = logging.getLogger("nous_tools")
+_log = _safe_log
 
 #: Anything :func:`os.fspath` turns into a ``str``.
 StrPath: t.TypeAlias = "str | os.PathLike[str]"
@@ -355,19 +355,21 @@ class SandboxPolicy:
             )
         return resolved
 
-    def allows_write(self, path: StrPath) -> bool:
-        """True if :meth:`check_write` would pass for ``path``."""
+    def allows_write(self, path: object) -> bool:
+        """True if :meth:`check_write` would pass for ``path``; False for anything
+        else, including a value that is not a text path (bytes, None, a number)."""
         try:
-            self.check_write(path)
-        except SandboxViolation:
+            self.check_write(t.cast(StrPath, path))
+        except (SandboxViolation, TypeError):
             return False
         return True
 
-    def allows_read(self, path: StrPath) -> bool:
-        """True if :meth:`check_read` would pass for ``path``."""
+    def allows_read(self, path: object) -> bool:
+        """True if :meth:`check_read` would pass for ``path``; False for anything
+        else, including a value that is not a text path (bytes, None, a number)."""
         try:
-            self.check_read(path)
-        except SandboxViolation:
+            self.check_read(t.cast(StrPath, path))
+        except (SandboxViolation, TypeError):
             return False
         return True
 

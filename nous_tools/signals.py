@@ -30,10 +30,12 @@ metadata through :func:`scrub` first.
 from __future__ import annotations
 
 import collections.abc as c
-import logging
 import typing as t
 
 import blinker
+
+from ._log import log as _safe_log
+from ._scope import interrupts
 
 __all__ = [
     "scrub",
@@ -44,7 +46,7 @@ __all__ = [
     "tool_timeout",
 ]
 
-_log = logging.getLogger("nous_tools")
+_log = _safe_log
 
 #: Sent when an attempt starts. measurements: ``system_time``, ``monotonic_time``;
 #: metadata: ``tool_name``, ``tool_module``, ``attempt``, ``max_retries`` (total
@@ -79,18 +81,25 @@ def send(
 ) -> None:
     """Send ``signal`` to each receiver, isolating receivers that raise.
 
-    A receiver's exception (also ``SystemExit`` and ``GeneratorExit``) is logged
-    (with its traceback, at warning level) and the remaining receivers still run.
-    ``KeyboardInterrupt`` and ``ToolCancelled`` still propagate.
+    Whatever a receiver raises — any ``Exception``, ``SystemExit``,
+    ``GeneratorExit``, ``asyncio.CancelledError``, a custom ``BaseException``, a
+    ``ToolCancelled`` of its own — is logged (with its traceback, at warning level)
+    and the remaining receivers still run: a receiver never changes a tool's
+    outcome. Two things still propagate, because they are not the receiver's: the
+    user's Ctrl-C (a ``KeyboardInterrupt`` in the main thread) and the real
+    cancellation of the attempt this thread works for.
     """
     for receiver in signal.receivers_for(sender):
         try:
             receiver(sender, measurements=measurements, metadata=metadata)
-        except (Exception, SystemExit, GeneratorExit):
+        except BaseException as exc:
+            if interrupts(exc):
+                raise
             _log.warning(
-                "Signal receiver %r for %s raised; ignored",
+                "Signal receiver %r for %s raised %s; ignored",
                 receiver,
                 signal.name,
+                type(exc).__name__,
                 exc_info=True,
             )
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import collections.abc as c
 import copy
 import math
+import threading
 import typing as t
 
 import attrs
@@ -121,6 +122,12 @@ def _convert_timeout(value: object) -> float | None:
         raise ValueError(f"Tool option 'timeout' must be >= 0 seconds or None, got {value!r}")
     if seconds == 0 or math.isinf(seconds):
         return None
+    if seconds > threading.TIMEOUT_MAX:
+        raise ValueError(
+            f"Tool option 'timeout' must be at most {threading.TIMEOUT_MAX:.0f} seconds "
+            f"(threading.TIMEOUT_MAX, the longest wait this platform allows), got {value!r}; "
+            "use None for no deadline"
+        )
     return seconds
 
 
@@ -172,6 +179,30 @@ def _optional_bool(option: str) -> t.Callable[[object, t.Any, object], None]:
     return check
 
 
+def _to_retry_on(value: object) -> t.Any:
+    """A tuple of exception classes stays a tuple; one class becomes a 1-tuple; a
+    tenacity retry strategy (any other callable) is kept as it is."""
+    if value is None:
+        return None
+    if isinstance(value, type):
+        value = (value,)
+    if isinstance(value, (tuple, list)):
+        classes = tuple(value)
+        for cls in classes:
+            if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+                raise TypeError(
+                    "Tool option 'retry_on' must be exception classes or a tenacity retry "
+                    f"strategy, got {cls!r} in the sequence"
+                )
+        return classes
+    if callable(value):
+        return value
+    raise TypeError(
+        "Tool option 'retry_on' must be a tuple of exception classes or a tenacity retry "
+        f"strategy, got {type(value).__name__}"
+    )
+
+
 def _to_description(value: object) -> str:
     return "" if value is None else str(value)
 
@@ -188,7 +219,11 @@ def _to_tags(value: object) -> tuple[str, ...]:
 class Tool(t.Generic[P, R]):
     """A callable with a name, a JSON Schema and the options that govern its execution.
 
-    ``retries`` counts *extra* attempts (total attempts = retries + 1). ``timeout``
+    ``retries`` counts *extra* attempts (total attempts = retries + 1): **a tool is
+    retried once by default**. ``retry_on`` narrows which failures are retried (a
+    tuple of exception classes, or a tenacity retry strategy; default: every
+    ``Exception``) — a tool that charges a card can say
+    ``retry_on=(ConnectionRefusedError,)``. ``timeout``
     is in seconds; None or 0 means no deadline and the tool runs inline in the
     caller's thread. ``approval`` is ``"auto"`` (run), ``"ask"`` (a person or a
     handler must approve each call) or ``"deny"`` (never run);
@@ -229,6 +264,11 @@ class Tool(t.Generic[P, R]):
     read_only: bool | None = attrs.field(default=None, validator=_optional_bool("read_only"))
     destructive: bool | None = attrs.field(default=None, validator=_optional_bool("destructive"))
     idempotent: bool | None = attrs.field(default=None, validator=_optional_bool("idempotent"))
+    # Which failures are retried: None (every Exception), exception classes, or a
+    # tenacity retry strategy (e.g. tenacity.retry_if_exception_type(...)).
+    retry_on: tuple[type[BaseException], ...] | c.Callable[..., t.Any] | None = attrs.field(
+        default=None, converter=_to_retry_on
+    )
     _requires_approval: bool | None = attrs.field(
         default=None, alias="requires_approval", repr=False
     )

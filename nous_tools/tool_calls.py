@@ -45,12 +45,12 @@ from __future__ import annotations
 import collections.abc as c
 import contextvars
 import json
-import logging
 import typing as t
 
 import attrs
 
 from ._convert import unstructure as _unstructure
+from ._log import log as _safe_log
 from ._strict import nulls_to_defaults
 from ._text import safe_str as _safe_str
 from .context_update import ContextUpdate
@@ -71,7 +71,7 @@ __all__ = [
     "format_tool_result",
 ]
 
-_log = logging.getLogger("nous_tools")
+_log = _safe_log
 
 #: One outcome of :func:`execute_tool_calls`.
 CallResult = t.Union[Result, NeedsApproval]  # noqa: UP007  (a runtime alias)

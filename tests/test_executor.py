@@ -197,7 +197,9 @@ def test_always_failing_tool_ends_after_all_attempts_keeping_the_exception(
     assert final.levelno == logging.ERROR
     text = final.getMessage()
     assert "failed after all 3 attempt(s)" in text
-    assert "Error: Tool execution failed: boom" in text
+    assert "Error: Tool execution failed (RuntimeError)" in text
+    assert "Error type: RuntimeError" in text
+    assert "boom" not in text  # the exception's text goes to the debug level only
     assert "Error type: RuntimeError" in text
 
 

@@ -891,7 +891,7 @@ def _records_with(
     ],
     ids=["in-message", "plain-args"],
 )
-def test_a_key_in_the_tools_own_message_appears_only_in_the_final_error_log(
+def test_a_key_in_the_tools_own_message_reaches_the_debug_level_only(
     executor: ToolExecutor,
     caplog: pytest.LogCaptureFixture,
     timeout: float | None,
@@ -905,12 +905,28 @@ def test_a_key_in_the_tools_own_message_appears_only_in_the_final_error_log(
     assert isinstance(result, Err)
     leaking = _records_with(caplog)
     assert len(leaking) == 1
-    (final,) = leaking
+    (text_line,) = leaking
+    assert text_line.levelno == logging.DEBUG
+    (final,) = [r for r in caplog.records if "failed after all 2 attempt(s)" in r.getMessage()]
     assert final.levelno == logging.ERROR
-    assert "failed after all 2 attempt(s)" in final.getMessage()
-    assert "Error: Tool execution failed: " in final.getMessage()
+    assert "Error: Tool execution failed (" in final.getMessage()
     retry = [r for r in caplog.records if "will retry" in r.getMessage()]
     assert len(retry) == 1 and SECRET not in retry[0].getMessage()
+
+
+@pytest.mark.parametrize("timeout", [None, LIMIT], ids=["inline", "worker"])
+def test_log_exception_text_puts_the_text_in_the_error_line_as_nous_does(
+    caplog: pytest.LogCaptureFixture, timeout: float | None
+) -> None:
+    def call_api(api_key: str) -> None:
+        raise ValueError(f"auth failed for {api_key}")
+
+    caplog.set_level(logging.INFO, logger="nous_tools")
+    with ToolExecutor(max_workers=2, log_exception_text=True) as ex:
+        ex.execute(make(call_api, retries=0, timeout=timeout), {"api_key": SECRET})
+    (final,) = [r for r in caplog.records if "failed after all" in r.getMessage()]
+    assert final.levelno == logging.ERROR
+    assert f"Error: Tool execution failed: auth failed for {SECRET}" in final.getMessage()
 
 
 @pytest.mark.parametrize("timeout", [None, LIMIT], ids=["inline", "worker"])
