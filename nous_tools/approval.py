@@ -26,6 +26,7 @@ import collections.abc as c
 import typing as t
 
 from ._log import log as _safe_log
+from ._scope import interrupts
 from .errors import ToolDenied, ToolError
 from .results import ApprovalRequest, Edit, Err
 
@@ -77,9 +78,9 @@ def check_approval(
     request = ApprovalRequest(name=tool.name, id=call_id, arguments=arguments, tool=tool)
     try:
         decision = handler(request)
-    except KeyboardInterrupt:
-        raise
     except BaseException as exc:  # fail closed, whatever the handler raised
+        if interrupts(exc):
+            raise  # the user's Ctrl-C, or this thread's attempt was cancelled
         _log.warning(
             "Approval handler raised %s for tool '%s'; treated as a rejection",
             type(exc).__name__,

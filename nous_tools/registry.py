@@ -41,10 +41,11 @@ import attrs
 from . import _canonical
 from . import executor as _executor_module
 from ._log import log as _safe_log
+from ._scope import interrupts
 from ._text import safe_str as _safe_str
 from .advice import Advice
 from .approval_store import ApprovalStore, InMemoryApprovalStore
-from .errors import ApprovalAlreadyUsed, ToolCancelled, ToolDenied, ToolError, ToolNotFound
+from .errors import ApprovalAlreadyUsed, ToolDenied, ToolError, ToolNotFound
 from .executor import ToolCall, ToolExecutor, _arguments_error, default_executor
 from .results import Err, NeedsApproval, Result, check_max_age
 from .run_context import RunContext
@@ -281,9 +282,9 @@ class Registry:
             if name in self.advice._chains:  # the one dict lookup of an unadvised call
                 return self._advised(executor.execute, tool, arguments, ctx, call_id)
             return executor.execute(tool, arguments, ctx, call_id=call_id)
-        except (KeyboardInterrupt, ToolCancelled):
-            raise
         except BaseException as exc:
+            if interrupts(exc):
+                raise
             return _internal_error(name, exc)
 
     def execute_approved(
@@ -350,9 +351,9 @@ class Registry:
                     self._advised(executor.execute_approved, target, arguments, gated, call_id),
                 )
             return executor.execute_approved(target, arguments, gated, call_id=call_id)
-        except (KeyboardInterrupt, ToolCancelled):
-            raise
         except BaseException as exc:
+            if interrupts(exc):
+                raise
             return _internal_error(getattr(tool, "name", tool), exc)
 
     def execute_many(
@@ -372,16 +373,24 @@ class Registry:
         try:
             for call in calls:
                 jobs.append(self._job(call))
-        except (KeyboardInterrupt, ToolCancelled):
-            raise
-        except BaseException as exc:  # a broken iterable
-            return [_internal_error("execute_many", exc)]
+        except BaseException as exc:  # a broken iterable: the calls read so far still run
+            if interrupts(exc):
+                raise
+            jobs.append(
+                Err(
+                    ToolError(
+                        "execute_many could not read its calls: the iterable raised "
+                        f"{type(exc).__name__}: {_safe_str(exc)}",
+                        original_error=exc,
+                    )
+                )
+            )
         executor = self.executor
         try:
             return executor.run_jobs(jobs, ctx, run=self._run_job)
-        except (KeyboardInterrupt, ToolCancelled):
-            raise
         except BaseException as exc:
+            if interrupts(exc):
+                raise
             error = _internal_error("execute_many", exc)
             return [job if isinstance(job, Err) else error for job in jobs]
 
@@ -399,11 +408,17 @@ class Registry:
     # -- internals --------------------------------------------------------------
 
     def _job(self, call: object) -> tuple[Tool, t.Any, str | None] | Err:
-        if isinstance(call, ToolCall):
-            found = self.lookup(call.name)
-            return _not_found(call.name) if found is None else (found, call.arguments, call.id)
         try:
+            if isinstance(call, ToolCall):
+                found = self.lookup(call.name)
+                if found is None:
+                    return _not_found(call.name)
+                return (found, call.arguments, call.id)
             target, arguments = t.cast(tuple[t.Any, t.Any], call)
+            if isinstance(target, Tool):
+                return (target, arguments, None)
+            found = self.lookup(target)
+            return _not_found(target) if found is None else (found, arguments, None)
         except (TypeError, ValueError):
             return Err(
                 ToolError(
@@ -411,10 +426,16 @@ class Registry:
                     f"got {type(call).__name__}"
                 )
             )
-        if isinstance(target, Tool):
-            return (target, arguments, None)
-        found = self.lookup(target)
-        return _not_found(target) if found is None else (found, arguments, None)
+        except BaseException as exc:  # an item whose reading raises: an Err of its own
+            if interrupts(exc):
+                raise
+            return Err(
+                ToolError(
+                    f"execute_many could not read a call ({type(call).__name__}): "
+                    f"{type(exc).__name__}: {_safe_str(exc)}",
+                    original_error=exc,
+                )
+            )
 
     def _run_job(
         self,
@@ -425,9 +446,9 @@ class Registry:
     ) -> RegistryResult:
         try:
             return self._dispatch(tool, arguments, ctx, call_id)
-        except (KeyboardInterrupt, ToolCancelled):
-            raise
         except BaseException as exc:
+            if interrupts(exc):
+                raise
             return _internal_error(tool.name, exc)
 
     def _dispatch(
@@ -487,9 +508,9 @@ class Registry:
         tool, name = na.tool, na.tool.name
         try:
             claimed = self._approval_store.claim(na.id)
-        except (KeyboardInterrupt, ToolCancelled):
-            raise
         except BaseException as exc:  # fail closed
+            if interrupts(exc):
+                raise
             _log.error("Approval store failed to claim an approval of tool '%s'", name)
             return Err(
                 ToolError(
