@@ -1,7 +1,7 @@
 """``ToolExecutor``: the pipeline every tool call goes through.
 
-Approval → validation → attempts, in that order; approval and validation run
-once per call, never again on a retry.
+Approval → validation → conversion to the annotated types → attempts, in that
+order; the first three run once per call, never again on a retry.
 
 >>> from nous_tools import Err, Ok, RunContext, ToolExecutor, tool
 >>> @tool(timeout=2, retries=0)

@@ -52,6 +52,7 @@ import attrs
 from ._convert import unstructure as _unstructure
 from ._log import log as _safe_log
 from ._strict import nulls_to_defaults
+from ._text import RENDER_SECONDS, render_bounded
 from ._text import safe_str as _safe_str
 from .context_update import ContextUpdate
 from .errors import ToolDenied, ToolError, ToolNotFound, ToolTimeout
@@ -437,6 +438,25 @@ def _value_content(value: object) -> str:
     JSON cannot hold otherwise are written as their ``repr``."""
     if isinstance(value, str):
         return value
+    if type(value) in _PLAIN:
+        try:  # plain JSON data: the C encoder, which runs no code of the value's own
+            return json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError, RecursionError):
+            pass  # something inside is not plain: render it as below
+    # Anything else runs code of its own (repr, __str__, a converter, a Mapping's
+    # items), which might hang: it is rendered with a bound, never past it.
+    text = render_bounded(_rendered, value)
+    if text is None:
+        return (
+            f"<{type(value).__name__} object (it could not be written within {RENDER_SECONDS} s)>"
+        )
+    return text
+
+
+_PLAIN = frozenset({dict, list, tuple, int, float, bool, type(None)})
+
+
+def _rendered(value: object) -> str:
     try:
         return json.dumps(value, default=_json_ready, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):  # non-str keys, a cycle

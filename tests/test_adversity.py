@@ -680,3 +680,44 @@ def test_the_error_log_line_carries_no_exception_text_by_default(
         "secret-path" in r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG
     )
     assert json.dumps([r.getMessage() for r in above_debug])  # plain text, serialisable
+
+
+def test_a_result_whose_repr_hangs_is_written_for_a_model_within_a_bound() -> None:
+    from nous_tools import format_tool_result
+    from nous_tools._text import RENDER_SECONDS
+
+    release = threading.Event()
+
+    class Hangs:
+        def __repr__(self) -> str:
+            release.wait(30)
+            return "never"
+
+    began = time.monotonic()
+    try:
+        text = format_tool_result(Ok(Hangs()), "slow")
+    finally:
+        release.set()
+    assert time.monotonic() - began < RENDER_SECONDS + MARGIN * 4
+    assert text.startswith("<Hangs object (it could not be written")
+
+
+def test_a_broken_iterable_given_to_a_registry_batch_keeps_the_calls_read_so_far() -> None:
+    from nous_tools import Registry
+
+    registry = Registry([make(lambda n: n, name="n", timeout=5)])
+
+    class Unreadable:
+        def __iter__(self) -> t.Iterator[t.Any]:
+            raise OSError("cannot read")
+
+    def calls() -> t.Iterator[t.Any]:
+        yield ("n", {"n": 1})
+        yield Unreadable()
+        yield ("n", {"n": 3})
+        raise RuntimeError("the generator broke")
+
+    results = registry.execute_many(calls())
+    assert results[0] == Ok(1) and results[2] == Ok(3)
+    assert isinstance(results[1], Err) and "OSError" in results[1].reason.message
+    assert isinstance(results[3], Err) and "RuntimeError" in results[3].reason.message
