@@ -38,6 +38,10 @@ The calls run concurrently, but everything comes back **in call order**: the
 results, the messages, and the :class:`~nous_tools.ContextUpdate` of each ``Ok``,
 applied to ``result.context`` one after another. A call that failed or timed out
 contributes no update.
+
+A batch with calls that wait for a person (``result.pending``) crosses requests
+signed — :meth:`ToolCallResults.to_dict` / :meth:`ToolCallResults.from_dict` — and
+:meth:`ToolCallResults.resolve` applies the person's decisions, once.
 """
 
 from __future__ import annotations

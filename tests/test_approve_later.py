@@ -770,3 +770,33 @@ def test_a_pending_call_keeps_its_own_signed_token_inside_the_batch(registry: Re
     assert token["signature"].startswith("hmac-sha256:")
     na = NeedsApproval.from_dict(token, registry, SECRET)
     assert na.arguments == {"path": "/tmp/x"}
+
+
+def test_resolved_calls_are_traced_whole_with_their_call_ids(
+    registry: Registry, deleted: Deleter
+) -> None:
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from nous_tools.contrib import opentelemetry as nous_otel
+
+    second = ("c_delete_2", "delete_file", {"path": "/tmp/z"})
+    wire = paused(registry, "openai", [DELETE, second])
+    provider = TracerProvider()
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    nous_otel.instrument(provider)
+    try:
+        batch = ToolCallResults.from_dict(wire, registry, SECRET)
+        batch.resolve({"c_delete": "approve", "c_delete_2": "reject"})
+    finally:
+        nous_otel.uninstrument()
+    finished = [s for s in exporter.get_finished_spans() if s.name.startswith("execute_tool ")]
+    spans = {(span.attributes or {}).get("gen_ai.tool.call.id"): span for span in finished}
+    assert len(finished) == 2  # one span per decided call, none for the rest
+    assert sorted(spans) == ["c_delete", "c_delete_2"]  # type: ignore[type-var]
+    assert "error.type" not in (spans["c_delete"].attributes or {})
+    assert (spans["c_delete_2"].attributes or {})["error.type"] == "rejected"
+    assert deleted.paths == ["/tmp/x"]
