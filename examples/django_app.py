@@ -7,24 +7,28 @@ Run it (``pip install django``)::
     NOUS_TOOLS_APPROVAL_SECRET=$(python -c 'import secrets; print(secrets.token_hex(32))') \
         python examples/django_app.py runserver
 
-The flow is the one of ``examples/flask_app.py``:
+The flow is the one of ``examples/flask_app.py`` (``docs/how-to/approve-later.md``):
 
-- ``POST /tool-calls`` with ``{"tool_calls": [...]}`` → 200 ``{"messages": [...]}``,
-  or 202 with the messages of the calls that are done and ``"pending"``: one signed
-  token (``NeedsApproval.to_dict(secret)``) per call waiting for a person, whose
-  ``call_id`` is the model's tool-call id. The server keeps no pending calls.
-- ``POST /approvals/<id>`` with ``{"decision": "approve" | "reject", "approval":
-  <the token>}`` → 200 with the tool message; a changed, forged, expired or
-  foreign token → 400 with the reason; a token already decided → 409.
+- ``POST /tool-calls`` with the model's response as JSON (an OpenAI ``ChatCompletion``
+  or its message, a Responses ``Response``, an Anthropic ``Message``) or
+  ``{"tool_calls": [...]}`` → 200 ``{"messages": [...]}`` in the shape the calls came
+  in, or 202 ``{"pending": [...], "batch": {...}}`` when some wait for a person: what
+  to show them, and the paused batch, signed (``ToolCallResults.to_dict``). The
+  server keeps no pending calls.
+- ``POST /tool-calls/resolve`` with ``{"batch": <as received>, "decisions":
+  {<call_id>: "approve" | "reject" | {"edit": {<arguments>}}}}`` → 200 with one
+  message per call of the model, in call order (or 202 and a new batch while some
+  are undecided); a changed, forged, expired or foreign batch, an unknown call id or
+  a bad decision → 400 with the reason; a batch already decided → 409.
 
 The signing secret is the ``NOUS_TOOLS_APPROVAL_SECRET`` setting. Single use comes
 from ``nous_tools.contrib.django.CacheApprovalStore`` on Django's cache: with a
 cache that all the site's processes share (Redis, Memcached, the database cache),
-a token decided in one process is refused in every other. This single-file demo
+a batch decided in one process is refused in every other. This single-file demo
 uses ``LocMemCache``, which is per process.
 
-What the token cannot do for you: know *who* approves. In a real project the
-approvals view must require a logged-in person allowed to approve
+What the batch cannot do for you: know *who* decides. In a real project the
+resolve view must require a logged-in person allowed to approve
 (``@login_required`` plus a permission check) — see ``docs/concepts/approval.md``.
 
 A request id (header ``X-Request-Id``, or a new one) is put in a ``ContextVar`` in
@@ -64,14 +68,12 @@ from django.urls import path
 from django.views.decorators.http import require_POST
 
 from nous_tools import (
-    ApprovalAlreadyUsed,
-    Err,
-    NeedsApproval,
+    BatchAlreadyResolved,
+    Edit,
     Registry,
     Tool,
-    ToolError,
+    ToolCallResults,
     execute_tool_calls,
-    format_tool_result,
 )
 from nous_tools.contrib.django import CacheApprovalStore
 
@@ -128,78 +130,105 @@ def _secret() -> str:
     return t.cast(str, secret)
 
 
-def _json_body(request: HttpRequest) -> dict[str, t.Any]:
+def _json_body(request: HttpRequest) -> dict[str, t.Any] | None:
+    """The request's JSON object, or None when it is not one."""
     try:
         data = json.loads(request.body or b"null")
     except (ValueError, UnicodeDecodeError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _tool_message(tool_call_id: str | None, content: str) -> dict[str, t.Any]:
-    return {"role": "tool", "tool_call_id": tool_call_id, "content": content}
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _error(message: str, status: int) -> JsonResponse:
     return JsonResponse({"error": message}, status=status)
 
 
+def messages_for(result: ToolCallResults) -> list[dict[str, t.Any]]:
+    """The results in the shape the calls came in (Chat Completions when unknown)."""
+    if result.provider == "responses":
+        return result.to_responses_items()
+    if result.provider == "anthropic":
+        message = result.to_anthropic_message()
+        return [message] if message["content"] else []
+    return result.to_openai_messages()
+
+
+def _reply(result: ToolCallResults, secret: str) -> JsonResponse:
+    """200 and the messages when nothing waits; else 202, the pending calls and the batch."""
+    if not result.pending:
+        return JsonResponse({"messages": messages_for(result)})
+    batch = result.to_dict(secret)
+    pending = [
+        {
+            "call_id": call["id"],
+            "tool": call["name"],
+            "description": call["approval"].get("description", ""),
+            "arguments": call["approval"]["arguments"],
+        }
+        for call in batch["calls"]
+        if "approval" in call
+    ]
+    return JsonResponse({"pending": pending, "batch": batch}, status=202)
+
+
+def read_decisions(raw: object) -> dict[str, t.Any]:
+    """``{call_id: "approve" | "reject" | {"edit": {...}}}`` from JSON, with edits as
+    :class:`Edit`; ``resolve`` refuses anything else it holds."""
+    if not isinstance(raw, dict):
+        raise ValueError('"decisions" must map call ids to "approve", "reject" or {"edit": {...}}')
+    return {
+        call_id: Edit(decision["edit"])
+        if isinstance(decision, dict) and list(decision) == ["edit"]
+        else decision
+        for call_id, decision in raw.items()
+    }
+
+
 @require_POST
 def tool_calls(request: HttpRequest) -> JsonResponse:
     registry, secret = _current_registry(), _secret()
     body = _json_body(request)
-    if not isinstance(body.get("tool_calls"), list):
-        return _error('expected a JSON object with a list "tool_calls"', 400)
+    if body is None:
+        return _error('expected the model\'s response, or {"tool_calls": [...]}', 400)
+    calls = body.get("tool_calls", body)  # {"tool_calls": [...]} or a whole response
     token = request_id.set(request.headers.get("X-Request-Id") or uuid.uuid4().hex)
     try:
-        result = execute_tool_calls(registry, body["tool_calls"])
+        result = execute_tool_calls(registry, calls)
+    except TypeError as exc:  # not a response or list of calls we know
+        return _error(str(exc), 400)
     finally:
         request_id.reset(token)
-    messages = result.to_openai_messages(include_pending=False)
-    if not result.pending:
-        return JsonResponse({"messages": messages})
-    pending = [approval.to_dict(secret) for approval in result.pending]
-    return JsonResponse({"messages": messages, "pending": pending}, status=202)
+    return _reply(result, secret)
 
 
 @require_POST
-def approvals(request: HttpRequest, approval_id: str) -> JsonResponse:
-    # A real project checks here that a logged-in person may approve this call.
+def resolve(request: HttpRequest) -> JsonResponse:
+    # A real project checks here that a logged-in person may decide these calls.
     registry, secret = _current_registry(), _secret()
-    body = _json_body(request)
-    decision = body.get("decision")
-    if decision not in ("approve", "reject"):
-        return _error('"decision" must be "approve" or "reject"', 400)
-    token = body.get("approval")
-    if not isinstance(token, dict):
-        return _error('"approval" must be the pending approval, as it was sent', 400)
+    body = _json_body(request) or {}
+    if not isinstance(body.get("batch"), dict):
+        return _error('"batch" must be the paused batch, as it was sent', 400)
     try:
-        approval = NeedsApproval.from_dict(token, registry, secret)
-    except ValueError as exc:  # changed, forged, expired, another registry, another tool
+        decisions = read_decisions(body.get("decisions"))
+        # changed, forged, expired, another registry, a tool changed since
+        batch = ToolCallResults.from_dict(body["batch"], registry, secret)
+    except ValueError as exc:
         return _error(str(exc), 400)
-    if approval.id != approval_id:
-        return _error("approval refused: it is not the call under this id", 400)
-    name = approval.tool.name
-    if decision == "reject":
-        if not registry.approval_store.claim(approval.id):
-            return _error("this approval was already decided", 409)
-        rejected = Err(ToolError(f"Tool '{name}' was rejected by a person and did not run"))
-        content = format_tool_result(rejected, name)
-        return JsonResponse({"messages": [_tool_message(approval.call_id, content)]})
-    rid = request_id.set(request.headers.get("X-Request-Id") or uuid.uuid4().hex)
+    token = request_id.set(request.headers.get("X-Request-Id") or uuid.uuid4().hex)
     try:
-        outcome = registry.execute_approved(approval)
+        resolved = batch.resolve(decisions)
+    except BatchAlreadyResolved:
+        return _error("this batch was already decided", 409)
+    except ValueError as exc:  # an unknown call id, a bad decision, a bad edit
+        return _error(str(exc), 400)
     finally:
-        request_id.reset(rid)
-    if isinstance(outcome, Err) and isinstance(outcome.reason, ApprovalAlreadyUsed):
-        return _error("this approval was already decided", 409)
-    content = format_tool_result(outcome, name)
-    return JsonResponse({"messages": [_tool_message(approval.call_id, content)]})
+        request_id.reset(token)
+    return _reply(resolved, secret)
 
 
 urlpatterns = [
     path("tool-calls", tool_calls),
-    path("approvals/<str:approval_id>", approvals),
+    path("tool-calls/resolve", resolve),
 ]
 
 

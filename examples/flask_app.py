@@ -8,30 +8,36 @@ Run it (``pip install flask``)::
       {"id": "call_1", "type": "function",
        "function": {"name": "get_weather", "arguments": "{\\"city\\": \\"Paris\\"}"}}]}'
 
-The flow:
+The flow (``docs/how-to/approve-later.md``):
 
-- ``POST /tool-calls`` with ``{"tool_calls": [...]}`` (as a model response carries
-  them: OpenAI, Responses or Anthropic shapes) runs them all, concurrently. When all
-  are done: 200 and ``{"messages": [...]}``, the tool messages to send back to the
-  model. When some wait for a person (an ``approval="ask"`` tool): 202 with the
-  messages of the calls that are done and ``"pending"``: one signed token
-  (``NeedsApproval.to_dict(secret)``) per waiting call; its ``call_id`` is the
-  model's tool-call id.
-- ``POST /approvals/<id>`` with ``{"decision": "approve" | "reject", "approval":
-  <the token, as the browser got it>}``: the token is checked
-  (``NeedsApproval.from_dict``: signature, age, registry, tool — any change → 400
-  with the reason), then approve runs the call (``registry.execute_approved``) and
-  reject answers with a rejection message; either way 200 with ``{"messages":
-  [<the tool message>]}``. Each token is decided once: the registry's approval
-  store (here the in-memory one: one process) claims its id, so a second decision
-  is 409.
+- ``POST /tool-calls`` with the model's response as JSON — an OpenAI
+  ``ChatCompletion`` or its message, a Responses ``Response``, an Anthropic
+  ``Message`` — or ``{"tool_calls": [...]}`` with the calls themselves, in any of
+  those shapes. It runs them all, concurrently. When all are done: 200 and
+  ``{"messages": [...]}``, **in the shape the calls came in**: Chat Completions
+  ``tool`` messages, Responses ``function_call_output`` items (for ``input``), or one
+  Anthropic ``user`` message with the ``tool_result`` blocks. When some wait for a
+  person (an ``approval="ask"`` tool): 202 and ``{"pending": [...], "batch": {...}}``
+  — what to show the person (``call_id``, ``tool``, ``description``, ``arguments``
+  per waiting call) and the paused batch, signed (``ToolCallResults.to_dict``).
+- ``POST /tool-calls/resolve`` with ``{"batch": <as it was received>, "decisions":
+  {<call_id>: "approve" | "reject" | {"edit": {<arguments>}}}}``: the batch is checked
+  (``ToolCallResults.from_dict``: the signature covers every result, argument and
+  pending call; its age, registry and tools — any change → 400 with the reason),
+  then the decisions are applied (``resolve``: approved calls run once, rejected
+  ones answer "rejected by the user", an edit runs with the person's arguments; a
+  decision that cannot be applied → 400). The answer is as above: 200 with one
+  message per call of the model, in call order, or 202 with a new batch while
+  some calls are undecided. Each batch is resolved once: a replay or a double
+  submit is 409 (the registry's approval store — here the in-memory one, for one
+  process — remembers it).
 
-The server keeps no pending calls: the signed token is the pending call. The
+The server keeps no pending calls: the signed batch is the pending work. The
 secret comes from the app's config (``NOUS_TOOLS_APPROVAL_SECRET``); share it
 between the processes of one site, and keep it out of the browser.
 
-What the token cannot do for you: know *who* approves. In a real app the
-approvals view must require a logged-in person allowed to approve (e.g. Flask-Login's
+What the batch cannot do for you: know *who* decides. In a real app the resolve
+view must require a logged-in person allowed to approve (e.g. Flask-Login's
 ``@login_required`` and a permission check) — see ``docs/concepts/approval.md``.
 
 A request id (header ``X-Request-Id``, or a new one) is put in a ``ContextVar`` in
@@ -51,15 +57,13 @@ from flask import Flask, jsonify, request
 from flask.typing import ResponseReturnValue
 
 from nous_tools import (
-    ApprovalAlreadyUsed,
-    Err,
+    BatchAlreadyResolved,
+    Edit,
     InMemoryApprovalStore,
-    NeedsApproval,
     Registry,
     Tool,
-    ToolError,
+    ToolCallResults,
     execute_tool_calls,
-    format_tool_result,
 )
 
 #: The id of the request being served; tools may read it (for logs, say).
@@ -91,11 +95,52 @@ def example_registry() -> Registry:
     )
 
 
+def messages_for(result: ToolCallResults) -> list[dict[str, t.Any]]:
+    """The results in the shape the calls came in (Chat Completions when unknown)."""
+    if result.provider == "responses":
+        return result.to_responses_items()
+    if result.provider == "anthropic":
+        message = result.to_anthropic_message()
+        return [message] if message["content"] else []
+    return result.to_openai_messages()
+
+
+def reply(result: ToolCallResults, secret: str) -> tuple[dict[str, t.Any], int]:
+    """200 and the messages when nothing waits; else 202, the pending calls and the batch."""
+    if not result.pending:
+        return {"messages": messages_for(result)}, 200
+    batch = result.to_dict(secret)
+    pending = [
+        {
+            "call_id": call["id"],
+            "tool": call["name"],
+            "description": call["approval"].get("description", ""),
+            "arguments": call["approval"]["arguments"],
+        }
+        for call in batch["calls"]
+        if "approval" in call
+    ]
+    return {"pending": pending, "batch": batch}, 202
+
+
+def read_decisions(raw: object) -> dict[str, t.Any]:
+    """``{call_id: "approve" | "reject" | {"edit": {...}}}`` from JSON, with edits as
+    :class:`Edit`; ``resolve`` refuses anything else it holds."""
+    if not isinstance(raw, dict):
+        raise ValueError('"decisions" must map call ids to "approve", "reject" or {"edit": {...}}')
+    return {
+        call_id: Edit(decision["edit"])
+        if isinstance(decision, dict) and list(decision) == ["edit"]
+        else decision
+        for call_id, decision in raw.items()
+    }
+
+
 def create_app(
     registry: Registry | None = None, config: c.Mapping[str, t.Any] | None = None
 ) -> Flask:
     """The app. ``config`` is merged into ``app.config``, which must hold
-    ``NOUS_TOOLS_APPROVAL_SECRET`` (the key that signs approval tokens)."""
+    ``NOUS_TOOLS_APPROVAL_SECRET`` (the key that signs paused batches)."""
     registry = registry if registry is not None else example_registry()
     app = Flask(__name__)
     app.config.from_mapping(config or {})
@@ -103,58 +148,46 @@ def create_app(
     if not secret:
         raise RuntimeError("set NOUS_TOOLS_APPROVAL_SECRET in the app's config")
 
-    def tool_message(tool_call_id: str | None, content: str) -> dict[str, t.Any]:
-        return {"role": "tool", "tool_call_id": tool_call_id, "content": content}
-
     @app.post("/tool-calls")
     def tool_calls() -> ResponseReturnValue:
         data = request.get_json(silent=True)
-        if not isinstance(data, dict) or not isinstance(data.get("tool_calls"), list):
-            return jsonify(error='expected a JSON object with a list "tool_calls"'), 400
+        if not isinstance(data, dict):
+            return jsonify(error='expected the model\'s response, or {"tool_calls": [...]}'), 400
+        calls = data.get("tool_calls", data)  # {"tool_calls": [...]} or a whole response
         token = request_id.set(request.headers.get("X-Request-Id") or uuid.uuid4().hex)
         try:
-            result = execute_tool_calls(registry, data["tool_calls"])
+            result = execute_tool_calls(registry, calls)
+        except TypeError as exc:  # not a response or list of calls we know
+            return jsonify(error=str(exc)), 400
         finally:
             request_id.reset(token)
-        messages = result.to_openai_messages(include_pending=False)
-        if not result.pending:
-            return jsonify(messages=messages), 200
-        pending = [approval.to_dict(secret) for approval in result.pending]
-        return jsonify(messages=messages, pending=pending), 202
+        body, status = reply(result, secret)
+        return jsonify(body), status
 
-    @app.post("/approvals/<approval_id>")
-    def approvals(approval_id: str) -> ResponseReturnValue:
-        # A real app checks here that a logged-in person may approve this call.
+    @app.post("/tool-calls/resolve")
+    def resolve() -> ResponseReturnValue:
+        # A real app checks here that a logged-in person may decide these calls.
         data = request.get_json(silent=True)
         body: dict[str, t.Any] = data if isinstance(data, dict) else {}
-        decision = body.get("decision")
-        if decision not in ("approve", "reject"):
-            return jsonify(error='"decision" must be "approve" or "reject"'), 400
-        token = body.get("approval")
-        if not isinstance(token, dict):
-            return jsonify(error='"approval" must be the pending approval, as it was sent'), 400
+        if not isinstance(body.get("batch"), dict):
+            return jsonify(error='"batch" must be the paused batch, as it was sent'), 400
         try:
-            approval = NeedsApproval.from_dict(token, registry, secret)
-        except ValueError as exc:  # changed, forged, expired, another registry, another tool
+            decisions = read_decisions(body.get("decisions"))
+            # changed, forged, expired, another registry, a tool changed since
+            batch = ToolCallResults.from_dict(body["batch"], registry, secret)
+        except ValueError as exc:
             return jsonify(error=str(exc)), 400
-        if approval.id != approval_id:
-            return jsonify(error="approval refused: it is not the call under this id"), 400
-        name = approval.tool.name
-        if decision == "reject":
-            if not registry.approval_store.claim(approval.id):
-                return jsonify(error="this approval was already decided"), 409
-            rejected = Err(ToolError(f"Tool '{name}' was rejected by a person and did not run"))
-            content = format_tool_result(rejected, name)
-            return jsonify(messages=[tool_message(approval.call_id, content)]), 200
-        rid = request_id.set(request.headers.get("X-Request-Id") or uuid.uuid4().hex)
+        token = request_id.set(request.headers.get("X-Request-Id") or uuid.uuid4().hex)
         try:
-            outcome = registry.execute_approved(approval)
+            resolved = batch.resolve(decisions)
+        except BatchAlreadyResolved:
+            return jsonify(error="this batch was already decided"), 409
+        except ValueError as exc:  # an unknown call id, a bad decision, a bad edit
+            return jsonify(error=str(exc)), 400
         finally:
-            request_id.reset(rid)
-        if isinstance(outcome, Err) and isinstance(outcome.reason, ApprovalAlreadyUsed):
-            return jsonify(error="this approval was already decided"), 409
-        content = format_tool_result(outcome, name)
-        return jsonify(messages=[tool_message(approval.call_id, content)]), 200
+            request_id.reset(token)
+        answer, status = reply(resolved, secret)
+        return jsonify(answer), status
 
     return app
 

@@ -22,6 +22,7 @@ from .approval_store import ApprovalStore, InMemoryApprovalStore
 from .context_update import ContextUpdate
 from .errors import (
     ApprovalAlreadyUsed,
+    BatchAlreadyResolved,
     ChildProcessDied,
     ExecutorSaturated,
     ExecutorShutdown,
@@ -52,6 +53,7 @@ __all__ = [
     "ApprovalAlreadyUsed",
     "ApprovalRequest",
     "ApprovalStore",
+    "BatchAlreadyResolved",
     "ChildProcessDied",
     "ContextUpdate",
     "Edit",

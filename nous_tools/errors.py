@@ -18,6 +18,7 @@ import typing as t
 
 __all__ = [
     "ApprovalAlreadyUsed",
+    "BatchAlreadyResolved",
     "ChildProcessDied",
     "ExecutorSaturated",
     "ExecutorShutdown",
@@ -168,6 +169,12 @@ class ExecutorShutdown(ToolError):
 class ApprovalAlreadyUsed(ToolError):
     """A ``NeedsApproval`` whose id the registry's approval store had already claimed:
     a replayed or double-submitted approval. The tool did not run."""
+
+
+class BatchAlreadyResolved(ValueError):
+    """``ToolCallResults.resolve`` of a batch whose decisions were already applied
+    (a replayed or double-submitted batch): the registry's approval store had
+    already claimed its id. Nothing ran."""
 
 
 class SandboxViolation(PermissionError):

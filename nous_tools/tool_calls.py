@@ -38,26 +38,54 @@ The calls run concurrently, but everything comes back **in call order**: the
 results, the messages, and the :class:`~nous_tools.ContextUpdate` of each ``Ok``,
 applied to ``result.context`` one after another. A call that failed or timed out
 contributes no update.
+
+A batch with calls that wait for a person (``result.pending``) crosses requests
+signed — :meth:`ToolCallResults.to_dict` / :meth:`ToolCallResults.from_dict` — and
+:meth:`ToolCallResults.resolve` applies the person's decisions, once.
 """
 
 from __future__ import annotations
 
 import collections.abc as c
 import contextvars
+import hashlib
+import hmac
 import json
+import time
 import typing as t
 
 import attrs
 
+from . import _canonical as _c
 from ._convert import unstructure as _unstructure
 from ._log import log as _safe_log
+from ._scope import interrupts
 from ._strict import nulls_to_defaults
 from ._text import RENDER_SECONDS, render_bounded
 from ._text import safe_str as _safe_str
 from .context_update import ContextUpdate
-from .errors import ToolDenied, ToolError, ToolNotFound, ToolTimeout
+from .errors import (
+    ApprovalAlreadyUsed,
+    BatchAlreadyResolved,
+    ToolDenied,
+    ToolError,
+    ToolNotFound,
+    ToolTimeout,
+)
 from .executor import ToolCall, ToolExecutor
-from .results import Err, NeedsApproval, Ok, Result
+from .results import (
+    _HMAC,
+    Edit,
+    Err,
+    NeedsApproval,
+    Ok,
+    Result,
+    _key,
+    _new_id,
+    _now,
+    _same,
+    check_max_age,
+)
 from .run_context import RunContext
 
 if t.TYPE_CHECKING:
@@ -76,6 +104,9 @@ _log = _safe_log
 
 #: One outcome of :func:`execute_tool_calls`.
 CallResult = t.Union[Result, NeedsApproval]  # noqa: UP007  (a runtime alias)
+
+#: The three APIs whose tool calls :func:`execute_tool_calls` reads.
+Provider = t.Literal["openai", "responses", "anthropic"]
 
 #: Item types of a model response that nous-tools does not run. They are skipped —
 #: content that is not a call (Anthropic ``text``/``thinking`` blocks, Responses
@@ -282,10 +313,12 @@ class _Unreadable(t.NamedTuple):
 
 class _Read(t.NamedTuple):
     """A tool call as read: its arguments still raw; ``kind`` is ``"function"`` or
-    ``"custom"`` (a freeform call whose arguments are the raw input text)."""
+    ``"custom"`` (a freeform call whose arguments are the raw input text);
+    ``provider`` the API whose shape it had (None for a :class:`ToolCall`)."""
 
     call: ToolCall
     kind: str
+    provider: Provider | None = None
 
 
 _SKIP = object()
@@ -297,15 +330,17 @@ def _read(item: object) -> _Read | _Unreadable | object:
         return _Read(item, "function")
     kind = _field(item, "type")
     custom = False
+    provider: Provider = "openai"
     if kind == "function_call":  # OpenAI Responses
         call_id = _text(_field(item, "call_id")) or _text(_field(item, "id"))
-        name, arguments = _field(item, "name"), _field(item, "arguments")
+        name, arguments, provider = _field(item, "name"), _field(item, "arguments"), "responses"
     elif kind == "custom_tool_call":  # OpenAI Responses, a freeform call
         call_id = _text(_field(item, "call_id")) or _text(_field(item, "id"))
         name, arguments, custom = _field(item, "name"), _field(item, "input"), True
+        provider = "responses"
     elif kind == "tool_use":  # Anthropic
         call_id = _text(_field(item, "id"))
-        name, arguments = _field(item, "name"), _field(item, "input")
+        name, arguments, provider = _field(item, "name"), _field(item, "input"), "anthropic"
     elif kind == "custom" and _field(item, "function") is None:  # Chat Completions, freeform
         call_id = _text(_field(item, "id"))
         body = _field(item, "custom")
@@ -326,7 +361,7 @@ def _read(item: object) -> _Read | _Unreadable | object:
         )
     if not isinstance(name, str) or not name:
         return _Unreadable(ToolCall(call_id, "", arguments), "it has no tool name")
-    return _Read(ToolCall(call_id, name, arguments), "custom" if custom else "function")
+    return _Read(ToolCall(call_id, name, arguments), "custom" if custom else "function", provider)
 
 
 def _read_quietly(item: object) -> object:
@@ -573,6 +608,187 @@ def format_tool_result(result: CallResult, name: str | None = None) -> str:
     return _value_content(result)
 
 
+# -- a batch across requests ---------------------------------------------------------
+
+#: The version of the wire format that :meth:`ToolCallResults.to_dict` writes.
+BATCH_VERSION = 1
+
+_BATCH_TYPE = "tool_call_batch"
+# Signed bytes start with this, so neither an approval token's signature nor any
+# other signature made with the same secret is ever a valid batch signature.
+_BATCH_DOMAIN = b"nous-tools tool call batch v1\n"
+# What resolve claims in the approval store (approval ids are bare uuid hex).
+_BATCH_CLAIM = "batch:"
+_CHECKSUM = "sha256:"  # an unsigned batch's plain checksum, as an approval token's
+_PROVIDERS: frozenset[str] = frozenset({"openai", "responses", "anthropic"})
+_NONE = type(None)
+_BATCH_FIELDS: tuple[tuple[str, tuple[type, ...]], ...] = (
+    ("id", (str,)),
+    ("issued_at", (int,)),
+    ("audience", (str, _NONE)),
+    ("provider", (str, _NONE)),
+    ("calls", (list,)),
+)
+
+
+def _seal_batch(payload: c.Mapping[str, t.Any], secret: str | bytes | None) -> str:
+    data = _BATCH_DOMAIN + _c.dumps(payload)
+    if secret is None:
+        return _CHECKSUM + hashlib.sha256(data).hexdigest()
+    return _HMAC + hmac.new(_key(secret), data, hashlib.sha256).hexdigest()
+
+
+def _batch_refused(why: str) -> ValueError:
+    return ValueError(f"tool call batch refused: {why}")
+
+
+def _type_names(kinds: tuple[type, ...]) -> str:
+    return " or ".join("None" if kind is _NONE else kind.__name__ for kind in kinds)
+
+
+def _batch_field(data: c.Mapping[str, t.Any], key: str, kinds: tuple[type, ...]) -> t.Any:
+    if key not in data:
+        raise _batch_refused(f"the batch has no '{key}'")
+    value = data[key]
+    if type(value) not in kinds:
+        raise _batch_refused(f"'{key}' must be {_type_names(kinds)}, got {type(value).__name__}")
+    return value
+
+
+def _entry_field(
+    entry: c.Mapping[str, t.Any], key: str, kinds: tuple[type, ...], position: int
+) -> t.Any:
+    if key not in entry:
+        raise _batch_refused(f"call #{position} has no '{key}'")
+    value = entry[key]
+    if type(value) not in kinds:
+        raise _batch_refused(
+            f"'{key}' of call #{position} must be {_type_names(kinds)}, got {type(value).__name__}"
+        )
+    return value
+
+
+def _short(value: object) -> str:
+    text = _safe_repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _restored(content: str, is_error: bool, name: str) -> Result:
+    """A finished call read back: ``Ok(text)``, or an ``Err(ToolError)`` whose
+    message is the text without its ``"Error: "`` (so it formats back the same)."""
+    if not is_error:
+        return Ok(content)
+    own = f"Error: tool '{name}' "
+    if name and content.startswith(own):
+        message = f"Tool '{name}' {content[len(own) :]}"
+    elif content.startswith("Error: "):
+        message = content[len("Error: ") :]
+    else:
+        message = content
+    return Err(ToolError(message, tool_name=name or None))
+
+
+def _read_entry(
+    entry: object,
+    position: int,
+    registry: Registry,
+    secret: str | bytes | None,
+    max_age: float | None,
+    allow_unsigned: bool,
+) -> tuple[ToolCall, str, CallResult, str | None]:
+    """One call of a batch being read: the call, its kind, its result, and the text
+    a model gets for it when it is finished (None when it is pending)."""
+    if not isinstance(entry, c.Mapping):
+        raise _batch_refused(f"call #{position} must be an object, got {type(entry).__name__}")
+    call_id = _entry_field(entry, "id", (str, _NONE), position)
+    name = _entry_field(entry, "name", (str,), position)
+    kind = _entry_field(entry, "kind", (str,), position)
+    if kind not in ("function", "custom"):
+        raise _batch_refused(f"'kind' of call #{position} must be 'function' or 'custom'")
+    if "arguments" not in entry:
+        raise _batch_refused(f"call #{position} has no 'arguments'")
+    try:
+        arguments = _c.thaw(_c.decode(entry["arguments"]))
+    except ValueError as exc:
+        raise _batch_refused(f"call #{position}: {exc}") from None
+    call = ToolCall(call_id, name, arguments)
+    if ("output" in entry) == ("approval" in entry):
+        raise _batch_refused(f"call #{position} must have one of 'output' and 'approval'")
+    if "output" in entry:
+        output = _entry_field(entry, "output", (dict,), position)
+        content = _entry_field(output, "content", (str,), position)
+        is_error = _entry_field(output, "is_error", (bool,), position)
+        return call, kind, _restored(content, is_error, name), content
+    token = entry["approval"]
+    try:
+        approval = NeedsApproval.from_dict(
+            token, registry, secret, max_age=max_age, allow_unsigned=allow_unsigned
+        )
+    except ValueError as exc:
+        raise _batch_refused(f"call {call_id!r}: {exc}") from None
+    if approval.call_id != call_id or approval.tool.name != name:
+        raise _batch_refused(f"call #{position}: its approval is for another call")
+    return call, kind, approval, None
+
+
+def _decided(call_id: str, decision: object, na: NeedsApproval) -> tuple[str, NeedsApproval]:
+    """``("approve" | "reject" | "edit", the approval to run)``; ``ValueError`` for a
+    decision that is none of those, or an edit that cannot run."""
+    if type(decision) is str and decision in ("approve", "reject"):
+        return decision, na
+    if type(decision) is not Edit:
+        raise ValueError(
+            f"cannot resolve: the decision for call {call_id!r} must be 'approve', 'reject' "
+            f"or an Edit, got {_short(decision) if type(decision) is str else type(decision).__name__}"
+        )
+    edited = decision.arguments
+    name = na.tool.name
+    if not isinstance(edited, c.Mapping):
+        raise ValueError(
+            f"cannot resolve: the edit of call {call_id!r} must give the arguments as a "
+            f"mapping, got {type(edited).__name__}"
+        )
+    try:  # the approval's own id: running the edit uses up the approval
+        approval = NeedsApproval(
+            na.tool,
+            edited,
+            id=na.id,
+            issued_at=na.issued_at,
+            call_id=na.call_id,
+            audience=na.audience,
+        )
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"cannot resolve: the edit of call {call_id!r}: {exc}") from None
+    validator = na.tool.validator
+    if validator is not None:
+        failure = validator.validate(_c.thaw(approval.arguments))
+        if failure is not None:
+            raise ValueError(
+                f"cannot resolve: the edit of call {call_id!r} is refused: "
+                f"Invalid arguments for '{name}': {failure.message}"
+            )
+    return "edit", approval
+
+
+def _reject(registry: Registry, na: NeedsApproval) -> Err:
+    """The outcome of a rejected call: it does not run, and its approval is used up."""
+    name = na.tool.name
+    try:
+        claimed = registry.approval_store.claim(na.id)
+    except BaseException as exc:  # rejected all the same: the tool does not run
+        if interrupts(exc):
+            raise
+        _log.error("Approval store failed to claim a rejected approval of tool '%s'", name)
+        claimed = True
+    if claimed is not True:
+        return Err(
+            ApprovalAlreadyUsed(
+                f"Tool '{name}' was not run: its approval was already used", tool_name=name
+            )
+        )
+    return Err(ToolError(f"Tool '{name}' was rejected by the user and did not run", tool_name=name))
+
+
 # -- the batch -----------------------------------------------------------------------
 
 
@@ -588,6 +804,17 @@ class ToolCallResults:
     with the update of each ``Ok`` applied in call order. ``skipped`` holds the items
     of the response that were not run (text, reasoning, provider-hosted tool calls;
     see :data:`SKIPPED_TYPES`), as they were given. Iterating yields the results.
+
+    ``provider`` is the API whose shape the calls came in — ``"openai"`` (Chat
+    Completions), ``"responses"`` or ``"anthropic"`` — so a server can answer in it;
+    None when there were no calls, or :class:`ToolCall` values, or a mix.
+    ``registry`` is the registry that ran them (what :meth:`resolve` runs approved
+    calls on), ``id`` names the batch (:meth:`resolve` uses it once) and
+    ``issued_at`` is when it was made (Unix seconds).
+
+    A batch that waits for a person crosses requests with :meth:`to_dict` /
+    :meth:`from_dict`, and :meth:`resolve` applies the person's decisions; see
+    ``docs/how-to/agent-loop.md``.
     """
 
     results: list[CallResult]
@@ -595,6 +822,12 @@ class ToolCallResults:
     context: RunContext[t.Any]
     skipped: list[t.Any] = attrs.field(factory=list)
     kinds: list[str] = attrs.field(factory=list)
+    provider: Provider | None = None
+    registry: Registry | None = attrs.field(default=None, repr=False)
+    id: str = attrs.field(factory=_new_id)
+    issued_at: int = attrs.field(factory=_now)
+    # The model-facing text of results read back by from_dict (None: format the result).
+    _contents: list[str | None] = attrs.field(factory=list, alias="_contents", repr=False)
 
     @property
     def pending(self) -> list[NeedsApproval]:
@@ -620,14 +853,21 @@ class ToolCallResults:
         shown = f", skipped={len(self.skipped)}" if self.skipped else ""
         return f"<ToolCallResults {kinds}{shown}>"
 
-    def _entries(self, include_pending: bool) -> c.Iterator[tuple[ToolCall, CallResult, str, str]]:
+    def _kind(self, index: int) -> str:
         kinds = self.kinds
+        return kinds[index] if index < len(kinds) else "function"
+
+    def _content(self, index: int, call: ToolCall, result: CallResult) -> str:
+        contents = self._contents
+        known = contents[index] if index < len(contents) else None
+        return known if known is not None else format_tool_result(result, call.name)
+
+    def _entries(self, include_pending: bool) -> c.Iterator[tuple[ToolCall, CallResult, str, str]]:
         for index, (call, result) in enumerate(zip(self.calls, self.results, strict=True)):
             if call.id is None:  # nothing to answer: a provider needs the call's id
                 continue
             if include_pending or not isinstance(result, NeedsApproval):
-                kind = kinds[index] if index < len(kinds) else "function"
-                yield call, result, format_tool_result(result, call.name), kind
+                yield call, result, self._content(index, call, result), self._kind(index)
 
     def to_openai_messages(self, *, include_pending: bool = False) -> list[dict[str, t.Any]]:
         """Chat Completions tool messages, ``{"role": "tool", "tool_call_id",
@@ -678,6 +918,339 @@ class ToolCallResults:
             "role": "user",
             "content": self.to_anthropic_blocks(include_pending=include_pending),
         }
+
+    # -- across requests -----------------------------------------------------------
+
+    def to_dict(self, secret: str | bytes | None = None) -> dict[str, t.Any]:
+        """The batch as a JSON-safe dict, to carry it to a later request (through a
+        browser, say) and read it back with :meth:`from_dict`.
+
+        It holds ``v`` (the format, 1), ``type`` (``"tool_call_batch"``), ``id``,
+        ``issued_at``, ``audience`` (the registry's name), ``provider``, ``calls`` and
+        ``signature``. Each call is ``{"id", "name", "kind", "arguments"}`` (the
+        arguments as parsed from what the model sent, in the type-faithful encoding
+        of approval tokens; the raw text when they were not JSON) plus either
+        ``"output": {"content", "is_error"}`` — the text the model gets for a
+        finished call, and whether it is an error — or ``"approval"``: the pending
+        call's own signed token (:meth:`NeedsApproval.to_dict`).
+
+        With ``secret`` (a non-empty ``str`` or ``bytes`` kept on the server) the
+        signature is ``"hmac-sha256:<hex>"`` over everything else, the pending
+        tokens included: a client can read the batch but change nothing in it — not a
+        tool's output, not an argument, not which calls it holds. Without one it is a
+        plain ``"sha256:<hex>"`` checksum, for trusted storage only.
+
+        ``skipped`` is not carried (the response's text, reasoning and hosted calls
+        belong to the conversation the application keeps, not to the results), nor
+        are ``context`` and the values and updates of finished calls: the text a
+        model gets is what crosses. Raises ``ValueError`` when arguments cannot be
+        encoded, or a pending call's arguments no longer match its fingerprint.
+        """
+        calls: list[dict[str, t.Any]] = []
+        for index, (call, result) in enumerate(zip(self.calls, self.results, strict=True)):
+            try:
+                arguments = _c.encode(call.arguments)
+            except (ValueError, RecursionError) as exc:
+                raise ValueError(
+                    f"the tool call batch cannot be written: the arguments of call "
+                    f"{call.id!r} cannot be encoded ({exc})"
+                ) from None
+            entry: dict[str, t.Any] = {
+                "id": call.id,
+                "name": call.name,
+                "kind": self._kind(index),
+                "arguments": arguments,
+            }
+            if isinstance(result, NeedsApproval):
+                entry["approval"] = result.to_dict(secret)
+            else:
+                entry["output"] = {
+                    "content": self._content(index, call, result),
+                    "is_error": isinstance(result, Err),
+                }
+            calls.append(entry)
+        registry = self.registry
+        payload: dict[str, t.Any] = {
+            "v": BATCH_VERSION,
+            "type": _BATCH_TYPE,
+            "id": self.id,
+            "issued_at": self.issued_at,
+            "audience": registry.name if registry is not None else None,
+            "provider": self.provider,
+            "calls": calls,
+        }
+        payload["signature"] = _seal_batch(payload, secret)
+        return payload
+
+    @classmethod
+    def from_dict(
+        cls,
+        data: c.Mapping[str, t.Any],
+        registry: Registry,
+        secret: str | bytes | None = None,
+        *,
+        max_age: float | None = None,
+        allow_unsigned: bool = False,
+    ) -> ToolCallResults:
+        """Read back a batch that :meth:`to_dict` wrote, for ``registry``.
+
+        The rules of approval tokens apply (``docs/concepts/approval.md``), to the
+        batch and to each pending call in it; every check happens before anything is
+        returned, and each refusal is a ``ValueError`` starting ``"tool call batch
+        refused: "`` and saying why:
+
+        - it is malformed (a missing key, a value of the wrong exact type, an unknown
+          format version, a call that is neither finished nor pending);
+        - the signature does not match — a finished call's output, an argument, a
+          call added, removed or reordered, a pending token swapped for another: with
+          ``secret`` every byte is covered by an HMAC compared in constant time;
+          without ``secret`` the batch is refused unless ``allow_unsigned=True`` (for
+          trusted storage only, e.g. your own database);
+        - it is older than ``max_age`` seconds (default
+          ``registry.approval_max_age``; None there means no limit);
+        - it was made by another registry (``audience`` is not ``registry.name``);
+        - a pending call's token is refused by :meth:`NeedsApproval.from_dict` (its
+          tool is gone, ``"deny"`` now, or different code).
+
+        The batch comes back with each finished call as ``Ok(text)`` or
+        ``Err(ToolError)`` (what the model gets, exactly: the outputs write the same
+        text), each pending call as its ``NeedsApproval``, ``skipped`` empty and a
+        fresh ``context`` (``RunContext.new()``: pass your own to :meth:`resolve`).
+        A batch that was already resolved is still read; :meth:`resolve` is what
+        refuses it (``BatchAlreadyResolved``).
+        """
+        if not isinstance(data, c.Mapping):
+            raise _batch_refused(f"a batch must be a mapping, got {type(data).__name__}")
+        version = _batch_field(data, "v", (int,))
+        if version != BATCH_VERSION:
+            raise _batch_refused(f"unknown batch version {version} (this library reads 1)")
+        if _batch_field(data, "type", (str,)) != _BATCH_TYPE:
+            raise _batch_refused(f"'type' must be {_BATCH_TYPE!r} (is it an approval token?)")
+        payload: dict[str, t.Any] = {"v": version, "type": _BATCH_TYPE}
+        for key, types in _BATCH_FIELDS:
+            payload[key] = _batch_field(data, key, types)
+        signature = _batch_field(data, "signature", (str,))
+        if not payload["id"]:
+            raise _batch_refused("the batch has an empty id")
+
+        if secret is not None:
+            _key(secret)  # a bad secret is the program's error, said as such
+            if not signature.startswith(_HMAC):
+                raise _batch_refused("the batch is not signed (no HMAC signature)")
+        elif signature.startswith(_HMAC):
+            raise _batch_refused("the batch is signed, but no secret was given to check it")
+        elif not allow_unsigned:
+            raise _batch_refused(
+                "unsigned batches are refused: pass the secret it was signed with "
+                "(or allow_unsigned=True, for trusted storage only)"
+            )
+        try:
+            expected = _seal_batch(payload, secret)
+        except (TypeError, ValueError, RecursionError) as exc:  # not JSON, NaN, too deep
+            raise _batch_refused(f"the batch cannot be read ({type(exc).__name__})") from None
+        if not _same(expected, signature):
+            raise _batch_refused(
+                "the signature does not match (the batch was changed, forged, or signed "
+                "with another secret)"
+            )
+
+        if max_age is None:
+            max_age = getattr(registry, "approval_max_age", None)
+        else:
+            max_age = check_max_age(max_age)
+        if max_age is not None:
+            age = time.time() - payload["issued_at"]
+            if age > max_age:
+                raise _batch_refused(
+                    f"the batch has expired (issued {age:.0f} s ago; max_age {max_age} s)"
+                )
+        own = getattr(registry, "name", None)
+        if payload["audience"] != own:
+            raise _batch_refused(
+                f"the batch was made for registry {payload['audience']!r}, not {own!r}"
+            )
+        provider = payload["provider"]
+        if provider is not None and provider not in _PROVIDERS:
+            raise _batch_refused(f"unknown provider {provider!r}")
+
+        calls: list[ToolCall] = []
+        kinds: list[str] = []
+        results: list[CallResult] = []
+        contents: list[str | None] = []
+        for position, entry in enumerate(payload["calls"], 1):
+            call, kind, result, content = _read_entry(
+                entry, position, registry, secret, max_age, allow_unsigned
+            )
+            calls.append(call)
+            kinds.append(kind)
+            results.append(result)
+            contents.append(content)
+        return cls(
+            results=results,
+            calls=calls,
+            context=RunContext.new(),
+            kinds=kinds,
+            provider=t.cast("Provider | None", provider),
+            registry=registry,
+            id=payload["id"],
+            issued_at=payload["issued_at"],
+            _contents=contents,
+        )
+
+    def resolve(
+        self,
+        decisions: c.Mapping[str, str | Edit],
+        ctx: RunContext[t.Any] | None = None,
+    ) -> ToolCallResults:
+        """Apply a person's decisions to the pending calls and return the new batch.
+
+        ``decisions`` maps a pending call's id (the model's tool-call id,
+        ``NeedsApproval.call_id``) to what the person said:
+
+        - ``"approve"``: the call runs through ``registry.execute_approved`` — once:
+          the registry's approval store claims the approval's id;
+        - ``Edit(arguments)``: the call runs with these arguments instead, as an
+          approval handler's ``Edit`` would: same tool, arguments validated against
+          its schema (here *before* anything is used up: arguments the schema refuses
+          are a ``ValueError``, so the person can correct them). The edited call runs
+          under the approval's own id, so an edit uses the approval up and the
+          signed original can never run after it. The ``before`` advice does not run
+          again (it ran before the approval, as in the handler path);
+        - ``"reject"``: the call does not run; its result is an ``Err`` whose text for
+          the model says ``"Error: tool 'x' was rejected by the user and did not
+          run"``, and the approval's id is used up too.
+
+        A pending call without a decision stays pending (decisions may arrive one by
+        one; send the batch to the model only when ``pending`` is empty, since it
+        needs a result for every call). Decided calls run concurrently, in ``ctx``
+        (default: this batch's ``context``); the new batch's ``context`` is ``ctx``
+        with the updates of the approved calls' ``Ok`` applied in call order.
+
+        Checked before anything runs or is used up, each a ``ValueError``: a call id
+        the batch does not have, a call that is not pending, a decision that is not
+        ``"approve"``, ``"reject"`` or an ``Edit``, an edit that cannot be represented
+        or fails the schema. Then the batch itself is used up — its id claimed in
+        the registry's approval store — so resolving the same batch again (a replay,
+        a double submit, the old copy of a batch that was re-issued) raises
+        :class:`~nous_tools.errors.BatchAlreadyResolved` (a ``ValueError``) and runs
+        nothing. The new batch has a new ``id`` (when something was decided) and the
+        same ``issued_at``: calls left pending expire when the original would have.
+        An approval used elsewhere meanwhile gives that call
+        ``Err(ApprovalAlreadyUsed)``; an approval store that raises propagates.
+        """
+        registry = self.registry
+        if registry is None:
+            raise ValueError(
+                "cannot resolve: this batch has no registry (make it with "
+                "execute_tool_calls or ToolCallResults.from_dict)"
+            )
+        if ctx is None:
+            ctx = self.context
+        elif not isinstance(ctx, RunContext):
+            raise TypeError(f"resolve expects a RunContext or None, got {type(ctx).__name__}")
+        plan = self._plan(decisions)
+        if not plan:
+            return attrs.evolve(self, context=ctx)
+        if registry.approval_store.claim(_BATCH_CLAIM + self.id) is not True:
+            raise BatchAlreadyResolved(
+                f"cannot resolve: tool call batch {self.id} was already resolved "
+                "(a replay or a second submit); nothing was run"
+            )
+        observer = _observer
+        jobs: list[tuple[Tool, t.Any, str | None] | Err] = [
+            (na.tool, (index, decision, na), self.calls[index].id) for index, decision, na in plan
+        ]
+
+        def run(
+            tool: Tool, job: t.Any, run_ctx: RunContext[t.Any] | None, call_id: str | None
+        ) -> Result:
+            index, decision, na = t.cast(tuple[int, str, NeedsApproval], job)
+            call = self.calls[index]
+            if decision == "edit":
+                call = attrs.evolve(call, arguments=_c.thaw(na.arguments))
+            token = _current_call.set(call)
+            seen = _observe_start(observer, tool, call)
+            result: Result | None = None
+            try:
+                if decision == "reject":
+                    result = _reject(registry, na)
+                else:
+                    result = registry.execute_approved(na, None, run_ctx)
+                return result
+            finally:
+                _observe_end(observer, seen, result)
+                _current_call.reset(token)
+
+        outcomes = t.cast(list[Result], registry.executor.run_jobs(jobs, ctx, run=run))
+        results = list(self.results)
+        contents = [
+            self._contents[i] if i < len(self._contents) else None for i in range(len(results))
+        ]
+        for (index, _, _), outcome in zip(plan, outcomes, strict=True):
+            results[index] = outcome
+            contents[index] = None
+        context = _apply_updates(
+            ctx,
+            (
+                (self.calls[index], outcome)
+                for (index, _, _), outcome in zip(plan, outcomes, strict=True)
+            ),
+        )
+        return ToolCallResults(
+            results=results,
+            calls=list(self.calls),
+            context=context,
+            skipped=list(self.skipped),
+            kinds=list(self.kinds),
+            provider=self.provider,
+            registry=registry,
+            issued_at=self.issued_at,
+            _contents=contents,
+        )
+
+    def _plan(self, decisions: object) -> list[tuple[int, str, NeedsApproval]]:
+        """``(index, "approve" | "edit" | "reject", the approval to run)`` per decided
+        call, in call order; ``ValueError`` for any decision that cannot be applied."""
+        if not isinstance(decisions, c.Mapping):
+            raise TypeError(
+                "resolve expects a mapping of call ids to 'approve', 'reject' or an Edit, "
+                f"got {type(decisions).__name__}"
+            )
+        where: dict[str, int] = {}
+        twice: set[str] = set()
+        for index, call in enumerate(self.calls):
+            if call.id is not None:
+                if call.id in where:
+                    twice.add(call.id)
+                where.setdefault(call.id, index)
+        waiting = [
+            call.id
+            for call, result in zip(self.calls, self.results, strict=True)
+            if isinstance(result, NeedsApproval) and call.id is not None
+        ]
+        plan: list[tuple[int, str, NeedsApproval]] = []
+        for call_id, decision in decisions.items():
+            found = where.get(call_id) if type(call_id) is str else None
+            if found is None:
+                shown = ", ".join(map(repr, waiting)) or "none"
+                raise ValueError(
+                    f"cannot resolve: unknown call id {_short(call_id)} (waiting for a "
+                    f"decision: {shown})"
+                )
+            if call_id in twice:
+                raise ValueError(
+                    f"cannot resolve: call id {call_id!r} names more than one call of the batch"
+                )
+            index = found
+            na = self.results[index]
+            if not isinstance(na, NeedsApproval):
+                raise ValueError(
+                    f"cannot resolve: call {call_id!r} is not waiting for approval "
+                    "(it already has a result)"
+                )
+            plan.append((index, *_decided(call_id, decision, na)))
+        plan.sort(key=lambda step: step[0])
+        return plan
 
 
 class _CallObserver(t.Protocol):
@@ -778,6 +1351,7 @@ def execute_tool_calls(
     jobs: list[tuple[Tool, t.Any, str | None] | Err] = []
     skipped: list[t.Any] = []
     refused: list[tuple[Tool, ToolCall, Err]] = []  # for the observer: refused before running
+    providers: set[Provider | None] = set()
 
     def add(call: ToolCall, kind: str, job: tuple[Tool, t.Any, str | None] | Err) -> None:
         calls.append(call)
@@ -841,7 +1415,8 @@ def execute_tool_calls(
             add(read.call, "function", _unreadable_err(position, read.why, read.call.name))
             continue
         assert isinstance(read, _Read)
-        call, kind = read
+        call, kind, provider = read
+        providers.add(provider)
         tool = lookup(call.name)
         if tool is None:
             add(call, kind, Err(ToolNotFound(call.name)))
@@ -883,9 +1458,22 @@ def execute_tool_calls(
             _current_call.reset(token)
 
     results = t.cast(list[CallResult], runner.run_jobs(jobs, ctx, run=run))
+    return ToolCallResults(
+        results=results,
+        calls=calls,
+        context=_apply_updates(ctx, zip(calls, results, strict=True)),
+        skipped=skipped,
+        kinds=kinds,
+        provider=providers.pop() if len(providers) == 1 else None,
+        registry=registry,
+    )
 
-    context = ctx
-    for call, result in zip(calls, results, strict=True):
+
+def _apply_updates(
+    context: RunContext[t.Any], outcomes: c.Iterable[tuple[ToolCall, CallResult]]
+) -> RunContext[t.Any]:
+    """``context`` with the update of each ``Ok`` applied, in the order given."""
+    for call, result in outcomes:
         update = result.update if isinstance(result, Ok) else None
         if isinstance(update, ContextUpdate):
             try:  # the library's own code, never a method of the tool's object
@@ -897,6 +1485,4 @@ def execute_tool_calls(
                     call.id,
                     type(exc).__name__,
                 )
-    return ToolCallResults(
-        results=results, calls=calls, context=context, skipped=skipped, kinds=kinds
-    )
+    return context

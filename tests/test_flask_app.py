@@ -1,7 +1,8 @@
 """examples/flask_app.py, driven through Flask's test client like a real app: tool
-calls in, tool messages out, approval of an ``ask`` tool through a signed token
-(tampering, forged ids, replays and expired tokens refused), and per-request
-context in concurrent requests."""
+calls in, answered in the shape they came in (OpenAI Chat, Responses, Anthropic);
+an ``ask`` tool pauses the batch, which comes back signed and is resolved later
+(tampering, forged ids, replays, unknown call ids and expired batches refused);
+per-request context in concurrent requests."""
 
 from __future__ import annotations
 
@@ -18,8 +19,11 @@ import pytest
 
 pytest.importorskip("flask")
 
+from anthropic.types import Message
 from flask import Flask
 from flask.testing import FlaskClient
+from openai.types.chat import ChatCompletion
+from openai.types.responses import Response
 
 from nous_tools import InMemoryApprovalStore, Registry, Tool, ToolExecutor
 
@@ -88,138 +92,351 @@ WEATHER = call("call_w", "get_weather", {"city": "Paris"})
 DELETE = call("call_d", "delete_file", {"path": "/tmp/x"})
 
 
+def weather_text(request_id: str = "r-1") -> str:
+    return json.dumps({"city": "Paris", "temp_c": 21, "request_id": request_id})
+
+
 def post_calls(client: FlaskClient, *calls: dict[str, t.Any], request_id: str = "r-1") -> t.Any:
     return client.post(
         "/tool-calls", json={"tool_calls": list(calls)}, headers={"X-Request-Id": request_id}
     )
 
 
-def pending_of(client: FlaskClient) -> dict[str, t.Any]:
-    response = post_calls(client, WEATHER, DELETE)
+def paused(client: FlaskClient, *calls: dict[str, t.Any]) -> dict[str, t.Any]:
+    response = post_calls(client, *(calls or (WEATHER, DELETE)))
     assert response.status_code == 202
-    (pending,) = response.get_json()["pending"]
-    return t.cast(dict[str, t.Any], pending)
+    return t.cast(dict[str, t.Any], response.get_json()["batch"])
+
+
+def decide(client: FlaskClient, batch: t.Any, decisions: t.Any, request_id: str = "r-2") -> t.Any:
+    return client.post(
+        "/tool-calls/resolve",
+        json={"batch": batch, "decisions": decisions},
+        headers={"X-Request-Id": request_id},
+    )
 
 
 def test_tool_calls_are_executed_and_answered_with_tool_messages(client: FlaskClient) -> None:
     response = post_calls(client, WEATHER, call("call_x", "nope", {}))
     assert response.status_code == 200
-    weather = json.dumps({"city": "Paris", "temp_c": 21, "request_id": "r-1"})
     assert response.get_json() == {
         "messages": [
-            {"role": "tool", "tool_call_id": "call_w", "content": weather},
+            {"role": "tool", "tool_call_id": "call_w", "content": weather_text()},
             {"role": "tool", "tool_call_id": "call_x", "content": "Error: tool 'nope' not found"},
         ]
     }
 
 
-def test_an_ask_tool_pauses_with_202_and_the_signed_pending_call(
+# -- answered in the shape the calls came in ------------------------------------------
+
+
+def chat_completion() -> dict[str, t.Any]:
+    return ChatCompletion.model_validate(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 1741569952,
+            "model": "gpt-4.1",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "tool_calls",
+                    "logprobs": None,
+                    "message": {"role": "assistant", "content": None, "tool_calls": [WEATHER]},
+                }
+            ],
+        }
+    ).model_dump(mode="json")
+
+
+def responses_response() -> dict[str, t.Any]:
+    return Response.model_validate(
+        {
+            "id": "resp_1",
+            "object": "response",
+            "created_at": 1741476542,
+            "model": "gpt-5",
+            "status": "completed",
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "output": [
+                {"type": "reasoning", "id": "rs_1", "summary": []},
+                {
+                    "type": "function_call",
+                    "id": "fc_1",
+                    "call_id": "call_w",
+                    "name": "get_weather",
+                    "arguments": '{"city": "Paris"}',
+                    "status": "completed",
+                },
+            ],
+        }
+    ).model_dump(mode="json")
+
+
+def anthropic_message(*blocks: dict[str, t.Any]) -> dict[str, t.Any]:
+    return Message.model_validate(
+        {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-sonnet-4-5",
+            "stop_reason": "tool_use",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 10, "output_tokens": 10},
+            "content": list(blocks)
+            or [
+                {
+                    "type": "tool_use",
+                    "id": "call_w",
+                    "name": "get_weather",
+                    "input": {"city": "Paris"},
+                }
+            ],
+        }
+    ).model_dump(mode="json")
+
+
+CHAT_ANSWER = [{"role": "tool", "tool_call_id": "call_w", "content": weather_text()}]
+RESPONSES_ANSWER = [{"type": "function_call_output", "call_id": "call_w", "output": weather_text()}]
+ANTHROPIC_ANSWER = [
+    {
+        "role": "user",
+        "content": [
+            {
+                "type": "tool_result",
+                "tool_use_id": "call_w",
+                "content": weather_text(),
+                "is_error": False,
+            }
+        ],
+    }
+]
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (lambda: {"tool_calls": [WEATHER]}, CHAT_ANSWER),
+        (chat_completion, CHAT_ANSWER),
+        (lambda: chat_completion()["choices"][0]["message"], CHAT_ANSWER),
+        (responses_response, RESPONSES_ANSWER),
+        (lambda: {"tool_calls": responses_response()["output"]}, RESPONSES_ANSWER),
+        (anthropic_message, ANTHROPIC_ANSWER),
+        (lambda: {"tool_calls": anthropic_message()["content"]}, ANTHROPIC_ANSWER),
+    ],
+    ids=[
+        "chat calls",
+        "ChatCompletion",
+        "chat message",
+        "Response",
+        "responses items",
+        "Message",
+        "anthropic blocks",
+    ],
+)
+def test_each_provider_is_answered_in_the_shape_it_was_sent(
+    client: FlaskClient, body: t.Callable[[], t.Any], expected: list[dict[str, t.Any]]
+) -> None:
+    response = client.post("/tool-calls", json=body(), headers={"X-Request-Id": "r-1"})
+    assert response.status_code == 200
+    assert response.get_json() == {"messages": expected}
+
+
+def test_a_text_only_answer_gets_no_messages(client: FlaskClient) -> None:
+    text = {"role": "assistant", "content": [{"type": "text", "text": "Done."}]}
+    response = client.post("/tool-calls", json=text)
+    assert (response.status_code, response.get_json()) == (200, {"messages": []})
+
+
+# -- approve later ---------------------------------------------------------------------
+
+
+def test_an_ask_tool_pauses_with_202_the_pending_calls_and_a_signed_batch(
     client: FlaskClient, deleted: Deleted
 ) -> None:
     response = post_calls(client, WEATHER, DELETE)
     assert response.status_code == 202
     body = response.get_json()
-    assert [m["tool_call_id"] for m in body["messages"]] == ["call_w"]
-    (pending,) = body["pending"]
-    assert pending["tool"] == "delete_file"
-    assert pending["arguments"] == {"path": "/tmp/x"}
-    assert pending["call_id"] == "call_d"
-    assert pending["audience"] == "flask-example"
-    assert pending["signature"].startswith("hmac-sha256:")
+    assert body["pending"] == [
+        {
+            "call_id": "call_d",
+            "tool": "delete_file",
+            "description": "The ``ask`` tool: records what it deleted.",
+            "arguments": {"path": "/tmp/x"},
+        }
+    ]
+    batch = body["batch"]
+    assert batch["audience"] == "flask-example"
+    assert batch["signature"].startswith("hmac-sha256:")
+    assert [c["id"] for c in batch["calls"]] == ["call_w", "call_d"]
+    assert "messages" not in body  # nothing is sent to the model before every call has a result
     assert deleted.paths == []
 
 
-def approve(client: FlaskClient, pending: dict[str, t.Any], decision: str = "approve") -> t.Any:
-    return client.post(
-        f"/approvals/{pending['id']}", json={"decision": decision, "approval": pending}
-    )
-
-
-def test_approving_runs_the_call_once(client: FlaskClient, deleted: Deleted) -> None:
-    pending = pending_of(client)
-    response = approve(client, pending)
+def test_approving_runs_the_call_once_and_answers_every_call_in_order(
+    client: FlaskClient, deleted: Deleted
+) -> None:
+    batch = paused(client)
+    response = decide(client, batch, {"call_d": "approve"})
     assert response.status_code == 200
     assert response.get_json() == {
-        "messages": [{"role": "tool", "tool_call_id": "call_d", "content": "deleted /tmp/x"}]
+        "messages": [
+            {"role": "tool", "tool_call_id": "call_w", "content": weather_text("r-1")},
+            {"role": "tool", "tool_call_id": "call_d", "content": "deleted /tmp/x"},
+        ]
     }
     assert deleted.paths == ["/tmp/x"]
-    again = approve(client, pending)  # a replayed token
+    again = decide(client, batch, {"call_d": "approve"})  # a replayed batch
     assert again.status_code == 409
-    assert again.get_json() == {"error": "this approval was already decided"}
+    assert again.get_json() == {"error": "this batch was already decided"}
     assert deleted.paths == ["/tmp/x"]
+
+
+def test_an_anthropic_batch_is_resolved_into_one_user_message(
+    client: FlaskClient, deleted: Deleted
+) -> None:
+    message = anthropic_message(
+        {"type": "tool_use", "id": "toolu_d", "name": "delete_file", "input": {"path": "/a"}},
+        {"type": "tool_use", "id": "toolu_w", "name": "get_weather", "input": {"city": "Paris"}},
+    )
+    response = client.post("/tool-calls", json=message, headers={"X-Request-Id": "r-1"})
+    assert response.status_code == 202
+    resolved = decide(client, response.get_json()["batch"], {"toolu_d": "approve"})
+    assert resolved.get_json() == {
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_d",
+                        "content": "deleted /a",
+                        "is_error": False,
+                    },
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_w",
+                        "content": weather_text(),
+                        "is_error": False,
+                    },
+                ],
+            }
+        ]
+    }
 
 
 def test_a_replay_to_another_app_sharing_the_registry_is_refused(
     registry: Registry, client: FlaskClient, deleted: Deleted
 ) -> None:
-    pending = pending_of(client)
+    batch = paused(client)
     other = flask_app.create_app(registry, CONFIG).test_client()  # a second worker
-    assert approve(client, pending).status_code == 200
-    assert approve(other, pending).status_code == 409
+    assert decide(client, batch, {"call_d": "approve"}).status_code == 200
+    assert decide(other, batch, {"call_d": "approve"}).status_code == 409
     assert deleted.paths == ["/tmp/x"]
 
 
-def test_rejecting_answers_with_a_rejection_message_and_uses_the_token(
+def test_rejecting_answers_that_the_user_rejected_it_and_uses_the_batch(
     client: FlaskClient, deleted: Deleted
 ) -> None:
-    pending = pending_of(client)
-    response = approve(client, pending, "reject")
+    batch = paused(client)
+    response = decide(client, batch, {"call_d": "reject"})
     assert response.status_code == 200
-    (message,) = response.get_json()["messages"]
-    assert message == {
+    assert response.get_json()["messages"][1] == {
         "role": "tool",
         "tool_call_id": "call_d",
-        "content": "Error: tool 'delete_file' was rejected by a person and did not run",
+        "content": "Error: tool 'delete_file' was rejected by the user and did not run",
     }
-    assert approve(client, pending).status_code == 409
-    assert approve(client, pending, "reject").status_code == 409
+    assert decide(client, batch, {"call_d": "approve"}).status_code == 409
+    assert deleted.paths == []
+
+
+def test_an_edit_runs_with_the_persons_arguments_and_a_bad_edit_is_400(
+    client: FlaskClient, deleted: Deleted
+) -> None:
+    batch = paused(client)
+    bad = decide(client, batch, {"call_d": {"edit": {"path": 7}}})
+    assert bad.status_code == 400
+    assert "Type mismatch: path: expected string, got integer" in bad.get_json()["error"]
+    assert deleted.paths == []
+    response = decide(client, batch, {"call_d": {"edit": {"path": "/tmp/y"}}})
+    assert response.status_code == 200
+    assert response.get_json()["messages"][1]["content"] == "deleted /tmp/y"
+    assert deleted.paths == ["/tmp/y"]
+
+
+def test_undecided_calls_stay_pending_in_a_new_batch(client: FlaskClient, deleted: Deleted) -> None:
+    batch = paused(client, DELETE, WEATHER, call("call_e", "delete_file", {"path": "/tmp/e"}))
+    first = decide(client, batch, {"call_e": "approve"})
+    assert first.status_code == 202
+    assert [p["call_id"] for p in first.get_json()["pending"]] == ["call_d"]
+    assert deleted.paths == ["/tmp/e"]
+    second = decide(client, first.get_json()["batch"], {"call_d": "reject"})
+    assert second.status_code == 200
+    assert [m["tool_call_id"] for m in second.get_json()["messages"]] == [
+        "call_d",
+        "call_w",
+        "call_e",
+    ]
+    assert decide(client, batch, {"call_d": "approve"}).status_code == 409  # the old copy
+    assert deleted.paths == ["/tmp/e"]
+
+
+def test_a_tampered_result_is_refused(client: FlaskClient, deleted: Deleted) -> None:
+    batch = paused(client)
+    tampered = json.loads(json.dumps(batch))
+    tampered["calls"][0]["output"]["content"] = '{"city": "Paris", "temp_c": 45}'
+    response = decide(client, tampered, {"call_d": "approve"})
+    assert response.status_code == 400
+    assert "signature does not match" in response.get_json()["error"]
     assert deleted.paths == []
 
 
 def test_tampered_arguments_are_refused(client: FlaskClient, deleted: Deleted) -> None:
-    pending = pending_of(client)
-    tampered = {**pending, "arguments": {"path": "/etc/passwd"}}
-    response = approve(client, tampered)
+    batch = paused(client)
+    tampered = json.loads(json.dumps(batch))
+    tampered["calls"][1]["approval"]["arguments"] = {"path": "/etc/passwd"}
+    response = decide(client, tampered, {"call_d": "approve"})
     assert response.status_code == 400
     assert "signature does not match" in response.get_json()["error"]
-    # a browser cannot re-seal: the unkeyed checksum of the changed token fails too
+    # a browser cannot re-seal: the unkeyed checksum of the changed batch fails too
     payload = {k: v for k, v in tampered.items() if k != "signature"}
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
-    checksum = hashlib.sha256(b"nous-tools approval token v1\n" + canonical).hexdigest()
+    checksum = hashlib.sha256(b"nous-tools tool call batch v1\n" + canonical).hexdigest()
     for forged_signature in (f"sha256:{checksum}", f"hmac-sha256:{checksum}"):
-        response = approve(client, {**tampered, "signature": forged_signature})
+        response = decide(
+            client, {**tampered, "signature": forged_signature}, {"call_d": "approve"}
+        )
         assert response.status_code == 400
     assert deleted.paths == []
-    # the genuine approval still works afterwards: refusals do not use it up
-    assert approve(client, pending).status_code == 200
+    # the genuine batch still works afterwards: refusals do not use it up
+    assert decide(client, batch, {"call_d": "approve"}).status_code == 200
     assert deleted.paths == ["/tmp/x"]
 
 
-def test_a_forged_id_is_refused(client: FlaskClient, deleted: Deleted) -> None:
-    pending = pending_of(client)
-    forged = {**pending, "id": "0" * 32}
-    response = approve(client, forged)
+def test_a_forged_batch_id_is_refused(client: FlaskClient, deleted: Deleted) -> None:
+    batch = paused(client)
+    response = decide(client, {**batch, "id": "0" * 32}, {"call_d": "approve"})
     assert response.status_code == 400
     assert "signature does not match" in response.get_json()["error"]
     assert deleted.paths == []
 
 
-def test_an_approval_posted_under_another_id_is_refused(
-    client: FlaskClient, deleted: Deleted
-) -> None:
-    first = pending_of(client)
-    response = client.post(
-        f"/approvals/{'1' * 32}", json={"decision": "approve", "approval": first}
-    )
+def test_a_decision_for_an_unknown_call_id_is_400(client: FlaskClient, deleted: Deleted) -> None:
+    batch = paused(client)
+    response = decide(client, batch, {"call_d": "approve", "call_zzz": "approve"})
     assert response.status_code == 400
+    assert "unknown call id 'call_zzz'" in response.get_json()["error"]
     assert deleted.paths == []
+    assert decide(client, batch, {"call_d": "approve"}).status_code == 200
 
 
-def test_an_expired_token_is_refused(client: FlaskClient, deleted: Deleted) -> None:
+def test_an_expired_batch_is_refused(client: FlaskClient, deleted: Deleted) -> None:
     with freezegun.freeze_time("2030-01-01 12:00:00"):
-        pending = pending_of(client)
+        batch = paused(client)
     with freezegun.freeze_time("2030-01-01 13:00:01"):  # an hour and a second later
-        response = approve(client, pending)
+        response = decide(client, batch, {"call_d": "approve"})
     assert response.status_code == 400
     assert "expired" in response.get_json()["error"]
     assert deleted.paths == []
@@ -229,22 +446,33 @@ def test_the_secret_comes_from_the_config(registry: Registry) -> None:
     with pytest.raises(RuntimeError, match="NOUS_TOOLS_APPROVAL_SECRET"):
         flask_app.create_app(registry, {})
     client = flask_app.create_app(registry, CONFIG).test_client()
-    pending = pending_of(client)
+    batch = paused(client)
     other = flask_app.create_app(registry, {"NOUS_TOOLS_APPROVAL_SECRET": "another"})
-    assert approve(other.test_client(), pending).status_code == 400
+    assert decide(other.test_client(), batch, {"call_d": "approve"}).status_code == 400
 
 
 @pytest.mark.parametrize(
     "body",
-    [None, {"decision": "maybe"}, {"decision": "approve"}, {"decision": "approve", "approval": 3}],
+    [
+        None,
+        {"decisions": {"call_d": "approve"}},
+        {"batch": 3, "decisions": {"call_d": "approve"}},
+        {"batch": "BATCH"},
+        {"batch": "BATCH", "decisions": ["call_d"]},
+        {"batch": "BATCH", "decisions": {"call_d": "maybe"}},
+        {"batch": "BATCH", "decisions": {"call_d": {"edit": "/tmp/y"}}},
+    ],
 )
-def test_a_malformed_decision_is_400(client: FlaskClient, body: t.Any) -> None:
-    pending = pending_of(client)
-    response = client.post(f"/approvals/{pending['id']}", json=body)
+def test_a_malformed_decision_is_400(client: FlaskClient, deleted: Deleted, body: t.Any) -> None:
+    batch = paused(client)
+    if isinstance(body, dict) and body.get("batch") == "BATCH":
+        body = {**body, "batch": batch}
+    response = client.post("/tool-calls/resolve", json=body)
     assert response.status_code == 400
+    assert deleted.paths == []
 
 
-@pytest.mark.parametrize("body", [None, {"tool_calls": "x"}, [1, 2]])
+@pytest.mark.parametrize("body", [None, {"tool_calls": "x"}, [1, 2], {"id": "x"}])
 def test_a_malformed_tool_call_request_is_400(client: FlaskClient, body: t.Any) -> None:
     assert client.post("/tool-calls", json=body).status_code == 400
 
@@ -277,8 +505,23 @@ def test_concurrent_requests_keep_their_own_request_ids(app: Flask, registry: Re
     assert flask_app.request_id.get() == "-"
 
 
+def test_the_resolving_request_id_reaches_the_approved_tool(
+    client: FlaskClient, registry: Registry
+) -> None:
+    def whoami() -> str:
+        return flask_app.request_id.get()
+
+    registry.register(Tool.from_function(whoami, timeout=WAIT, approval="ask"))
+    response = post_calls(client, call("call_who", "whoami", {}), request_id="r-first")
+    resolved = decide(client, response.get_json()["batch"], {"call_who": "approve"}, "r-later")
+    assert resolved.get_json()["messages"][0]["content"] == "r-later"
+
+
 def test_the_default_app_runs_its_example_tools() -> None:
     client = flask_app.create_app(config=CONFIG).test_client()
     response = post_calls(client, WEATHER, request_id="r-9")
     assert response.status_code == 200
     assert json.loads(response.get_json()["messages"][0]["content"])["request_id"] == "r-9"
+    paused_call = post_calls(client, call("call_d", "delete_file", {"path": "/tmp/q"}))
+    resolved = decide(client, paused_call.get_json()["batch"], {"call_d": "approve"})
+    assert resolved.get_json()["messages"][0]["content"] == "deleted /tmp/q"
