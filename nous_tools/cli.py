@@ -521,7 +521,7 @@ def _trace_receivers(console: _Console) -> list[tuple[t.Any, Receiver]]:
         (signals.tool_execute_start, on_start),
         (signals.tool_execute_stop, on_stop),
         (signals.tool_execute_exception, on_exception),
-        (signals.tool_timeout, on_timeout),
+        (signals.tool_execute_timeout, on_timeout),
     ]
 
 

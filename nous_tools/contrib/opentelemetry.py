@@ -427,14 +427,14 @@ class _Instrumentation:
         _signals.tool_execute_start.connect(self.on_start, weak=False)
         _signals.tool_execute_stop.connect(self.on_stop, weak=False)
         _signals.tool_execute_exception.connect(self.on_exception, weak=False)
-        _signals.tool_timeout.connect(self.on_timeout, weak=False)
+        _signals.tool_execute_timeout.connect(self.on_timeout, weak=False)
         _tool_calls._observer = self
 
     def disconnect(self) -> None:
         _signals.tool_execute_start.disconnect(self.on_start)
         _signals.tool_execute_stop.disconnect(self.on_stop)
         _signals.tool_execute_exception.disconnect(self.on_exception)
-        _signals.tool_timeout.disconnect(self.on_timeout)
+        _signals.tool_execute_timeout.disconnect(self.on_timeout)
         if _tool_calls._observer is self:
             _tool_calls._observer = None
 
