@@ -964,7 +964,9 @@ def _build_parser() -> argparse.ArgumentParser:
         "run",
         parents=[common],
         help="run one tool and print its value",
-        description="Import MODULE:ATTR (a Tool, or a function made a Tool) and run it once.",
+        description="Import MODULE:ATTR (a Tool, a function made a Tool, or REGISTRY.NAME: a "
+        "tool of a Registry, run through the registry and its advice) and run it once. "
+        "'nous-tools list MODULE' shows what can be run.",
     )
     run.add_argument("target", metavar="MODULE:ATTR", help="where the tool is, e.g. mytools:search")
     run.add_argument(
@@ -1055,6 +1057,18 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _user_traceback(exc: BaseException) -> str:
+    """The traceback of ``exc`` from the first frame outside this module and importlib,
+    as Python shows an import error of a script: the user's own code."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if filename != __file__ and "importlib" not in filename:
+            break
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb)).rstrip()
+
+
 def main(argv: c.Sequence[str] | None = None) -> int:
     """Entry point of ``nous-tools``; returns the exit status.
 
@@ -1077,7 +1091,7 @@ def main(argv: c.Sequence[str] | None = None) -> int:
             return _command_demo(options)
     except UsageError as exc:
         if options.verbose and exc.detail is not None:
-            console.line("".join(traceback.format_exception(exc.detail)).rstrip())
+            console.line(_user_traceback(exc.detail))
         console.line(f"{_PROG}: error: {exc}")
         return EXIT_USAGE
     except KeyboardInterrupt:
