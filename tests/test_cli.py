@@ -422,7 +422,7 @@ def test_verbose_shows_the_traceback_of_an_import_error(tmp_path: Path) -> None:
         lines = stderr_lines(verbose)
         assert lines[0] == "Traceback (most recent call last):"
         # From the user's own module: not the command's frames, nor importlib's.
-        assert "broken_tools.py\", line 8, in <module>" in lines[1]
+        assert 'broken_tools.py", line 8, in <module>' in lines[1]
         assert not any("nous_tools" in line or "importlib" in line for line in lines[:-1])
         assert any('broken_tools.py", line 8, in <module>' in line for line in lines)
         assert any('broken_tools.py", line 5, in setup' in line for line in lines)
