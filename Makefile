@@ -58,10 +58,10 @@ $(DOCS_STAMP): $(STAMP)
 
 # The documentation site, into build/site; any warning fails the build.
 docs: $(DOCS_STAMP)
-	$(BIN)/mkdocs build --strict --site-dir build/site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir build/site
 
 docs-serve: $(DOCS_STAMP)
-	$(BIN)/mkdocs serve
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
 $(RELEASE_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[release]'
