@@ -1,7 +1,7 @@
 """OpenTelemetry spans and metrics for tool calls, after the GenAI semantic conventions.
 
-``pip install 'nous-tools[otel]'`` (it needs ``opentelemetry-api``; exporting needs
-``opentelemetry-sdk``), then, once at start-up::
+``pip install 'nous-tools[otel]'`` (``opentelemetry-api``, and ``opentelemetry-sdk``
+to export; the module itself needs only the API), then, once at start-up::
 
     from nous_tools.contrib import opentelemetry as nous_otel
     nous_otel.instrument()   # the global tracer and meter providers, or tracer_provider=...
