@@ -2,9 +2,16 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat setup.cfg pyproject.toml | cksum | cut -d' ' -f1)
+CONFIG_SUM := $(shell cat setup.cfg pyproject.toml | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(CONFIG_SUM)
+DOCS_STAMP := $(VENV)/.docs-$(CONFIG_SUM)
+RELEASE_STAMP := $(VENV)/.release-$(CONFIG_SUM)
+# `make demo` has a venv of its own holding the package and its dependencies only.
+DEMO_VENV := .venv-demo
+DEMO_STAMP := $(DEMO_VENV)/.installed-$(CONFIG_SUM)
+SOURCES := $(shell find nous_tools -name '*.py' -o -name py.typed)
 
-.PHONY: test lint demo bench slow format clean
+.PHONY: test lint demo bench slow format docs docs-serve dist quickstart-matrix clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,12 +39,49 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-demo: $(STAMP)
-	$(BIN)/python -m nous_tools demo
+$(DEMO_VENV)/bin/python:
+	$(PYTHON) -m venv $(DEMO_VENV)
+
+# `pip install .` (not editable): rebuilt when a source file changes.
+$(DEMO_STAMP): $(DEMO_VENV)/bin/python setup.cfg pyproject.toml $(SOURCES)
+	$(DEMO_VENV)/bin/python -m pip install --quiet .
+	rm -f $(DEMO_VENV)/.installed-*
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
+	$(DEMO_VENV)/bin/nous-tools demo
+
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[docs]'
+	rm -f $(VENV)/.docs-*
+	touch $(DOCS_STAMP)
+
+# The documentation site, into build/site; any warning fails the build.
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir build/site
+
+docs-serve: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
+
+$(RELEASE_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[release]'
+	rm -f $(VENV)/.release-*
+	touch $(RELEASE_STAMP)
+
+# The sdist, and the wheel built from it, checked by twine.
+dist: $(RELEASE_STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+	$(BIN)/twine check --strict dist/*
+
+# The wheel installed into a fresh venv per Python (3.10 to 3.13, those installed
+# here), running the README's quick start from outside the source tree.
+quickstart-matrix: dist
+	.ci/wheel-quickstart
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python benchmarks/compare.py
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(DEMO_VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -2,11 +2,15 @@
 
 Four commands:
 
-* ``nous-tools run MODULE:ATTR [--args JSON|@FILE|-] [--timeout S] [--retries N]
-  [--approve prompt|yes|no] [--json] [--trace]`` imports a :class:`~nous_tools.Tool`
-  (or a plain function, made a tool with :meth:`Tool.from_function`), runs it
-  through a :class:`~nous_tools.ToolExecutor` and prints its value;
-* ``nous-tools list MODULE [--openai]`` lists the tools a module defines;
+* ``nous-tools run MODULE:ATTR [--args JSON|@FILE|-] [--deps JSON|@FILE] [--timeout S]
+  [--retries N] [--approve prompt|yes|no] [--json] [--trace] [-v]`` imports a
+  :class:`~nous_tools.Tool` (or a plain function, made a tool with
+  :meth:`Tool.from_function`, or ``REGISTRY.NAME``, a tool of a
+  :class:`~nous_tools.Registry`), runs it through a :class:`~nous_tools.ToolExecutor`
+  and prints its value;
+* ``nous-tools list MODULE [--openai | --responses | --anthropic]`` lists what ``run``
+  can run in a module: its ``Tool`` objects, the tools of its ``Registry`` objects
+  and its plain public functions, as a table or as tool definitions for a provider;
 * ``nous-tools demo`` runs the built-in demo toolbox;
 * ``nous-tools serve MODULE[:ATTR] [--http PORT] [--host HOST]`` publishes tools
   as an MCP server, over stdio or Streamable HTTP (needs the ``mcp`` extra).
@@ -24,6 +28,7 @@ import argparse
 import collections.abc as c
 import contextlib
 import importlib
+import inspect
 import json
 import logging
 import math
@@ -32,6 +37,7 @@ import shutil
 import sys
 import threading
 import time
+import traceback
 import types
 import typing as t
 
@@ -41,7 +47,8 @@ from . import signals
 from ._text import safe_str as _safe_str
 from .errors import ToolError
 from .executor import ToolExecutor
-from .results import ApprovalRequest, Edit, Ok, Result
+from .registry import Registry
+from .results import ApprovalRequest, Edit, Err, Ok, Result
 from .run_context import RunContext
 from .tool import Tool
 
@@ -60,7 +67,15 @@ _PROG = "nous-tools"
 
 
 class UsageError(Exception):
-    """A mistake in the command line itself: reported on one line, exit status 2."""
+    """A mistake in the command line itself: reported on one line, exit status 2.
+
+    ``detail`` is the exception behind it when that is the user's own code failing
+    (an import error): ``-v`` prints its traceback.
+    """
+
+    def __init__(self, message: str, *, detail: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.detail = detail
 
 
 # -- stderr -----------------------------------------------------------------------
@@ -263,35 +278,64 @@ def _import_module(name: str) -> types.ModuleType:
     except ModuleNotFoundError as exc:
         missing = exc.name or name
         if name == missing or name.startswith(missing + "."):
-            raise UsageError(f"cannot import module '{name}': no module named '{missing}'") from exc
+            raise UsageError(
+                f"cannot import module '{name}': no module named '{missing}'", detail=exc
+            ) from exc
         raise UsageError(
-            f"cannot import module '{name}': ModuleNotFoundError: {_one_line(_safe_str(exc))}"
+            f"cannot import module '{name}': ModuleNotFoundError: {_one_line(_safe_str(exc))}",
+            detail=exc,
         ) from exc
     except (Exception, SystemExit) as exc:
         raise UsageError(
-            f"cannot import module '{name}': {type(exc).__name__}: {_one_line(_safe_str(exc))}"
+            f"cannot import module '{name}': {type(exc).__name__}: {_one_line(_safe_str(exc))}",
+            detail=exc,
         ) from exc
 
 
-def _load_tool(target: str) -> Tool:
-    """The tool that ``MODULE:ATTR`` names (``ATTR`` may be dotted)."""
+def _resolve(target: str) -> tuple[Tool, Registry | None]:
+    """The tool that ``MODULE:ATTR`` names (``ATTR`` may be dotted), and the
+    :class:`Registry` it was found in when ``ATTR`` is ``REGISTRY.NAME``."""
     module_name, sep, attribute = target.partition(":")
     if not sep or not module_name or not attribute:
         raise UsageError(f"expected MODULE:ATTR (such as 'mytools:search'), got {target!r}")
     value: object = _import_module(module_name)
     where = module_name
+    registry: Registry | None = None
     for part in attribute.split("."):
+        registry = None
+        if isinstance(value, Registry):
+            found = value.lookup(part)
+            if found is not None:
+                registry, value = value, found
+                where = f"{where}.{part}"
+                continue
         try:
             value = getattr(value, part)
         except AttributeError:
             raise UsageError(f"'{where}' has no attribute '{part}'") from None
         except Exception as exc:
             raise UsageError(
-                f"cannot read '{where}.{part}': {type(exc).__name__}: {_one_line(_safe_str(exc))}"
+                f"cannot read '{where}.{part}': {type(exc).__name__}: {_one_line(_safe_str(exc))}",
+                detail=exc,
             ) from exc
         where = f"{where}.{part}" if where != module_name else f"{module_name}:{part}"
     if isinstance(value, Tool):
-        return value
+        return value, registry
+    if isinstance(value, Registry):
+        names = ", ".join(value.names()) or "none"
+        raise UsageError(
+            f"'{target}' is a Registry: name one of its tools, as '{target}.NAME' "
+            f"(its tools: {names})"
+        )
+    return _make_tool(value, target), None
+
+
+def _load_tool(target: str) -> Tool:
+    """The tool that ``MODULE:ATTR`` names (``ATTR`` may be dotted)."""
+    return _resolve(target)[0]
+
+
+def _make_tool(value: object, target: str) -> Tool:
     if not callable(value):
         raise UsageError(
             f"'{target}' is a value of type {type(value).__name__}, not a Tool or a function"
@@ -327,6 +371,59 @@ def _module_tools(module: types.ModuleType) -> list[Tool]:
     return sorted(found, key=lambda tool: tool.name)
 
 
+@attrs.frozen
+class _Runnable:
+    """A tool ``list`` shows, with the ``MODULE:ATTR`` that ``run`` takes for it."""
+
+    tool: Tool
+    target: str
+
+
+def _runnable(module: types.ModuleType) -> tuple[list[_Runnable], list[str]]:
+    """What ``run`` can run in ``module``, sorted by tool name, and notes on the
+    public functions that cannot be made tools.
+
+    Each tool once, found in this order: the tools of the module's public
+    ``Registry`` attributes (as ``REGISTRY.NAME``, so that ``run`` goes through the
+    registry and its advice), its ``Tool`` attributes, and the public functions
+    defined in the module itself (not imported into it; not ``_private``) that no
+    listed tool already wraps.
+    """
+    name = module.__name__
+    items = sorted(vars(module).items(), key=lambda item: item[0])
+    found: list[_Runnable] = []
+    seen: set[int] = set()
+
+    def add(tool: Tool, target: str) -> None:
+        if id(tool) not in seen:
+            seen.add(id(tool))
+            found.append(_Runnable(tool, target))
+
+    for attribute, value in items:  # first: a registry's tool runs with its advice
+        if isinstance(value, Registry) and not attribute.startswith("_"):
+            for tool in value.all():
+                add(tool, f"{name}:{attribute}.{tool.name}")
+    for attribute, value in items:
+        if isinstance(value, Tool):
+            add(value, f"{name}:{attribute}")
+    wrapped = {id(runnable.tool.function) for runnable in found}
+    notes: list[str] = []
+    for attribute, value in items:
+        if (
+            attribute.startswith("_")
+            or not inspect.isfunction(value)
+            or getattr(value, "__module__", None) != name
+            or id(value) in wrapped
+        ):
+            continue
+        try:
+            add(Tool.from_function(value), f"{name}:{attribute}")
+        except (TypeError, ValueError) as exc:
+            notes.append(f"skipped function '{attribute}': {_one_line(_safe_str(exc))}")
+    found.sort(key=lambda runnable: (runnable.tool.name, runnable.target))
+    return found, notes
+
+
 # -- arguments --------------------------------------------------------------------
 
 
@@ -346,26 +443,45 @@ def _parse_json_object(text: str, what: str) -> dict[str, t.Any]:
     return value
 
 
-def _read_arguments(spec: str | None) -> dict[str, t.Any]:
-    """``--args``: inline JSON, ``@file.json``, or ``-`` for stdin; none means ``{}``."""
-    if spec is None:
-        return {}
+def _read_json_option(spec: str, option: str) -> dict[str, t.Any]:
+    """A JSON object given inline, as ``@file.json``, or (``--args`` only) ``-`` for stdin."""
     if spec == "-":
+        if option != "--args":
+            raise UsageError(f"{option} -: stdin is for --args; give {option} JSON or @FILE")
         if sys.stdin is None:
-            raise UsageError("--args -: there is no stdin to read from")
-        return _parse_json_object(sys.stdin.read(), "--args (from stdin)")
+            raise UsageError(f"{option} -: there is no stdin to read from")
+        return _parse_json_object(sys.stdin.read(), f"{option} (from stdin)")
     if spec.startswith("@"):
         path = spec[1:]
         if not path:
-            raise UsageError("--args @FILE: the file name is missing")
+            raise UsageError(f"{option} @FILE: the file name is missing")
         try:
             with open(path, encoding="utf-8") as file:
                 text = file.read()
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-            raise UsageError(f"cannot read --args file '{path}': {reason}") from None
-        return _parse_json_object(text, f"--args (file '{path}')")
-    return _parse_json_object(spec, "--args")
+            raise UsageError(f"cannot read {option} file '{path}': {reason}") from None
+        return _parse_json_object(text, f"{option} (file '{path}')")
+    return _parse_json_object(spec, option)
+
+
+def _read_arguments(spec: str | None) -> dict[str, t.Any]:
+    """``--args``: inline JSON, ``@file.json``, or ``-`` for stdin; none means ``{}``."""
+    return {} if spec is None else _read_json_option(spec, "--args")
+
+
+def _read_deps(spec: str | None, tool: Tool) -> dict[str, t.Any] | None:
+    """``--deps``: the ``RunContext.deps`` of a tool that takes a context (a JSON
+    object, inline or ``@file.json``); none means no deps (None)."""
+    if spec is None:
+        return None
+    deps = _read_json_option(spec, "--deps")
+    if not tool.takes_ctx:
+        raise UsageError(
+            f"--deps: tool '{tool.name}' does not take a context (its first parameter is "
+            "not a RunContext or named ctx), so it would never see them"
+        )
+    return deps
 
 
 # -- approval on a terminal -------------------------------------------------------
@@ -521,7 +637,7 @@ def _trace_receivers(console: _Console) -> list[tuple[t.Any, Receiver]]:
         (signals.tool_execute_start, on_start),
         (signals.tool_execute_stop, on_stop),
         (signals.tool_execute_exception, on_exception),
-        (signals.tool_timeout, on_timeout),
+        (signals.tool_execute_timeout, on_timeout),
     ]
 
 
@@ -646,13 +762,15 @@ def _report(result: Result, tool: Tool, approver: _Approver, as_json: bool) -> i
 
 
 def _command_run(options: argparse.Namespace, console: _Console) -> int:
-    tool = _with_overrides(_load_tool(options.target), options.timeout, options.retries)
+    found, registry = _resolve(options.target)
+    tool = _with_overrides(found, options.timeout, options.retries)
     arguments = _read_arguments(options.args)
+    deps = _read_deps(options.deps, tool)
     mode = options.approve
     if mode is None and _isatty(sys.stdin):
         mode = "prompt"
     approver = _Approver(mode)
-    ctx = RunContext.new(approval_handler=approver)
+    ctx = RunContext.new(deps, approval_handler=approver)
 
     live = _LiveLine(console) if _isatty(sys.stderr) and not options.json else None
     connected: list[tuple[t.Any, Receiver]] = []
@@ -664,7 +782,21 @@ def _command_run(options: argparse.Namespace, console: _Console) -> int:
         signal.connect(receiver, weak=False)
     try:
         with ToolExecutor() as executor:
-            result = executor.execute(tool, arguments, ctx)
+            if registry is None:
+                result = executor.execute(tool, arguments, ctx)
+            else:
+                # The registry path (its advice, its approval levels), on this executor.
+                # This process is the command's own: its registry may be changed.
+                registry.executor = executor
+                if tool is not found:
+                    registry.register(tool)
+                outcome = registry.execute(tool.name, arguments, ctx)
+                # With an approval handler in ctx, the registry never answers NeedsApproval.
+                result = (
+                    outcome
+                    if isinstance(outcome, (Ok, Err))
+                    else Err(ToolError("the registry answered NeedsApproval", tool_name=tool.name))
+                )
     finally:
         for signal, receiver in connected:
             signal.disconnect(receiver)
@@ -677,19 +809,31 @@ def _timeout_label(tool: Tool) -> str:
     return f"{_seconds(tool.timeout)} s" if tool.timeout else "none"
 
 
-def _command_list(options: argparse.Namespace) -> int:
+#: ``list``'s definition formats: option name → how a tool is written in it.
+_DEFINITIONS: dict[str, c.Callable[[Tool], dict[str, t.Any]]] = {
+    "openai": Tool.to_openai_schema,
+    "responses": Tool.to_responses_schema,
+    "anthropic": Tool.to_anthropic_schema,
+}
+
+
+def _command_list(options: argparse.Namespace, console: _Console) -> int:
     name: str = options.module
     if ":" in name:
         raise UsageError(f"list takes a MODULE, not MODULE:ATTR: {name!r}")
-    tools = _module_tools(_import_module(name))
-    if options.openai:
-        _write_stdout(_dumps([tool.to_openai_schema() for tool in tools], indent=2))
+    runnables, notes = _runnable(_import_module(name))
+    for note in notes:
+        console.line(f"{_PROG}: {note}")
+    if options.format is not None:
+        write = _DEFINITIONS[options.format]
+        _write_stdout(_dumps([write(runnable.tool) for runnable in runnables], indent=2))
         return EXIT_OK
-    if not tools:
-        print(f"{_PROG}: module '{name}' defines no tools", file=sys.stderr)
+    if not runnables:
+        console.line(f"{_PROG}: module '{name}' has no tools, registries or public functions")
         return EXIT_OK
-    rows = [("NAME", "APPROVAL", "TIMEOUT", "RETRIES", "DESCRIPTION")]
-    for tool in tools:
+    rows = [("NAME", "APPROVAL", "TIMEOUT", "RETRIES", "RUN", "DESCRIPTION")]
+    for runnable in runnables:
+        tool = runnable.tool
         lines = tool.description.strip().splitlines()
         rows.append(
             (
@@ -697,6 +841,7 @@ def _command_list(options: argparse.Namespace) -> int:
                 tool.approval,
                 _timeout_label(tool),
                 str(tool.retries),
+                runnable.target,
                 lines[0] if lines else "",
             )
         )
@@ -716,8 +861,6 @@ def _command_demo(options: argparse.Namespace) -> int:
 def _serve_registry(target: str) -> t.Any:
     """The :class:`~nous_tools.Registry` that ``MODULE`` (its tools) or ``MODULE:ATTR``
     (a Registry, a Tool, a function or a list of them) names."""
-    from .registry import Registry
-
     if ":" not in target:
         return Registry(_module_tools(_import_module(target)))
     module_name, _, attribute = target.partition(":")
@@ -821,13 +964,21 @@ def _build_parser() -> argparse.ArgumentParser:
         "run",
         parents=[common],
         help="run one tool and print its value",
-        description="Import MODULE:ATTR (a Tool, or a function made a Tool) and run it once.",
+        description="Import MODULE:ATTR (a Tool, a function made a Tool, or REGISTRY.NAME: a "
+        "tool of a Registry, run through the registry and its advice) and run it once. "
+        "'nous-tools list MODULE' shows what can be run.",
     )
     run.add_argument("target", metavar="MODULE:ATTR", help="where the tool is, e.g. mytools:search")
     run.add_argument(
         "--args",
         metavar="JSON|@FILE|-",
         help="the arguments: a JSON object, @file.json, or - for stdin (default: {})",
+    )
+    run.add_argument(
+        "--deps",
+        metavar="JSON|@FILE",
+        help="for a tool that takes a context: its RunContext.deps, a JSON object or "
+        "@file.json (default: none)",
     )
     run.add_argument(
         "--timeout", type=_seconds_option, metavar="S", help="override the tool's timeout (0: none)"
@@ -851,12 +1002,34 @@ def _build_parser() -> argparse.ArgumentParser:
     listing = commands.add_parser(
         "list",
         parents=[common],
-        help="list the tools a module defines",
-        description="List the Tool instances among MODULE's attributes, sorted by name.",
+        help="list what run can run in a module",
+        description="List what 'run' can run in MODULE, sorted by name: its Tool objects, "
+        "the tools of its Registry objects (run them as MODULE:REGISTRY.NAME), and the "
+        "public functions defined in it. With --openai, --responses or --anthropic, print "
+        "their tool definitions in that provider's shape, as a JSON array.",
     )
     listing.add_argument("module", metavar="MODULE")
-    listing.add_argument(
-        "--openai", action="store_true", help="print their OpenAI schemas as a JSON array"
+    shapes = listing.add_mutually_exclusive_group()
+    shapes.add_argument(
+        "--openai",
+        dest="format",
+        action="store_const",
+        const="openai",
+        help="print OpenAI Chat Completions tool definitions",
+    )
+    shapes.add_argument(
+        "--responses",
+        dest="format",
+        action="store_const",
+        const="responses",
+        help="print OpenAI Responses API tool definitions",
+    )
+    shapes.add_argument(
+        "--anthropic",
+        dest="format",
+        action="store_const",
+        const="anthropic",
+        help="print Anthropic Messages API tool definitions",
     )
 
     serving = commands.add_parser(
@@ -884,6 +1057,18 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _user_traceback(exc: BaseException) -> str:
+    """The traceback of ``exc`` from the first frame outside this module and importlib,
+    as Python shows an import error of a script: the user's own code."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if filename != __file__ and "importlib" not in filename:
+            break
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb)).rstrip()
+
+
 def main(argv: c.Sequence[str] | None = None) -> int:
     """Entry point of ``nous-tools``; returns the exit status.
 
@@ -900,11 +1085,13 @@ def main(argv: c.Sequence[str] | None = None) -> int:
             if options.command == "run":
                 return _command_run(options, console)
             if options.command == "list":
-                return _command_list(options)
+                return _command_list(options, console)
             if options.command == "serve":
                 return _command_serve(options)
             return _command_demo(options)
     except UsageError as exc:
+        if options.verbose and exc.detail is not None:
+            console.line(_user_traceback(exc.detail))
         console.line(f"{_PROG}: error: {exc}")
         return EXIT_USAGE
     except KeyboardInterrupt:

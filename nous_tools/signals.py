@@ -25,6 +25,27 @@ The ``exception`` event carries the raw exception (``reason``) and its
 ``stacktrace`` for in-process handlers. Those may hold secrets (an API key in an
 error message): a receiver that forwards events off the machine must pass the
 metadata through :func:`scrub` first.
+
+The four signals are ``tool_execute_start``, ``tool_execute_stop``,
+``tool_execute_exception`` and ``tool_execute_timeout``; ``tool_timeout`` is the
+older name of ``tool_execute_timeout`` and is the same signal object, so a
+receiver connected to either name gets every timeout.
+
+blinker holds receivers **weakly** by default: a receiver that nothing else
+refers to (a lambda, a function defined inside another and returned, a bound
+method of a temporary object) is dropped as soon as it is garbage-collected, and
+silently stops receiving. Connect such a receiver with ``weak=False`` (and
+``disconnect`` it when done):
+
+>>> timed_out = []
+>>> receiver = tool_execute_timeout.connect(
+...     lambda sender, **kw: timed_out.append(sender.name), weak=False)
+>>> slow = Tool.from_function(lambda ctx: ctx.cancelled.wait(5), name="slow", timeout=0.05)
+>>> execute(slow).reason.message, timed_out
+("Tool 'slow' timed out after 0.05 s", ['slow'])
+>>> tool_execute_timeout.disconnect(receiver)
+>>> tool_timeout is tool_execute_timeout
+True
 """
 
 from __future__ import annotations
@@ -43,6 +64,7 @@ __all__ = [
     "tool_execute_exception",
     "tool_execute_start",
     "tool_execute_stop",
+    "tool_execute_timeout",
     "tool_timeout",
 ]
 
@@ -64,11 +86,21 @@ tool_execute_stop = blinker.NamedSignal("nous_tools.tool.execute.stop")
 #: (``traceback.extract_tb`` frames; absent for a timeout).
 tool_execute_exception = blinker.NamedSignal("nous_tools.tool.execute.exception")
 
-#: Sent after the ``exception`` event of an attempt whose deadline passed.
-#: measurements: ``timeout`` (seconds); metadata: ``tool_name``.
-tool_timeout = blinker.NamedSignal("nous_tools.tool.timeout")
+#: Sent after the ``exception`` event of an attempt whose deadline passed (or
+#: whose tool raised ``TimeoutError``). measurements: ``timeout`` (seconds);
+#: metadata: ``tool_name``.
+tool_execute_timeout = blinker.NamedSignal("nous_tools.tool.execute.timeout")
 
-ALL_SIGNALS = (tool_execute_start, tool_execute_stop, tool_execute_exception, tool_timeout)
+#: The older name of :data:`tool_execute_timeout`: the same signal object, kept so
+#: that code written against it goes on working.
+tool_timeout = tool_execute_timeout
+
+ALL_SIGNALS = (
+    tool_execute_start,
+    tool_execute_stop,
+    tool_execute_exception,
+    tool_execute_timeout,
+)
 
 _RAW_KEYS = frozenset({"reason", "stacktrace"})
 

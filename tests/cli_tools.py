@@ -9,8 +9,9 @@ from __future__ import annotations
 import dataclasses
 import time
 import typing as t
+from textwrap import dedent  # imported, not defined here: `list` leaves it out
 
-from nous_tools import RunContext, tool
+from nous_tools import Ok, Registry, RunContext, Tool, tool
 
 
 @tool(timeout=5, retries=0)
@@ -106,3 +107,31 @@ def mixed() -> dict[str, t.Any]:
 
 
 not_a_tool = 42
+
+_ = dedent  # keep the import used
+
+
+class Opaque:
+    """A type with no JSON Schema."""
+
+
+def takes_opaque(thing: Opaque) -> str:
+    """A public function that cannot be made a tool: ``list`` skips it with a note."""
+    return repr(thing)
+
+
+def _private_helper() -> None:
+    """Private: not listed."""
+
+
+def _shout(text: str) -> str:
+    return text.upper()
+
+
+#: A registry whose tool is no module attribute: it runs as ``cli_tools:registry.shout``,
+#: through the registry and its advice.
+registry = Registry(
+    [Tool.from_function(_shout, name="shout", description="Upper-case a text.", timeout=5)],
+    name="cli",
+)
+registry.advice.register("after", "shout", lambda result: Ok(f"{result.value}!"))

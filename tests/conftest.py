@@ -26,7 +26,7 @@ class Recorder:
             ("start", signals.tool_execute_start),
             ("stop", signals.tool_execute_stop),
             ("exception", signals.tool_execute_exception),
-            ("timeout", signals.tool_timeout),
+            ("timeout", signals.tool_execute_timeout),
         ):
 
             def receiver(sender: t.Any, *, measurements: t.Any, metadata: t.Any, _s=short) -> None:

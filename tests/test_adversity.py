@@ -387,7 +387,7 @@ _SIGNALS = {
     "start": signals.tool_execute_start,
     "stop": signals.tool_execute_stop,
     "exception": signals.tool_execute_exception,
-    "timeout": signals.tool_timeout,
+    "timeout": signals.tool_execute_timeout,
 }
 
 

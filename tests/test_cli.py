@@ -38,7 +38,7 @@ ENV.pop("NOUS_TOOLS_SANDBOX_MODE", None)
 PROCESS_TIMEOUT = 30.0
 
 
-def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, stdin: str | None = None, cwd: Path = HERE) -> subprocess.CompletedProcess[str]:
     """Run ``python -m nous_tools ARGS`` without a terminal (stdin is a pipe or /dev/null)."""
     return subprocess.run(
         [sys.executable, "-m", "nous_tools", *args],
@@ -47,7 +47,7 @@ def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str
         capture_output=True,
         text=True,
         env=ENV,
-        cwd=HERE,
+        cwd=cwd,
         timeout=PROCESS_TIMEOUT,
     )
 
@@ -338,6 +338,98 @@ def test_arguments_from_stdin() -> None:
     )
 
 
+# -- run --deps, a registry's tool, -v ----------------------------------------------
+
+
+def test_deps_reach_a_tool_that_takes_a_context(tmp_path: Path) -> None:
+    inline = cli("run", "cli_tools:whoami", "--deps", '{"user": "ada", "n": [1, 2]}')
+    assert inline.returncode == 0, inline.stderr
+    assert json.loads(inline.stdout)["deps"] == {"user": "ada", "n": [1, 2]}
+    path = tmp_path / "deps.json"
+    path.write_text('{"user": "grace"}', encoding="utf-8")
+    from_file = cli("run", "cli_tools:whoami", "--deps", f"@{path}")
+    assert json.loads(from_file.stdout)["deps"] == {"user": "grace"}
+
+
+@pytest.mark.parametrize(
+    ("deps", "message"),
+    [
+        ('{"user": ', "--deps is not valid JSON: Expecting value at line 1, column 10"),
+        ("[1, 2]", "--deps must be a JSON object, got an array"),
+        ("[" * 100_000 + "]" * 100_000, "--deps cannot be read: it is nested too deeply"),
+        ('{"n": ' + "9" * 5000 + "}", "--deps cannot be read: "),
+        ("-", "--deps -: stdin is for --args; give --deps JSON or @FILE"),
+        ("@", "--deps @FILE: the file name is missing"),
+        ("@/no/such/deps.json", "cannot read --deps file '/no/such/deps.json': No such file"),
+    ],
+)
+def test_hostile_or_malformed_deps_are_a_one_line_usage_error(
+    deps: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "cli_tools:whoami", "--deps", deps]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    (line,) = captured.err.splitlines()
+    assert line.startswith("nous-tools: error: " + message)
+
+
+def test_deps_for_a_tool_without_a_context_are_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["run", "cli_tools:greet", "--args", '{"name": "x"}', "--deps", "{}"]) == 2
+    assert capsys.readouterr().err == (
+        "nous-tools: error: --deps: tool 'greet' does not take a context (its first "
+        "parameter is not a RunContext or named ctx), so it would never see them\n"
+    )
+
+
+def test_a_registry_tool_runs_through_the_registry_and_its_advice() -> None:
+    result = cli("run", "cli_tools:registry.shout", "--args", '{"text": "hi"}')
+    assert (result.returncode, result.stdout, result.stderr) == (0, "HI!\n", "")
+    overridden = cli("run", "cli_tools:registry.shout", "--args", '{"text": "a"}', "--trace",
+                     "--retries", "3")  # fmt: skip
+    assert overridden.stdout == "A!\n"
+    assert "[trace] start shout attempt 1/4 (timeout 5 s)" in overridden.stderr
+
+
+def test_a_registry_itself_is_not_a_tool_and_the_error_names_its_tools(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["run", "cli_tools:registry"]) == 2
+    assert capsys.readouterr().err == (
+        "nous-tools: error: 'cli_tools:registry' is a Registry: name one of its tools, as "
+        "'cli_tools:registry.NAME' (its tools: shout)\n"
+    )
+    assert main(["run", "cli_tools:registry.nope"]) == 2
+    assert "'cli_tools:registry' has no attribute 'nope'" in capsys.readouterr().err
+
+
+def test_verbose_shows_the_traceback_of_an_import_error(tmp_path: Path) -> None:
+    (tmp_path / "broken_tools.py").write_text(
+        "import json\n\n\ndef setup():\n    raise RuntimeError('no API key configured')\n\n\n"
+        "setup()\n",
+        encoding="utf-8",
+    )
+    quiet = cli("run", "broken_tools:anything", cwd=tmp_path)
+    assert quiet.returncode == 2
+    assert stderr_lines(quiet) == [
+        "nous-tools: error: cannot import module 'broken_tools': "
+        "RuntimeError: no API key configured"
+    ]
+    for args in (("run", "broken_tools:anything", "-v"), ("list", "broken_tools", "-v")):
+        verbose = cli(*args, cwd=tmp_path)
+        assert verbose.returncode == 2
+        lines = stderr_lines(verbose)
+        assert lines[0] == "Traceback (most recent call last):"
+        # From the user's own module: not the command's frames, nor importlib's.
+        assert 'broken_tools.py", line 8, in <module>' in lines[1]
+        assert not any("nous_tools" in line or "importlib" in line for line in lines[:-1])
+        assert any('broken_tools.py", line 8, in <module>' in line for line in lines)
+        assert any('broken_tools.py", line 5, in setup' in line for line in lines)
+        assert lines[-2] == "RuntimeError: no API key configured"
+        assert lines[-1] == quiet.stderr.strip()
+
+
 # -- run --json ---------------------------------------------------------------------
 
 
@@ -545,21 +637,44 @@ def test_no_live_line_without_a_terminal_or_with_json(terminal: object) -> None:
 # -- list ---------------------------------------------------------------------------
 
 
+def table(text: str) -> dict[str, dict[str, str]]:
+    """``list``'s table as {tool name: {column: cell}}, cut at the header's columns."""
+    header, *lines = text.splitlines()
+    heads = header.split()
+    starts = [header.index(head) for head in heads]
+    ends = [*starts[1:], None]
+    return {
+        line.split()[0]: {
+            head: line[start:end].strip()
+            for head, start, end in zip(heads, starts, ends, strict=True)
+        }
+        for line in lines
+    }
+
+
 def test_list_prints_an_aligned_table_sorted_by_name() -> None:
     result = cli("list", "cli_tools")
     assert result.returncode == 0
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["NAME", "APPROVAL", "TIMEOUT", "RETRIES", "DESCRIPTION"]
+    assert lines[0].split() == ["NAME", "APPROVAL", "TIMEOUT", "RETRIES", "RUN", "DESCRIPTION"]
     names = [line.split()[0] for line in lines[1:]]
     assert names == sorted(names)
-    assert "add" not in names and "not_a_tool" not in names  # Tool instances only
+    assert "not_a_tool" not in names and "Point" not in names
     assert set(names) >= {"greet", "fail", "hang", "delete_file", "format_disk", "whoami"}
-    columns = [lines[0].index(head) for head in ("APPROVAL", "TIMEOUT", "RETRIES", "DESCRIPTION")]
+    columns = [
+        lines[0].index(head) for head in ("APPROVAL", "TIMEOUT", "RETRIES", "RUN", "DESCRIPTION")
+    ]
     rows = {line.split()[0]: line for line in lines[1:]}
     assert rows["hang"].split()[1:5] == ["auto", "0.2", "s", "2"]
     assert rows["format_disk"].split()[1:4] == ["deny", "none", "1"]
     delete = rows["delete_file"]
-    assert [delete[i:].split()[0] for i in columns] == ["ask", "5", "1", "Delete"]
+    assert [delete[i:].split()[0] for i in columns] == [
+        "ask",
+        "5",
+        "1",
+        "cli_tools:delete_file",
+        "Delete",
+    ]
     assert delete.endswith("Delete a file (pretend); every call needs approval.")
     for line in lines[1:]:
         assert all(line[i - 1] == " " and line[i] != " " for i in columns)
@@ -579,7 +694,90 @@ def test_list_openai_prints_the_schemas_as_a_json_array() -> None:
         "type": "string",
         "description": "Who to greet.",
     }
-    assert "add" not in by_name
+    assert by_name["add"]["function"]["parameters"]["required"] == ["a", "b"]
+    assert by_name["shout"] == cli_tools.registry.lookup("shout").to_openai_schema()
+
+
+def test_list_lists_tools_registry_tools_and_public_functions_defined_in_the_module(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["list", "cli_tools"]) == 0
+    captured = capsys.readouterr()
+    rows = table(captured.out)
+    assert rows["greet"]["RUN"] == "cli_tools:greet"  # a Tool attribute
+    assert rows["add"]["RUN"] == "cli_tools:add"  # a plain function, made a tool
+    assert rows["add"]["TIMEOUT"] == "30 s" and rows["add"]["RETRIES"] == "1"  # the defaults
+    assert rows["shout"]["RUN"] == "cli_tools:registry.shout"  # a registry's tool
+    # Not listed: imported functions, private ones, classes, plain values.
+    assert not {"dedent", "_private_helper", "_shout", "Opaque", "Point", "not_a_tool"} & set(rows)
+    # A public function that cannot be made a tool is skipped with a note on stderr.
+    assert "takes_opaque" not in rows
+    (note,) = captured.err.splitlines()
+    assert note.startswith("nous-tools: skipped function 'takes_opaque': ")
+    assert "cannot be described as JSON Schema" in note
+
+
+def test_every_listed_target_names_the_listed_tool_for_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from nous_tools.cli import _resolve
+
+    assert main(["list", "cli_tools"]) == 0
+    rows = table(capsys.readouterr().out)
+    assert len(rows) >= 12
+    for name, row in rows.items():
+        assert _resolve(row["RUN"])[0].name == name
+
+
+def test_list_of_a_module_of_plain_functions_lists_them(tmp_path: Path) -> None:
+    (tmp_path / "plain_tools.py").write_text(
+        'def double(n: int) -> int:\n    """Double a number."""\n    return 2 * n\n',
+        encoding="utf-8",
+    )
+    listed = cli("list", "plain_tools", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[1].split() == [
+        "double", "auto", "30", "s", "1", "plain_tools:double", "Double", "a", "number.",
+    ]  # fmt: skip
+    ran = cli("run", "plain_tools:double", "--args", '{"n": 21}', cwd=tmp_path)
+    assert (ran.returncode, ran.stdout) == (0, "42\n")
+
+
+def test_list_of_a_module_with_nothing_to_run_says_so(tmp_path: Path) -> None:
+    (tmp_path / "nothing_here.py").write_text("from os.path import join\nX = 1\n")
+    result = cli("list", "nothing_here", cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (0, "")
+    assert stderr_lines(result) == [
+        "nous-tools: module 'nothing_here' has no tools, registries or public functions"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("option", "method"),
+    [
+        ("--openai", "to_openai_schema"),
+        ("--responses", "to_responses_schema"),
+        ("--anthropic", "to_anthropic_schema"),
+    ],
+)
+def test_list_prints_definitions_in_each_providers_shape(
+    option: str, method: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["list", "cli_tools", option]) == 0
+    definitions = json.loads(capsys.readouterr().out)
+    expected = [
+        getattr(cli_tools.greet, method)(),
+        getattr(cli_tools.registry.lookup("shout"), method)(),
+    ]
+    assert [d for d in definitions if d in expected] == expected  # sorted by name
+    assert len(definitions) >= 12
+
+
+def test_list_takes_one_definition_shape_at_a_time(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["list", "cli_tools", "--openai", "--anthropic"])
+    assert exit_info.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
 
 
 def test_list_of_a_module_that_cannot_be_imported_is_a_usage_error() -> None:

@@ -419,7 +419,7 @@ ALL_SIGNALS = (
     signals.tool_execute_start,
     signals.tool_execute_stop,
     signals.tool_execute_exception,
-    signals.tool_timeout,
+    signals.tool_execute_timeout,
 )
 
 

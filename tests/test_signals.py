@@ -117,3 +117,69 @@ def test_scrub_drops_raw_reason_and_stacktrace() -> None:
     assert clean["kind"] == "ValueError"
     assert "SECRET" not in repr(clean)
     assert "reason" in metadata  # the input is not changed
+
+
+# -- naming (issue 18): one scheme, and the old name kept as an alias --------------
+
+
+def test_the_four_signals_share_one_naming_scheme() -> None:
+    assert [signal.name for signal in signals.ALL_SIGNALS] == [
+        "nous_tools.tool.execute.start",
+        "nous_tools.tool.execute.stop",
+        "nous_tools.tool.execute.exception",
+        "nous_tools.tool.execute.timeout",
+    ]
+    assert signals.ALL_SIGNALS[3] is signals.tool_execute_timeout
+    assert "tool_execute_timeout" in signals.__all__ and "tool_timeout" in signals.__all__
+
+
+def test_tool_timeout_is_the_same_signal_object_as_tool_execute_timeout(
+    executor: ToolExecutor,
+) -> None:
+    import threading
+
+    assert signals.tool_timeout is signals.tool_execute_timeout
+    seen: list[tuple[str, t.Any]] = []
+
+    def via_old_name(sender: t.Any, *, measurements: t.Any, metadata: t.Any) -> None:
+        seen.append(("tool_timeout", measurements["timeout"]))
+
+    def via_new_name(sender: t.Any, *, measurements: t.Any, metadata: t.Any) -> None:
+        seen.append(("tool_execute_timeout", measurements["timeout"]))
+
+    signals.tool_timeout.connect(via_old_name)
+    signals.tool_execute_timeout.connect(via_new_name)
+    release = threading.Event()
+    try:
+        result = executor.execute(make(lambda: release.wait(5), name="hang", timeout=0.05), {})
+    finally:
+        release.set()
+        signals.tool_execute_timeout.disconnect(via_old_name)  # disconnect through either name
+        signals.tool_timeout.disconnect(via_new_name)
+    assert isinstance(result, Err)
+    assert sorted(seen) == [("tool_execute_timeout", 0.05), ("tool_timeout", 0.05)]
+    hold = threading.Event()
+    try:  # a second timeout, after both were disconnected, reaches neither
+        executor.execute(make(lambda: hold.wait(5), name="again", timeout=0.05), {})
+    finally:
+        hold.set()
+    assert len(seen) == 2
+
+
+def test_a_lambda_connected_weakly_is_dropped_and_one_connected_with_weak_false_is_kept(
+    executor: ToolExecutor,
+) -> None:
+    """What the docs warn about: blinker holds receivers weakly by default."""
+    import gc
+
+    calls: list[str] = []
+    signals.tool_execute_stop.connect(lambda sender, **kw: calls.append("weak"))
+    kept = signals.tool_execute_stop.connect(
+        lambda sender, **kw: calls.append("strong"), weak=False
+    )
+    gc.collect()
+    try:
+        assert executor.execute(make(lambda: 1, name="one"), {}) == Ok(1)
+    finally:
+        signals.tool_execute_stop.disconnect(kept)
+    assert calls == ["strong"]

@@ -216,7 +216,7 @@ def run_soak(threads: int, calls_per_thread: int, *, max_workers: int) -> SoakFi
         (signals.tool_execute_start, on_signal("start")),
         (signals.tool_execute_stop, on_signal("stop")),
         (signals.tool_execute_exception, on_signal("exception")),
-        (signals.tool_timeout, on_signal("timeout")),
+        (signals.tool_execute_timeout, on_signal("timeout")),
     ]
     logger = logging.getLogger("nous_tools")
     handler = _CountingHandler(figures.logs)

@@ -1,7 +1,7 @@
 """OpenTelemetry spans and metrics for tool calls, after the GenAI semantic conventions.
 
-``pip install 'nous-tools[otel]'`` (it needs ``opentelemetry-api``; exporting needs
-``opentelemetry-sdk``), then, once at start-up::
+``pip install 'nous-tools[otel]'`` (``opentelemetry-api``, and ``opentelemetry-sdk``
+to export; the module itself needs only the API), then, once at start-up::
 
     from nous_tools.contrib import opentelemetry as nous_otel
     nous_otel.instrument()   # the global tracer and meter providers, or tracer_provider=...
@@ -427,14 +427,14 @@ class _Instrumentation:
         _signals.tool_execute_start.connect(self.on_start, weak=False)
         _signals.tool_execute_stop.connect(self.on_stop, weak=False)
         _signals.tool_execute_exception.connect(self.on_exception, weak=False)
-        _signals.tool_timeout.connect(self.on_timeout, weak=False)
+        _signals.tool_execute_timeout.connect(self.on_timeout, weak=False)
         _tool_calls._observer = self
 
     def disconnect(self) -> None:
         _signals.tool_execute_start.disconnect(self.on_start)
         _signals.tool_execute_stop.disconnect(self.on_stop)
         _signals.tool_execute_exception.disconnect(self.on_exception)
-        _signals.tool_timeout.disconnect(self.on_timeout)
+        _signals.tool_execute_timeout.disconnect(self.on_timeout)
         if _tool_calls._observer is self:
             _tool_calls._observer = None
 
