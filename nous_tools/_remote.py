@@ -72,28 +72,32 @@ class DeadlineEvent(threading.Event):
 
 def _function_bytes(tool: Tool, engine: str, by_value: Dumps | None) -> bytes:
     function = tool.function
-    module = getattr(function, "__module__", None)
     name = safe_str(getattr(function, "__qualname__", function))
-    if module != "__main__":
+    if by_value is not None:
+        # The engine's pickler (cloudpickle) sends importable functions by reference
+        # and the rest (closures, __main__, a module-level @tool) by value.
         try:
-            return _isolation._function_bytes(tool)  # by reference, or the @tool's path
-        except Unpicklable as exc:
-            if by_value is None:
-                raise Unpicklable(
-                    f"the function {name!r} cannot be sent to a {engine} worker: it must be "
-                    "a module-level function of a module the workers import"
-                ) from exc
-    elif by_value is None:
+            return by_value(function)
+        except Exception as exc:
+            error: Exception = exc
+        try:
+            return _isolation._function_bytes(tool)
+        except Unpicklable:
+            raise Unpicklable(
+                f"the function {name!r} cannot be pickled for a {engine} worker: {_describe(error)}"
+            ) from None
+    if getattr(function, "__module__", None) == "__main__":
         raise Unpicklable(
             f"the function {name!r} is defined in the __main__ module, which a {engine} "
             "worker cannot import: define it in a module the workers import"
         )
     try:
-        return by_value(function)
-    except Exception as exc:
+        return _isolation._function_bytes(tool)  # by reference, or the @tool's path
+    except Unpicklable as exc:
         raise Unpicklable(
-            f"the function {name!r} cannot be pickled for a {engine} worker: {_describe(exc)}"
-        ) from None
+            f"the function {name!r} cannot be sent to a {engine} worker: it must be "
+            "a module-level function of a module the workers import"
+        ) from exc
 
 
 def encode(

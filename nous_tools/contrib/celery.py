@@ -74,8 +74,10 @@ from __future__ import annotations
 import base64
 import collections.abc as c
 import importlib
+import os
 import threading
 import typing as t
+import weakref
 
 from .. import _remote
 from .._clock import monotonic
@@ -97,23 +99,34 @@ _VISIBILITY_DEFAULTS = {"redis": 3600.0, "sqs": 1800.0}
 _REDIS_SCHEMES = ("redis", "rediss", "sentinel", "redis+socket", "socket")
 
 _in_pool_process = False  # set in each prefork pool process at its start
+_worker_pid: int | None = None  # the worker's main process
+_installed: weakref.WeakKeyDictionary[t.Any, t.Any] = weakref.WeakKeyDictionary()
 _signal_lock = threading.Lock()
 _signal_connected = False
 
 
+def _mark_worker(**_: t.Any) -> None:
+    global _worker_pid
+    _worker_pid = os.getpid()
+
+
 def _mark_pool_process(**_: t.Any) -> None:
     global _in_pool_process
-    _in_pool_process = True
+    # Prefork sends this in each pool process, a child of the worker; the solo pool
+    # sends it in the worker's own process, and the thread pools not at all.
+    _in_pool_process = _worker_pid is not None and os.getpid() != _worker_pid
 
 
 def _connect_pool_signal() -> None:
-    """Have every prefork pool process say so (``worker_process_init`` is sent in
-    each pool process as it starts; the solo and thread pools never send it)."""
+    """Learn, in each worker process, whether it is a prefork pool process
+    (``worker_init`` is sent in the worker's main process, ``worker_process_init``
+    in each process of its pool)."""
     global _signal_connected
     with _signal_lock:
         if _signal_connected:
             return
         signals = importlib.import_module("celery.signals")
+        signals.worker_init.connect(_mark_worker, weak=False)
         signals.worker_process_init.connect(_mark_pool_process, weak=False)
         _signal_connected = True
 
@@ -140,9 +153,16 @@ def install(app: t.Any, *, require_prefork: bool = True) -> t.Any:
     prefork pool process.
     """
     _connect_pool_signal()
-    existing = app.tasks.get(TASK_NAME) if app.finalized else None
-    if existing is not None:
-        return existing
+    with _signal_lock:
+        existing = _installed.get(app)
+        if existing is not None:
+            return existing
+        task = _register(app, require_prefork)
+        _installed[app] = task
+        return task
+
+
+def _register(app: t.Any, require_prefork: bool) -> t.Any:
 
     def run_attempt(request: str) -> str:
         return _run_attempt(request, require_prefork)
