@@ -76,3 +76,23 @@ def fail(marker: str) -> str:
 def wait_for_cancel(ctx: RunContext) -> bool:
     """Sleep until ``ctx.cancelled`` reads as set (at the deadline)."""
     return ctx.cancelled.wait(30)
+
+
+@app.task(name="nous_tools_test.bare_add", acks_late=False)
+def bare_add(a: int, b: int) -> int:
+    """The benchmark's bare Celery round trip: ``bare_add.delay(1, 2).get()``."""
+    return a + b
+
+
+def burn(ms: float) -> float:
+    """Spin the CPU for ``ms`` milliseconds (the throughput benchmark's work)."""
+    end = time.perf_counter() + ms / 1000
+    x = 0.0
+    while time.perf_counter() < end:
+        x += 1.0
+    return x
+
+
+@app.task(name="nous_tools_test.bare_burn", acks_late=False)
+def bare_burn(ms: float) -> float:
+    return burn(ms)

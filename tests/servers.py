@@ -211,5 +211,5 @@ def wait_dead(pid: int, timeout: float) -> bool:
     while time.monotonic() < deadline:
         if not alive(pid):
             return True
-        time.sleep(0.02)
+        time.sleep(0.001)
     return not alive(pid)
