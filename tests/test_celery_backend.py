@@ -9,6 +9,7 @@ real ``celery worker -P prefork -c 2`` subprocess (``tests/celery_app.py``).
 from __future__ import annotations
 
 import collections.abc as c
+import logging
 import os
 import pathlib
 import threading
@@ -63,6 +64,9 @@ def _app(**conf: t.Any) -> t.Any:
     app = celery.Celery("nous_tools_wiring", broker=broker, backend=backend, set_as_current=False)
     if broker == "memory://":  # the in-memory transport polls, once a second by default
         app.conf.broker_transport_options = {"polling_interval": 0.01}
+    # An embedded worker must leave this process's logging alone (other tests read it).
+    app.conf.worker_hijack_root_logger = False
+    app.conf.worker_redirect_stdouts = False
     app.conf.update(conf)
     return app
 
@@ -132,8 +136,18 @@ def solo_app() -> c.Iterator[t.Any]:
     app = _app()
     install(app, require_prefork=False)
     app.loader.import_module("celery.contrib.testing.tasks")
-    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
-        yield app
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    try:
+        with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
+            # The embedded worker sets up logging (the root level to ERROR): put the
+            # process's logging back as it was, other tests read it.
+            root.setLevel(level)
+            root.handlers[:] = handlers
+            yield app
+    finally:
+        root.setLevel(level)
+        root.handlers[:] = handlers
 
 
 def test_wiring_an_attempt_goes_through_the_broker_and_comes_back(solo_app: t.Any) -> None:
