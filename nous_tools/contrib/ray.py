@@ -42,9 +42,10 @@ down in its own ``shutdown``). ``remote_options`` are passed to the task's
 ``retry_exceptions`` are refused (Ray must never re-run an attempt).
 
 The cost per call: a trivial tool through the executor costs about as much as a
-bare ``ray.get(f.remote())`` (``benchmarks/backends.py`` measures both; see
-``docs/how-to/scale-out.md``): Ray's own round trip, a couple of milliseconds on
-one machine, dominates the pickling of the attempt and the executor's work.
+bare ``ray.get(f.remote())`` — 0.92x to 1.07x in three runs of
+``benchmarks/backends.py`` on a 2-core machine (1.5–1.9 ms each): Ray's own round
+trip dominates; the executor, the pickling and the signals add about 0.1 ms. See
+``docs/how-to/scale-out.md``.
 """
 
 from __future__ import annotations
