@@ -56,6 +56,9 @@ _logger = _log.logger
 
 _BARE_CONTEXT: RunContext[t.Any] = RunContext()
 
+#: The outcome kinds a backend may answer (see nous_tools.backend).
+_KINDS = frozenset((RETURNED, RAISED, TIMED_OUT, SATURATED, SHUT_DOWN, _isolation.UNPICKLABLE))
+
 _start = _signals.tool_execute_start
 _stop = _signals.tool_execute_stop
 _exception = _signals.tool_execute_exception
@@ -844,7 +847,7 @@ class ToolExecutor:
         if backend is self._threads:
             return self._threads.run(tool, arguments, actx, deadline)
         try:
-            return backend.run(tool, arguments, actx, deadline)
+            outcome = backend.run(tool, arguments, actx, deadline)
         except BaseException as exc:  # a backend's bug: an outcome, never an exception
             if interrupts(exc):
                 raise
@@ -854,6 +857,14 @@ class ToolExecutor:
                 f"its backend {name or 'default'!r} failed: {type(exc).__name__}: {_safe_str(exc)}",
                 None,
             )
+        if type(outcome) is not tuple or len(outcome) != 3 or outcome[0] not in _KINDS:
+            return (
+                _isolation.UNPICKLABLE,
+                f"its backend {name or 'default'!r} answered {type(outcome).__name__}, not an "
+                "outcome (see nous_tools.backend)",
+                None,
+            )
+        return outcome
 
     def _no_backend(self, name: str) -> str:
         return (

@@ -342,3 +342,46 @@ def test_an_abandoned_nested_call_into_another_executor_is_counted_by_that_execu
 
 def test_not_sent_is_the_kind_the_executor_reports_as_not_started() -> None:
     assert not_sent("x") == (NOT_SENT, "x", None)
+
+
+def test_ctrl_c_while_a_backend_waits_propagates_from_execute() -> None:
+    """A backend stops its attempt and re-raises when the caller is interrupted;
+    the executor lets the user's Ctrl-C through (this test runs in the main thread)."""
+    remote = Recording(KeyboardInterrupt())
+
+    @tool(timeout=5, backend="remote", retries=2)
+    def f() -> int:
+        return 1
+
+    with ToolExecutor(backends={"remote": remote}) as executor, pytest.raises(KeyboardInterrupt):
+        executor.execute(f)
+    assert len(remote.calls) == 1
+
+
+def test_a_backend_that_was_shut_down_gives_executor_shutdown() -> None:
+    from nous_tools import ExecutorShutdown
+    from nous_tools.backend import shut_down
+
+    remote = Recording(shut_down())
+
+    @tool(timeout=5, backend="remote")
+    def f() -> int:
+        return 1
+
+    with ToolExecutor(backends={"remote": remote}) as executor:
+        result = executor.execute(f)
+    assert isinstance(result, Err) and isinstance(result.reason, ExecutorShutdown)
+
+
+def test_a_backend_answer_that_is_not_an_outcome_is_an_err_naming_the_backend() -> None:
+    remote = Recording("done", ("finished", 1, None))
+
+    @tool(timeout=5, backend="remote", retries=0)
+    def f() -> int:
+        return 1
+
+    with ToolExecutor(backends={"remote": remote}) as executor:
+        first, second = executor.execute(f), executor.execute(f)
+    for result in (first, second):
+        assert isinstance(result, Err)
+        assert "backend 'remote' answered" in result.reason.message

@@ -43,7 +43,7 @@ down in its own ``shutdown``). ``remote_options`` are passed to the task's
 
 The cost per call: a trivial tool through the executor costs about as much as a
 bare ``ray.get(f.remote())`` — 0.92x to 1.07x in three runs of
-``benchmarks/backends.py`` on a 2-core machine (1.5–1.9 ms each): Ray's own round
+``benchmarks/backends.py`` on a 2-core machine (1.5 to 1.9 ms each): Ray's own round
 trip dominates; the executor, the pickling and the signals add about 0.1 ms. See
 ``docs/how-to/scale-out.md``.
 """
