@@ -73,9 +73,10 @@ from nous_tools import (
     Registry,
     Tool,
     ToolCallResults,
+    ToolExecutor,
     execute_tool_calls,
 )
-from nous_tools.contrib.django import CacheApprovalStore
+from nous_tools.contrib.django import CacheApprovalStore, close_connections
 
 #: The id of the request being served; tools may read it.
 request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
@@ -83,6 +84,11 @@ request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", d
 
 #: How long a person has to decide (seconds); the cache keeps claims as long.
 APPROVAL_MAX_AGE = 3600.0
+
+#: Runs the tools. Tools with a timeout run in worker threads, where no request
+#: starts or ends: this closes each worker's database connections after every task,
+#: as Django does at the end of a request (see docs/how-to/scale-out.md).
+EXECUTOR = ToolExecutor(after_task=close_connections)
 
 
 def example_registry() -> Registry:
@@ -102,6 +108,7 @@ def example_registry() -> Registry:
             Tool.from_function(delete_file, timeout=5.0, approval="ask"),
         ],
         name="django-example",
+        executor=EXECUTOR,
         approval_max_age=APPROVAL_MAX_AGE,
         approval_store=CacheApprovalStore(timeout=APPROVAL_MAX_AGE),
     )

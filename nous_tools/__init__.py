@@ -19,6 +19,7 @@ from . import signals
 from .advice import Advice
 from .approval import check_approval
 from .approval_store import ApprovalStore, InMemoryApprovalStore
+from .backend import Backend, ProcessBackend, ThreadBackend
 from .context_update import ContextUpdate
 from .errors import (
     ApprovalAlreadyUsed,
@@ -53,6 +54,7 @@ __all__ = [
     "ApprovalAlreadyUsed",
     "ApprovalRequest",
     "ApprovalStore",
+    "Backend",
     "BatchAlreadyResolved",
     "ChildProcessDied",
     "ContextUpdate",
@@ -63,11 +65,13 @@ __all__ = [
     "InMemoryApprovalStore",
     "NeedsApproval",
     "Ok",
+    "ProcessBackend",
     "Registry",
     "Result",
     "RunContext",
     "SandboxPolicy",
     "SandboxViolation",
+    "ThreadBackend",
     "Tool",
     "ToolCall",
     "ToolCallResults",

@@ -37,7 +37,7 @@ if t.TYPE_CHECKING:
     from .run_context import RunContext
     from .tool import Tool
 
-__all__ = ["UNPICKLABLE", "Unpicklable", "decode_reply", "encode_request", "run_request"]
+__all__ = ["UNPICKLABLE", "Unpicklable", "decode_reply", "encode_request", "reply", "run_request"]
 
 #: Outcome kind: something that had to cross the process boundary could not
 #: (value: a message naming what, and why).
@@ -113,14 +113,20 @@ def _function_bytes(tool: Tool) -> bytes:
     )
 
 
-def _arguments_bytes(arguments: dict[str, t.Any]) -> bytes:
+def _dumps(value: object) -> bytes:
+    return pickle.dumps(value, _PROTOCOL)
+
+
+def _arguments_bytes(
+    arguments: dict[str, t.Any], dumps: c.Callable[[t.Any], bytes] = _dumps
+) -> bytes:
     try:
-        return pickle.dumps(arguments, _PROTOCOL)
+        return dumps(arguments)
     except Exception as exc:
         error = exc
     for key, value in arguments.items():  # find the argument that does not pickle
         try:
-            pickle.dumps(value, _PROTOCOL)
+            dumps(value)
         except Exception as exc:
             raise Unpicklable(
                 f"the argument {safe_str(key)!r} ({_type_name(value)}) cannot be pickled: "
@@ -129,7 +135,7 @@ def _arguments_bytes(arguments: dict[str, t.Any]) -> bytes:
     raise Unpicklable(f"the arguments cannot be pickled: {_describe(error)}")
 
 
-def _context_bytes(ctx: RunContext[t.Any]) -> bytes:
+def _context_bytes(ctx: RunContext[t.Any], dumps: c.Callable[[t.Any], bytes] = _dumps) -> bytes:
     fields = {
         "deps": ctx.deps,
         "retry": ctx.retry,
@@ -139,12 +145,12 @@ def _context_bytes(ctx: RunContext[t.Any]) -> bytes:
         "deadline": ctx.deadline,
     }
     try:
-        return pickle.dumps(fields, _PROTOCOL)
+        return dumps(fields)
     except Exception as exc:
         error = exc
     for name in ("deps", "usage", "sandbox"):
         try:
-            pickle.dumps(fields[name], _PROTOCOL)
+            dumps(fields[name])
         except Exception as exc:
             raise Unpicklable(
                 f"the context's {name} ({_type_name(fields[name])}) cannot be pickled: "
@@ -197,6 +203,17 @@ def run_request(request: bytes) -> bytes:
                 f"the context (deps, usage, sandbox) could not be unpickled in the child "
                 f"process: {_describe(exc)}"
             )
+    return reply(fn, call_args, arguments)
+
+
+def reply(
+    fn: c.Callable[..., t.Any],
+    call_args: tuple[t.Any, ...],
+    arguments: dict[str, t.Any],
+    dumps: c.Callable[[t.Any], bytes] = _dumps,
+) -> bytes:
+    """Call the tool and return the reply's bytes: what it returned or raised,
+    pickled with ``dumps``, or a message naming what could not be pickled."""
     try:
         value = fn(*call_args, **arguments)
         kind = RETURNED
@@ -209,7 +226,7 @@ def run_request(request: bytes) -> bytes:
         description = _describe(value)
         remote_traceback = "".join(traceback.format_exception(value))
     try:
-        payload = pickle.dumps(value, _PROTOCOL)
+        payload = dumps(value)
     except BaseException as exc:
         what = (
             f"the tool's result ({description})"

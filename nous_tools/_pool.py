@@ -50,6 +50,18 @@ Design, and why:
   reused, not counted against ``max_workers``, and it exits when its task ends.
 * **Never blocks exit.** Workers and lanes are daemon threads and the pool
   registers no ``atexit`` join, so a hung tool cannot keep a script alive.
+* **Lifecycle hooks run where no cancellation can reach them.** The optional
+  ``on_worker_start``, ``after_task`` and ``on_worker_exit`` run in the pool's own
+  threads (workers and lanes): ``on_worker_start`` before the thread takes
+  anything (nothing is sent to a worker before it has won a task);
+  ``after_task`` after the task's outcome is handed over (the worker won
+  ``finish``, so no cancellation is due) and, for a worker whose task was
+  abandoned, only after its books are settled and it is marked gone (nothing is
+  sent to a gone worker), followed by ``on_worker_exit``. A hook's outcome never
+  reaches a task: what it raises is logged and dropped, and the thread goes on.
+* **A task belongs to one pool.** Cancelling a scope cancels its children with
+  their own pool's books, so a nested call into another executor's pool is
+  abandoned, counted and retired by that pool.
 """
 
 from __future__ import annotations
@@ -66,6 +78,7 @@ import time
 import typing as t
 
 from ._clock import monotonic
+from ._log import log as _log
 from ._scope import Scope, here, in_worker
 from ._text import safe_str
 from .errors import ToolCancelled
@@ -80,6 +93,9 @@ SHUT_DOWN = "shut_down"
 
 #: What :meth:`WorkerPool.run` returns: ``(kind, value, text)``.
 Outcome = tuple[str, t.Any, t.Any]
+
+#: A worker lifecycle hook: called with no argument in the pool's thread.
+Hook = t.Callable[[], object]
 
 # PyThreadState_SetAsyncExc(thread_id, exc) schedules ``exc`` in that thread;
 # with exc=NULL it clears a scheduled exception that has not been delivered yet.
@@ -136,6 +152,7 @@ class _Task(Scope):
         "fn",
         "interrupt",
         "kwargs",
+        "pool",
         "result",
         "worker",
     )
@@ -148,7 +165,9 @@ class _Task(Scope):
         deadline: float,
         event: threading.Event | None,
         interrupt: bool,
+        pool: WorkerPool,
     ) -> None:
+        self.pool = pool  # whose books count it, whoever cancels it
         self.cancelled = False
         self.children = None
         self.deadline = deadline
@@ -231,7 +250,14 @@ class WorkerPool:
     """Daemon worker threads that run callables under real-time deadlines."""
 
     def __init__(
-        self, max_workers: int | None = None, *, max_abandoned: int = 64, name: str = "nous-tools"
+        self,
+        max_workers: int | None = None,
+        *,
+        max_abandoned: int = 64,
+        name: str = "nous-tools",
+        on_worker_start: Hook | None = None,
+        after_task: Hook | None = None,
+        on_worker_exit: Hook | None = None,
     ) -> None:
         if max_workers is None:
             max_workers = min(32, (os.cpu_count() or 1) + 4)
@@ -263,6 +289,18 @@ class WorkerPool:
         self._resends: queue.SimpleQueue[_Worker] | None = None
         self._lanes: queue.SimpleQueue[tuple[t.Any, ...] | None] = queue.SimpleQueue()
         self._idle_lanes: list[None] = []
+        for option, hook in (
+            ("on_worker_start", on_worker_start),
+            ("after_task", after_task),
+            ("on_worker_exit", on_worker_exit),
+        ):
+            if hook is not None and not callable(hook):
+                raise TypeError(
+                    f"option {option!r} must be callable or None, got {type(hook).__name__}"
+                )
+        self._on_start = on_worker_start
+        self._after_task = after_task
+        self._on_exit = on_worker_exit
 
     # -- running a call ----------------------------------------------------------
 
@@ -302,7 +340,7 @@ class WorkerPool:
             with self._lock:
                 self._timed_out += 1
             return (TIMED_OUT, None, None)
-        task = _Task(fn, args, kwargs, deadline, cancelled, interrupt)
+        task = _Task(fn, args, kwargs, deadline, cancelled, interrupt, self)
         try:
             if parent is not None and not parent.adopt(task):
                 return (TIMED_OUT, None, None)  # the enclosing attempt was cancelled
@@ -445,7 +483,7 @@ class WorkerPool:
         """Cancel ``scope`` and everything under it: a task is abandoned as at its
         deadline; any other scope is marked cancelled (no new child starts)."""
         if type(scope) is _Task:
-            self._abandon(scope, kind)
+            scope.pool._abandon(scope, kind)  # with its own pool's books
             return
         scope.cancelled = True
         if scope.event is not None:
@@ -492,6 +530,10 @@ class WorkerPool:
             if task is not None:
                 self._abandon(task, SHUT_DOWN)
             return
+        if self._on_start is not None:
+            self._hook(self._on_start, "on_worker_start")
+        after_task = self._after_task
+        ran = False  # a task ran whose after_task hook has not
         tasks = self._queue
         idle = self._idle
         lost = False
@@ -519,6 +561,7 @@ class WorkerPool:
                     continue
                 task.worker = me  # only the worker that won the task: it may be sent a cancel
                 here.scope = task
+                ran = True
                 try:
                     result = (
                         RETURNED,
@@ -536,6 +579,9 @@ class WorkerPool:
                 task.done.release()
                 me.completed += 1
                 task = None
+                if after_task is not None:  # it won ``finish``: no cancellation is due
+                    self._hook(after_task, "after_task")
+                ran = False
         except ToolCancelled:
             # The cancellation sent because its task was abandoned. (Should one ever
             # arrive after it won its task, the caller still gets the result.)
@@ -566,6 +612,20 @@ class WorkerPool:
                 break
             except ToolCancelled:
                 continue
+        # Gone: nothing is sent to this thread any more, so the hooks run undisturbed.
+        if ran and after_task is not None:
+            self._hook(after_task, "after_task")
+        if self._on_exit is not None:
+            self._hook(self._on_exit, "on_worker_exit")
+
+    @staticmethod
+    def _hook(hook: Hook, name: str) -> None:
+        """Call a lifecycle hook; what it raises is logged and dropped."""
+        try:
+            hook()
+        except BaseException:
+            with contextlib.suppress(BaseException):
+                _log.exception("nous_tools: the worker hook %s (%r) raised; ignored", name, hook)
 
     # -- lanes -------------------------------------------------------------------
 
@@ -585,15 +645,19 @@ class WorkerPool:
         ).start()
 
     def _lane(self, job: tuple[t.Any, ...] | None) -> None:
+        if self._on_start is not None:  # a lane runs inline tools: the hooks apply
+            self._hook(self._on_start, "on_worker_start")
         while job is not None:
             context, fn, scope, nested = job
             here.scope, here.nested = scope, nested
             with contextlib.suppress(BaseException):  # fn keeps its own errors
                 context.run(fn)
             here.scope, here.nested = None, False
+            if self._after_task is not None:
+                self._hook(self._after_task, "after_task")
             job = None
             if self._shutdown:
-                return
+                break
             self._idle_lanes.append(None)
             try:
                 job = self._lanes.get(timeout=_LANE_IDLE_SECONDS)
@@ -601,6 +665,8 @@ class WorkerPool:
                 pass
             finally:
                 self._idle_lanes.pop()
+        if self._on_exit is not None:
+            self._hook(self._on_exit, "on_worker_exit")
 
     # -- state -------------------------------------------------------------------
 
@@ -630,7 +696,8 @@ class WorkerPool:
 
     def shutdown(self, wait: bool = True) -> None:
         """Stop accepting work; idle workers exit. With ``wait``, wait for healthy
-        running work (abandoned workers are never waited for). Idempotent."""
+        running work and for those workers' exit (their ``on_worker_exit`` hook);
+        abandoned workers are never waited for. Idempotent."""
         with self._lock:
             self._shutdown = True
             workers = [w for w in self._workers if w.healthy]
@@ -645,5 +712,5 @@ class WorkerPool:
             thread = worker.thread
             if thread is None or thread is me:
                 continue
-            while worker.healthy and thread.is_alive():
+            while not worker.abandoned and thread.is_alive():
                 thread.join(0.05)

@@ -37,11 +37,12 @@ from . import _isolation, _pool
 from . import signals as _signals
 from ._clock import monotonic
 from ._log import log as _safe_log
-from ._pool import RAISED, RETURNED, SATURATED, SHUT_DOWN, TIMED_OUT, WorkerPool
-from ._process_pool import ProcessPool, check_option
+from ._pool import RAISED, RETURNED, SATURATED, SHUT_DOWN, TIMED_OUT, Hook
+from ._process_pool import check_option
 from ._scope import Scope, here, interrupts
 from ._text import safe_str as _safe_str
 from .approval import check_approval
+from .backend import Backend, ProcessBackend, ThreadBackend, check_backend
 from .errors import ExecutorSaturated, ExecutorShutdown, ToolError, ToolTimeout
 from .results import Err, Ok, Result
 from .results import ok_fast as _ok
@@ -54,6 +55,9 @@ _log = _safe_log
 _logger = _log.logger
 
 _BARE_CONTEXT: RunContext[t.Any] = RunContext()
+
+#: The outcome kinds a backend may answer (see nous_tools.backend).
+_KINDS = frozenset((RETURNED, RAISED, TIMED_OUT, SATURATED, SHUT_DOWN, _isolation.UNPICKLABLE))
 
 _start = _signals.tool_execute_start
 _stop = _signals.tool_execute_stop
@@ -160,6 +164,17 @@ class ToolExecutor:
     error-level log line, as Nous does (by default it goes to the debug level
     only, since exception texts often quote argument values). A context manager:
     leaving it calls :meth:`shutdown`.
+
+    Backends (see :mod:`nous_tools.backend` and ``docs/how-to/scale-out.md``):
+    ``backends`` maps names to :class:`~nous_tools.backend.Backend` objects that
+    tools name with ``Tool(backend=...)``, beside the built-in ``"thread"`` (the
+    worker threads) and ``"process"`` (the child processes); ``backend`` (a name,
+    or a backend object) is where the timed attempts of tools that name none go
+    (default ``"thread"``; ``isolation="process"`` tools always go to
+    ``"process"``). The executor owns them all: :meth:`shutdown` shuts them down.
+    ``on_worker_start``, ``after_task`` and ``on_worker_exit`` are hooks run in
+    the worker threads (see :class:`~nous_tools.backend.ThreadBackend`), e.g.
+    ``after_task=nous_tools.contrib.django.close_connections``.
     """
 
     def __init__(
@@ -171,6 +186,11 @@ class ToolExecutor:
         process_workers: int | None = None,
         max_tasks_per_child: int | None = None,
         log_exception_text: bool = False,
+        backend: str | Backend = "thread",
+        backends: c.Mapping[str, Backend] | None = None,
+        on_worker_start: Hook | None = None,
+        after_task: Hook | None = None,
+        on_worker_exit: Hook | None = None,
     ) -> None:
         if on_timeout not in ON_TIMEOUT_MODES:
             raise ValueError(
@@ -179,11 +199,99 @@ class ToolExecutor:
             )
         check_option("ToolExecutor", "process_workers", process_workers)
         check_option("ToolExecutor", "max_tasks_per_child", max_tasks_per_child)
-        self._pool = WorkerPool(max_workers, max_abandoned=max_abandoned)
+        named = self._check_backends(backend, backends)
+        for option, hook in (
+            ("on_worker_start", on_worker_start),
+            ("after_task", after_task),
+            ("on_worker_exit", on_worker_exit),
+        ):
+            if hook is not None and not callable(hook):
+                raise TypeError(
+                    f"ToolExecutor option {option!r} must be callable or None, "
+                    f"got {type(hook).__name__}"
+                )
+        self._threads = ThreadBackend(
+            max_workers,
+            max_abandoned=max_abandoned,
+            on_timeout=on_timeout,
+            on_worker_start=on_worker_start,
+            after_task=after_task,
+            on_worker_exit=on_worker_exit,
+        )
+        self._pool = self._threads.pool
         # isolation="process": starts no process and no thread until first used
-        self._processes = ProcessPool(process_workers, max_tasks_per_child=max_tasks_per_child)
-        self.on_timeout = on_timeout
+        self._process_backend = ProcessBackend(
+            process_workers, max_tasks_per_child=max_tasks_per_child
+        )
+        self._processes = self._process_backend.pool
+        self._backends: dict[str, Backend] = {
+            "thread": self._threads,
+            "process": self._process_backend,
+            **named,
+        }
+        # where the timed attempts of tools that name no backend go
+        self._default: Backend = (
+            self._backends[backend] if isinstance(backend, str) else self._backends["default"]
+        )
         self.log_exception_text = bool(log_exception_text)
+
+    @staticmethod
+    def _check_backends(
+        backend: str | Backend, backends: c.Mapping[str, Backend] | None
+    ) -> dict[str, Backend]:
+        """The named backends beside the built-in ones; ``backend``, when it is an
+        object, is named ``"default"``. Raises ``ValueError``/``TypeError`` naming
+        what is wrong."""
+        named: dict[str, Backend] = {}
+        if backends is not None:
+            if not isinstance(backends, c.Mapping):
+                raise TypeError(
+                    "ToolExecutor option 'backends' must be a mapping of names to backends, "
+                    f"got {type(backends).__name__}"
+                )
+            for name, value in backends.items():
+                if not isinstance(name, str) or not name.strip():
+                    raise ValueError(
+                        f"ToolExecutor backend names must be non-empty str, got {name!r}"
+                    )
+                if name in ("thread", "process", "default"):
+                    raise ValueError(
+                        f"ToolExecutor backend name {name!r} is reserved (the built-in "
+                        "'thread' and 'process', and 'default' for a backend object given "
+                        "as 'backend')"
+                    )
+                check_backend(name, value)
+                named[name] = value
+        if isinstance(backend, str):
+            if backend not in ("thread", "process") and backend not in named:
+                raise ValueError(
+                    f"ToolExecutor option 'backend' names {backend!r}, which is neither "
+                    f"'thread', 'process' nor one of 'backends' ({', '.join(sorted(named)) or 'none given'})"
+                )
+        else:
+            check_backend("default", backend)
+            named["default"] = backend
+        return named
+
+    @property
+    def on_timeout(self) -> str:
+        """What happens to a worker thread at a deadline, for tools that set no
+        ``on_timeout``: ``"interrupt"`` or ``"abandon"``."""
+        return self._threads.on_timeout
+
+    @on_timeout.setter
+    def on_timeout(self, value: str) -> None:
+        if value not in ON_TIMEOUT_MODES:
+            raise ValueError(
+                f"ToolExecutor option 'on_timeout' must be one of "
+                f"{', '.join(repr(m) for m in ON_TIMEOUT_MODES)}, got {value!r}"
+            )
+        self._threads.on_timeout = value
+
+    @property
+    def backends(self) -> dict[str, Backend]:
+        """The backends by name (a copy): ``"thread"``, ``"process"``, those given."""
+        return dict(self._backends)
 
     @property
     def max_workers(self) -> int:
@@ -426,19 +534,37 @@ class ToolExecutor:
         ``abandoned``, ``completed``, ``timed_out``, ``saturated``, ``pending``;
         and the child processes of ``isolation="process"`` under ``process_``
         (``process_workers``, ``process_idle``, ``process_busy``,
-        ``process_killed``, ``process_died``, ...: see ``docs/how-to/process-isolation.md``)."""
+        ``process_killed``, ``process_died``, ...: see ``docs/how-to/process-isolation.md``);
+        and each other backend's figures under its name (``ray_timed_out``, ...).
+        A backend whose ``stats()`` raises is logged and left out."""
         figures = self._pool.stats()
         for key, value in self._processes.stats().items():
             figures[f"process_{key}"] = value
+        for name, backend in self._backends.items():
+            if name == "thread" or name == "process":
+                continue
+            try:
+                for key, value in backend.stats().items():
+                    figures[f"{name}_{key}"] = value
+            except Exception:
+                _log.exception("nous_tools: stats() of backend %r raised; left out", name)
         return figures
 
     def shutdown(self, wait: bool = True) -> None:
-        """Stop the workers and the child processes; with ``wait``, wait for healthy
-        running calls (never for abandoned ones) and for the children to exit.
-        Idempotent; ``execute`` afterwards runs inline tools as before and returns
-        ``Err(ExecutorShutdown)`` for timed ones."""
+        """Stop the workers, the child processes and every other backend; with
+        ``wait``, wait for healthy running calls (never for abandoned ones) and for
+        the children to exit. Idempotent; ``execute`` afterwards runs inline tools
+        as before and returns ``Err(ExecutorShutdown)`` for timed ones. A backend
+        whose ``shutdown`` raises is logged; the others are still shut down."""
         self._pool.shutdown(wait)
         self._processes.shutdown(wait)
+        for name, backend in self._backends.items():
+            if name == "thread" or name == "process":
+                continue
+            try:
+                backend.shutdown(wait)
+            except Exception:
+                _log.exception("nous_tools: shutdown() of backend %r raised", name)
 
     def __enter__(self) -> ToolExecutor:
         return self
@@ -706,24 +832,45 @@ class ToolExecutor:
         scope = here.scope
         if scope is not None and scope.deadline is not None and scope.deadline < deadline:
             deadline = scope.deadline  # nested: never later than the enclosing attempt's
-        if tool.isolation == "process":
-            pctx = _with_attempt(ctx, attempt - 1, deadline) if tool.takes_ctx else None
-            kind, value = self._processes.run(tool, arguments, pctx, deadline)
-            return kind, value, None
-        cancelled: threading.Event | None = None
-        if tool.takes_ctx:
-            cancelled = threading.Event()
-            call_args: tuple[t.Any, ...] = (_with_attempt(ctx, attempt - 1, deadline, cancelled),)
+        # Only the attempt goes to the backend; everything else stayed here.
+        name = tool.backend
+        if name is None:
+            backend = self._default if tool.isolation == "thread" else self._process_backend
         else:
-            call_args = ()
-        on_timeout = tool.on_timeout or self.on_timeout
-        return self._pool.run(
-            tool.function,
-            call_args,
-            arguments if type(arguments) is dict else dict(arguments),
-            deadline,
-            cancelled=cancelled,
-            interrupt=on_timeout == "interrupt",
+            found = self._backends.get(name)
+            if found is None:
+                return (_isolation.UNPICKLABLE, self._no_backend(name), None)
+            backend = found
+        actx = (
+            _with_attempt(ctx, attempt - 1, deadline, threading.Event()) if tool.takes_ctx else None
+        )
+        if backend is self._threads:
+            return self._threads.run(tool, arguments, actx, deadline)
+        try:
+            outcome = backend.run(tool, arguments, actx, deadline)
+        except BaseException as exc:  # a backend's bug: an outcome, never an exception
+            if interrupts(exc):
+                raise
+            _log.error("nous_tools: backend %r raised from run()", name, exc_info=True)
+            return (
+                _isolation.UNPICKLABLE,
+                f"its backend {name or 'default'!r} failed: {type(exc).__name__}: {_safe_str(exc)}",
+                None,
+            )
+        if type(outcome) is not tuple or len(outcome) != 3 or outcome[0] not in _KINDS:
+            return (
+                _isolation.UNPICKLABLE,
+                f"its backend {name or 'default'!r} answered {type(outcome).__name__}, not an "
+                "outcome (see nous_tools.backend)",
+                None,
+            )
+        return outcome
+
+    def _no_backend(self, name: str) -> str:
+        return (
+            f"it names the backend {name!r}, which this ToolExecutor does not have (it has "
+            f"{', '.join(repr(n) for n in sorted(self._backends))}): pass it as "
+            f"ToolExecutor(backends={{{name!r}: ...}})"
         )
 
     def _raised(

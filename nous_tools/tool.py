@@ -93,6 +93,7 @@ class ToolOptions(TypedDict, total=False):
     read_only: bool | None
     destructive: bool | None
     idempotent: bool | None
+    backend: str | None
 
 
 def _check_name(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
@@ -203,6 +204,26 @@ def _to_retry_on(value: object) -> t.Any:
     )
 
 
+def _check_backend(instance: t.Any, attribute: object, value: object) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(
+            f"Tool option 'backend' must be a backend's name (a non-empty str) or None, "
+            f"got {value!r}"
+        )
+    if instance.timeout is None:
+        raise ValueError(
+            f"Tool option 'backend' ({value!r}) needs a timeout: a tool without one runs "
+            "inline in the caller's thread, on no backend"
+        )
+    if instance.isolation == "process" and value != "process":
+        raise ValueError(
+            f"Tool options isolation='process' and backend={value!r} disagree: "
+            "isolation='process' is the backend 'process'; give one of them"
+        )
+
+
 def _to_description(value: object) -> str:
     return "" if value is None else str(value)
 
@@ -269,6 +290,10 @@ class Tool(t.Generic[P, R]):
     retry_on: tuple[type[BaseException], ...] | c.Callable[..., t.Any] | None = attrs.field(
         default=None, converter=_to_retry_on
     )
+    # Scale out (issue 16): the name of the backend its timed attempts run on,
+    # resolved through ToolExecutor(backends={...}); None: the executor's default
+    # (``isolation="process"``: the "process" backend).
+    backend: str | None = attrs.field(default=None, validator=_check_backend)
     _requires_approval: bool | None = attrs.field(
         default=None, alias="requires_approval", repr=False
     )

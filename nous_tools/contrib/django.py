@@ -1,4 +1,5 @@
-"""Django integration: an approval store on Django's cache framework.
+"""Django integration: an approval store on Django's cache framework, and worker
+hooks that keep the ORM's connections in order.
 
 ``pip install 'nous-tools[django]'``, then give the registry a store that every
 process of the site shares (any cache backend that several processes share:
@@ -13,6 +14,20 @@ Each approval id is claimed with ``cache.add`` — which sets a key only when it
 absent, atomically on the shared backends — so a token replayed to another process
 is refused as it is in the one that ran it. See ``docs/concepts/approval.md``.
 
+**Database connections in worker threads.** Django keeps one connection per
+thread, and closes it (when it is broken, or older than ``CONN_MAX_AGE``) at the
+start and end of each request — in the request's thread. A tool with a timeout
+runs in the executor's worker threads, where no request starts or ends, so each
+worker would keep its connection forever, broken ones included. Give the
+executor Django's request-end cleanup as its ``after_task`` hook::
+
+    from nous_tools import ToolExecutor
+    from nous_tools.contrib.django import close_connections
+
+    executor = ToolExecutor(after_task=close_connections)
+
+See ``docs/how-to/scale-out.md`` ("Thread-bound resources").
+
 This module imports without Django; the cache is looked up at the first claim.
 """
 
@@ -21,7 +36,7 @@ from __future__ import annotations
 import hashlib
 import typing as t
 
-__all__ = ["CacheApprovalStore"]
+__all__ = ["CacheApprovalStore", "close_all_connections", "close_connections"]
 
 #: How long a claim is kept by default: one day, the registry's default approval max age.
 DEFAULT_TIMEOUT = 24 * 60 * 60.0
@@ -83,3 +98,23 @@ class CacheApprovalStore:
 
     def __repr__(self) -> str:
         return f"<CacheApprovalStore alias={self.alias!r} timeout={self.timeout}>"
+
+
+def close_connections() -> None:
+    """Close this thread's database connections that are broken or older than
+    ``CONN_MAX_AGE`` (Django's ``close_old_connections``, what Django runs when a
+    request ends). The ``after_task`` hook for ``ToolExecutor``: with the default
+    ``CONN_MAX_AGE = 0`` each task's connection is closed after it; with a longer
+    one a worker keeps at most one connection, and replaces it once it breaks."""
+    from django.db import close_old_connections
+
+    close_old_connections()
+
+
+def close_all_connections() -> None:
+    """Close every database connection of this thread (``connections.close_all()``):
+    an ``on_worker_exit`` hook, so a worker that ends leaves no connection open even
+    with persistent connections (``CONN_MAX_AGE > 0``)."""
+    from django.db import connections
+
+    connections.close_all()

@@ -1,0 +1,287 @@
+"""Backends: where a timed attempt runs, and who stops it at its deadline.
+
+A :class:`~nous_tools.ToolExecutor` does everything that decides *whether* and
+*how* a tool runs in the caller's process — approval, validation, conversion to
+the annotated types, retries, every signal — and hands each **timed attempt** to
+a backend. The backend runs that one attempt and answers by the deadline; at the
+deadline it stops the attempt (a worker thread is interrupted, a process is
+killed) and answers "timed out". A timeout is terminal: the executor never runs
+that attempt again, and a backend must never re-run it either. Attempts of tools
+without a timeout run inline in the caller's thread, whatever the backend.
+
+Built in: ``"thread"`` (:class:`ThreadBackend`, the executor's worker threads,
+the default) and ``"process"`` (:class:`ProcessBackend`, its killable child
+processes, which ``isolation="process"`` uses). In ``nous_tools.contrib``:
+``RayBackend`` (``nous_tools.contrib.ray``) and ``CeleryBackend``
+(``nous_tools.contrib.celery``). A tool names its backend (``Tool(backend="ray")``),
+resolved through ``ToolExecutor(backends={"ray": RayBackend()})``; tools that name
+none use the executor's ``backend`` (default ``"thread"``).
+
+Writing one: any object with ``run``, ``stats`` and ``shutdown`` (see
+:class:`Backend`). Here a backend that counts attempts and runs them on threads:
+
+>>> from nous_tools import ToolExecutor, tool
+>>> from nous_tools.backend import ThreadBackend
+>>> class Counting:
+...     def __init__(self) -> None:
+...         self.threads, self.attempts = ThreadBackend(max_workers=2), 0
+...     def run(self, tool, arguments, ctx, deadline):
+...         self.attempts += 1
+...         return self.threads.run(tool, arguments, ctx, deadline)
+...     def stats(self):
+...         return {"attempts": self.attempts}
+...     def shutdown(self, wait=True):
+...         self.threads.shutdown(wait)
+>>> @tool(timeout=5, backend="counted")
+... def double(x: int) -> int:
+...     return 2 * x
+>>> with ToolExecutor(backends={"counted": Counting()}) as executor:
+...     print(executor.execute(double, {"x": 21}), executor.stats()["counted_attempts"])
+Ok(value=42, update=None) 1
+
+What a backend answers is an :data:`Outcome`, made with :func:`returned`,
+:func:`raised`, :func:`timed_out`, :func:`not_sent` or :func:`shut_down`.
+"""
+
+from __future__ import annotations
+
+import collections.abc as c
+import typing as t
+
+from ._isolation import UNPICKLABLE
+from ._pool import RAISED, RETURNED, SATURATED, SHUT_DOWN, TIMED_OUT, Hook, WorkerPool
+from ._process_pool import ProcessPool, check_option
+from .tool import ON_TIMEOUT_MODES
+
+if t.TYPE_CHECKING:
+    from .run_context import RunContext
+    from .tool import Tool
+
+__all__ = [
+    "NOT_SENT",
+    "RAISED",
+    "RETURNED",
+    "SATURATED",
+    "SHUT_DOWN",
+    "TIMED_OUT",
+    "Backend",
+    "Outcome",
+    "ProcessBackend",
+    "ThreadBackend",
+    "not_sent",
+    "raised",
+    "returned",
+    "shut_down",
+    "timed_out",
+]
+
+#: The kind of outcome of an attempt that never started: something it needed
+#: could not be sent to where it runs (an argument that does not pickle, a tool
+#: longer than the backend accepts, an engine that cannot be reached). The value
+#: is a message saying what; the executor's ``Err`` quotes it.
+NOT_SENT = UNPICKLABLE
+
+#: What :meth:`Backend.run` returns: ``(kind, value, text)``. ``kind`` is one of
+#: :data:`RETURNED` (value: what the tool returned), :data:`RAISED` (value: the
+#: exception the tool raised; text: its ``str()`` where it was rendered, or None),
+#: :data:`TIMED_OUT` (the deadline passed and the attempt was stopped),
+#: :data:`NOT_SENT` (value: a message), :data:`SATURATED` (value: ``(stuck, cap)``)
+#: or :data:`SHUT_DOWN`. Plain tuples, so the thread backend pays nothing to make them.
+Outcome = tuple[str, t.Any, str | None]
+
+
+def returned(value: object) -> Outcome:
+    """The tool returned ``value`` (an ``Ok``/``Err`` passes through unchanged)."""
+    return (RETURNED, value, None)
+
+
+def raised(error: BaseException, text: str | None = None) -> Outcome:
+    """The tool raised ``error``; ``text`` is its ``str()`` if rendered where it ran.
+
+    An ``Exception`` is retried while attempts remain (and ``retry_on`` agrees); a
+    ``BaseException`` that is not one (``SystemExit``, a
+    :class:`~nous_tools.errors.ChildProcessDied` for a worker that died) never is.
+    """
+    return (RAISED, error, text)
+
+
+def timed_out() -> Outcome:
+    """The deadline passed and the attempt was stopped (terminal, never retried)."""
+    return (TIMED_OUT, None, None)
+
+
+def not_sent(message: str) -> Outcome:
+    """The attempt never started: ``message`` says what could not reach its worker."""
+    return (NOT_SENT, message, None)
+
+
+def shut_down() -> Outcome:
+    """The backend was shut down and runs no more attempts."""
+    return (SHUT_DOWN, None, None)
+
+
+@t.runtime_checkable
+class Backend(t.Protocol):
+    """Runs one attempt of a tool by a deadline; stops it at the deadline.
+
+    Only the attempt travels: approval, validation, conversion, retries and every
+    signal stay in the caller's process, in the executor.
+    """
+
+    def run(
+        self,
+        tool: Tool,
+        arguments: c.Mapping[str, t.Any],
+        ctx: RunContext[t.Any] | None,
+        deadline: float,
+    ) -> Outcome:
+        """Run one attempt: ``tool.function(ctx, **arguments)`` when ``ctx`` is not
+        None (it is the attempt's context: ``retry``, ``deadline`` and ``cancelled``
+        set), else ``tool.function(**arguments)``. Block until it ends or until
+        ``deadline`` (a ``time.monotonic()`` value, submission and queueing count
+        inside it), whichever is first. At the deadline stop the attempt (kill it
+        where the engine can), never let the engine re-run it, and return
+        :func:`timed_out` at once. An exception in the caller while it waits (Ctrl-C)
+        must stop the attempt the same way, then propagate. Anything else that goes
+        wrong is an outcome (:func:`raised`, :func:`not_sent`), never an exception."""
+        ...
+
+    def stats(self) -> dict[str, int]:
+        """Counts for monitoring; the executor's ``stats()`` prefixes them with the
+        backend's name."""
+        ...
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Run no more attempts; with ``wait``, wait for those under way (each ends by
+        its deadline). Idempotent. The executor calls it from its own ``shutdown``."""
+        ...
+
+
+class ThreadBackend:
+    """Worker threads under real-time deadlines: the default backend.
+
+    ``max_workers`` (default ``min(32, cpus + 4)``) bounds the attempts that run at
+    once; ``max_abandoned`` (default 64) the workers stuck past their deadlines
+    before new attempts get ``Err(ExecutorSaturated)``; ``on_timeout``
+    (``"interrupt"`` or ``"abandon"``) is the default for tools that set none.
+
+    A thread cannot be killed: at the deadline the attempt's ``ctx.cancelled`` is
+    set and, with ``"interrupt"``, ``ToolCancelled`` is raised in the worker at its
+    next Python bytecode; the worker is retired, never reused.
+
+    The hooks run in the pool's threads (workers, and the lanes of
+    ``execute_many``), like ``ThreadPoolExecutor``'s ``initializer``:
+    ``on_worker_start()`` when a thread starts, ``after_task()`` after each task it
+    ran (after the caller has its outcome; for an attempt abandoned at its
+    deadline, when the thread has finished with it), ``on_worker_exit()`` when it
+    ends. What a hook raises is logged and never changes an outcome or stops the
+    thread; a hook that blocks holds its thread (and ``shutdown(wait=True)``).
+    """
+
+    def __init__(
+        self,
+        max_workers: int | None = None,
+        *,
+        max_abandoned: int = 64,
+        on_timeout: str = "interrupt",
+        on_worker_start: Hook | None = None,
+        after_task: Hook | None = None,
+        on_worker_exit: Hook | None = None,
+    ) -> None:
+        if on_timeout not in ON_TIMEOUT_MODES:
+            raise ValueError(
+                f"option 'on_timeout' must be one of "
+                f"{', '.join(repr(m) for m in ON_TIMEOUT_MODES)}, got {on_timeout!r}"
+            )
+        self.pool = WorkerPool(
+            max_workers,
+            max_abandoned=max_abandoned,
+            on_worker_start=on_worker_start,
+            after_task=after_task,
+            on_worker_exit=on_worker_exit,
+        )
+        self.on_timeout = on_timeout
+        self._run = self.pool.run
+
+    def run(
+        self,
+        tool: Tool,
+        arguments: c.Mapping[str, t.Any],
+        ctx: RunContext[t.Any] | None,
+        deadline: float,
+    ) -> Outcome:
+        """Run the attempt in a worker thread; see :meth:`Backend.run`."""
+        interrupt = (tool.on_timeout or self.on_timeout) == "interrupt"
+        kwargs = arguments if type(arguments) is dict else dict(arguments)
+        if ctx is None:
+            return self._run(tool.function, (), kwargs, deadline, interrupt=interrupt)
+        return self._run(
+            tool.function, (ctx,), kwargs, deadline, cancelled=ctx.cancelled, interrupt=interrupt
+        )
+
+    def stats(self) -> dict[str, int]:
+        """``workers``, ``idle``, ``busy`` (= ``running``), ``abandoned``,
+        ``completed``, ``timed_out``, ``saturated``, ``pending``, ``max_workers``,
+        ``max_abandoned``."""
+        return self.pool.stats()
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Idle workers exit; with ``wait``, wait for the healthy running ones (never
+        for abandoned ones). Idempotent."""
+        self.pool.shutdown(wait)
+
+    def __repr__(self) -> str:
+        return f"<ThreadBackend max_workers={self.pool.max_workers}>"
+
+
+class ProcessBackend:
+    """Reused child processes, each attempt's child **killed** at its deadline.
+
+    What ``isolation="process"`` uses (see ``docs/how-to/process-isolation.md``):
+    ``max_workers`` (default: the usable CPUs, at least 2, at most 8) attempts at
+    once, ``max_tasks_per_child`` (default None) attempts before a child is
+    replaced. The function, arguments, deps and result must pickle; what does not
+    gets a clear ``Err``. Nothing starts until the first attempt.
+    """
+
+    def __init__(
+        self, max_workers: int | None = None, *, max_tasks_per_child: int | None = None
+    ) -> None:
+        check_option("ProcessBackend", "max_workers", max_workers)
+        check_option("ProcessBackend", "max_tasks_per_child", max_tasks_per_child)
+        self.pool = ProcessPool(max_workers, max_tasks_per_child=max_tasks_per_child)
+
+    def run(
+        self,
+        tool: Tool,
+        arguments: c.Mapping[str, t.Any],
+        ctx: RunContext[t.Any] | None,
+        deadline: float,
+    ) -> Outcome:
+        """Run the attempt in a child process; see :meth:`Backend.run`."""
+        kind, value = self.pool.run(tool, arguments, ctx, deadline)
+        return (kind, value, None)
+
+    def stats(self) -> dict[str, int]:
+        """``workers``, ``idle``, ``busy``, ``starting``, ``pending``, ``started``,
+        ``completed``, ``timed_out``, ``killed``, ``died``, ``recycled``,
+        ``start_failures``, ``max_workers``."""
+        return self.pool.stats()
+
+    def shutdown(self, wait: bool = True) -> None:
+        """End every child; with ``wait``, wait for running attempts and exits."""
+        self.pool.shutdown(wait)
+
+    def __repr__(self) -> str:
+        return f"<ProcessBackend max_workers={self.pool.max_workers}>"
+
+
+def check_backend(name: str, backend: object) -> None:
+    """Raise ``TypeError`` unless ``backend`` has callable ``run``, ``stats`` and
+    ``shutdown`` (what :class:`Backend` asks)."""
+    missing = [m for m in ("run", "stats", "shutdown") if not callable(getattr(backend, m, None))]
+    if missing:
+        raise TypeError(
+            f"backend {name!r} ({type(backend).__name__}) is not a Backend: it has no "
+            f"{', '.join(missing)} method (a backend needs run, stats and shutdown)"
+        )

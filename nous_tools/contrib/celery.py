@@ -1,0 +1,411 @@
+"""Run timed attempts on Celery's prefork workers, killed at their deadlines.
+
+``pip install 'nous-tools[celery]'``. The Django shop's engine: attempts of the
+tools that name this backend run on your Celery workers, the rest of the call
+(approval, validation, conversion, retries, signals) stays in the web process.
+
+In the module that makes your Celery app (the one the worker loads with ``-A``),
+install the task that runs attempts::
+
+    # proj/celery.py
+    from celery import Celery
+    from nous_tools.contrib.celery import install
+
+    app = Celery("proj", broker="redis://localhost:6379/0", backend="redis://localhost:6379/1")
+    app.conf.worker_prefetch_multiplier = 1
+    install(app)
+
+start the workers with the prefork pool (the only pool that can kill a task)::
+
+    celery -A proj worker -P prefork -c 4
+
+and in the web process::
+
+    from nous_tools import ToolExecutor
+    from nous_tools.contrib.celery import CeleryBackend
+    from proj.celery import app
+
+    executor = ToolExecutor(backends={"celery": CeleryBackend(app)})
+    # @tool(timeout=120, backend="celery") on the heavy tools
+
+How an attempt runs, and why:
+
+* One task message per attempt, for the registered task
+  ``nous_tools.run_attempt``: **early ack** (``acks_late=False``, whatever the
+  app's ``task_acks_late`` says), no ``autoretry_for``, ``max_retries=0``. A task
+  killed at its deadline is therefore never delivered again, and Celery never
+  retries one: a timeout is terminal.
+* It is sent with ``time_limit`` just above the attempt's remaining time
+  (``kill_grace`` seconds, default 1, above it): the prefork pool's own hard
+  kill, a safety net behind the caller's. And with ``expires`` at the deadline,
+  so a message that reaches a worker too late is dropped, not run.
+* The caller waits with ``AsyncResult.get(timeout=remaining)``. At the deadline
+  it revokes the task with ``terminate=True, signal="SIGKILL"`` (the worker kills
+  the pool process running it, or drops it if it has not started) and returns
+  ``Err(ToolTimeout)`` at once.
+* A pool process that dies (a segfault, ``os._exit``, the OOM killer) gives an
+  ``Err`` whose ``original_error`` is a :class:`~nous_tools.ChildProcessDied`
+  quoting Celery's ``WorkerLostError``; never retried.
+* The worker refuses an attempt (``Err``, nothing run) when its pool is not
+  prefork: the solo and thread pools cannot kill a task at its deadline.
+
+**The visibility timeout.** With a Redis or SQS broker, a message that a worker
+has reserved but not acknowledged is delivered again after the broker's
+``visibility_timeout`` (Redis: 3600 s, SQS: 1800 s unless
+``broker_transport_options`` says otherwise). Early ack keeps running tasks out
+of that window, but a message can wait in a worker's prefetch buffer behind
+running tasks, so a tool's timeout must stay below it: ``CeleryBackend`` refuses
+to start (``ValueError``) when ``max_timeout`` (the longest tool timeout it will
+run) plus ``kill_grace`` exceeds the visibility timeout, and refuses, per call
+(``Err``, never sent), a tool whose timeout exceeds ``max_timeout``. Set
+``worker_prefetch_multiplier = 1`` as well.
+
+**What travels**: the attempt is pickled (the function by reference: it must be
+a module-level function of a module the workers import), sent base64-encoded in
+a JSON message, and its reply comes back the same way through the result
+backend. The worker unpickles what the broker hands it, and the caller what the
+result backend hands it: as with Celery's own pickle serializer, whoever can
+write to the broker or the result backend can run code in the workers or the
+callers. Keep both private (Redis ``requirepass``/ACLs, TLS, no public port).
+"""
+
+from __future__ import annotations
+
+import base64
+import collections.abc as c
+import importlib
+import os
+import threading
+import typing as t
+import weakref
+
+from .. import _remote
+from .._clock import monotonic
+from .._isolation import Unpicklable
+from ..backend import Outcome, not_sent, raised, returned, shut_down, timed_out
+from ..errors import ChildProcessDied
+
+if t.TYPE_CHECKING:
+    from ..run_context import RunContext
+    from ..tool import Tool
+
+__all__ = ["TASK_NAME", "CeleryBackend", "install", "visibility_timeout"]
+
+#: The name of the task that runs attempts on the workers.
+TASK_NAME = "nous_tools.run_attempt"
+
+#: Default visibility timeouts (seconds) of the brokers that redeliver unacknowledged messages.
+_VISIBILITY_DEFAULTS = {"redis": 3600.0, "sqs": 1800.0}
+_REDIS_SCHEMES = ("redis", "rediss", "sentinel", "redis+socket", "socket")
+
+_in_pool_process = False  # set in each prefork pool process at its start
+_worker_pid: int | None = None  # the worker's main process
+_installed: weakref.WeakKeyDictionary[t.Any, t.Any] = weakref.WeakKeyDictionary()
+_signal_lock = threading.Lock()
+_signal_connected = False
+
+
+def _mark_worker(**_: t.Any) -> None:
+    global _worker_pid
+    _worker_pid = os.getpid()
+
+
+def _mark_pool_process(**_: t.Any) -> None:
+    global _in_pool_process
+    # Prefork sends this in each pool process, a child of the worker; the solo pool
+    # sends it in the worker's own process, and the thread pools not at all.
+    _in_pool_process = _worker_pid is not None and os.getpid() != _worker_pid
+
+
+def _connect_pool_signal() -> None:
+    """Learn, in each worker process, whether it is a prefork pool process
+    (``worker_init`` is sent in the worker's main process, ``worker_process_init``
+    in each process of its pool)."""
+    global _signal_connected
+    with _signal_lock:
+        if _signal_connected:
+            return
+        signals = importlib.import_module("celery.signals")
+        signals.worker_init.connect(_mark_worker, weak=False)
+        signals.worker_process_init.connect(_mark_pool_process, weak=False)
+        _signal_connected = True
+
+
+def _run_attempt(request: str, require_prefork: bool = True) -> str:
+    """The task: run one attempt on this worker; the reply, base64-encoded."""
+    if require_prefork and not _in_pool_process:
+        reply = _remote._unsent(
+            "the Celery worker does not run a prefork pool (start it with -P prefork): "
+            "its pool cannot kill an attempt at its deadline, so it refuses to run one"
+        )
+    else:
+        reply = _remote.run(base64.b64decode(request))
+    return base64.b64encode(reply).decode("ascii")
+
+
+def install(app: t.Any, *, require_prefork: bool = True) -> t.Any:
+    """Register the task that runs attempts (:data:`TASK_NAME`) on ``app`` and
+    return it; call it where the workers load the app. Idempotent.
+
+    The task acknowledges early (``acks_late=False``), is never retried
+    (``max_retries=0``, no ``autoretry_for``) and, unless ``require_prefork`` is
+    false (tests on the in-memory broker's solo pool), refuses to run outside a
+    prefork pool process.
+    """
+    _connect_pool_signal()
+    with _signal_lock:
+        existing = _installed.get(app)
+        if existing is not None:
+            return existing
+        task = _register(app, require_prefork)
+        _installed[app] = task
+        return task
+
+
+def _register(app: t.Any, require_prefork: bool) -> t.Any:
+
+    def run_attempt(request: str) -> str:
+        return _run_attempt(request, require_prefork)
+
+    run_attempt.__module__ = __name__
+    run_attempt.__qualname__ = "run_attempt"
+    return app.task(
+        name=TASK_NAME,
+        acks_late=False,
+        reject_on_worker_lost=False,
+        max_retries=0,
+        autoretry_for=(),
+        typing=False,
+        ignore_result=False,
+        track_started=False,
+        shared=False,
+    )(run_attempt)
+
+
+def _scheme(url: object) -> str:
+    if isinstance(url, (list, tuple)):
+        url = url[0] if url else None
+    if not isinstance(url, str) or "://" not in url:
+        return ""
+    return url.split("://", 1)[0].lower()
+
+
+def visibility_timeout(app: t.Any) -> tuple[str, float] | None:
+    """``(broker, seconds)`` for a broker that redelivers unacknowledged messages
+    after a visibility timeout (Redis, SQS), from ``broker_transport_options``
+    or the broker's default; None for other brokers."""
+    conf = app.conf
+    scheme = _scheme(conf.broker_url) or str(conf.broker_transport or "").lower()
+    if scheme in _REDIS_SCHEMES:
+        broker = "redis"
+    elif scheme == "sqs":
+        broker = "sqs"
+    else:
+        return None
+    options = conf.broker_transport_options or {}
+    value = options.get("visibility_timeout", _VISIBILITY_DEFAULTS[broker])
+    return broker, float(value)
+
+
+class CeleryBackend:
+    """A :class:`~nous_tools.backend.Backend` that runs each attempt as a Celery task
+    on a prefork worker, revoked with ``SIGKILL`` at its deadline.
+
+    ``app`` is your Celery app (with a broker and a result backend; not
+    ``task_always_eager``). ``max_timeout`` is the longest tool timeout this
+    backend runs (default: the broker's visibility timeout less ``kill_grace``,
+    or no limit for brokers without one). ``kill_grace`` (default 1 s) is how far
+    above the attempt's remaining time the task's ``time_limit`` is set.
+    ``queue`` routes the tasks (default: the app's routing). ``poll_interval`` is
+    how often a result backend that is polled (a database) is read; Redis pushes.
+
+    Raises ``ValueError`` (refuses to start) when the app cannot honour the
+    deadlines: no result backend, ``task_always_eager``, or a visibility timeout
+    shorter than ``max_timeout + kill_grace``.
+    """
+
+    def __init__(
+        self,
+        app: t.Any,
+        *,
+        max_timeout: float | None = None,
+        kill_grace: float = 1.0,
+        queue: str | None = None,
+        poll_interval: float = 0.05,
+    ) -> None:
+        for option, value in (("kill_grace", kill_grace), ("poll_interval", poll_interval)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(f"CeleryBackend option {option!r} must be > 0 s, got {value!r}")
+        conf = app.conf
+        if conf.task_always_eager:
+            raise ValueError(
+                "CeleryBackend refuses an app with task_always_eager: eager tasks run in the "
+                "caller, with no deadline and nothing to kill"
+            )
+        backend = conf.result_backend
+        if not backend or str(backend).startswith("disabled"):
+            raise ValueError(
+                "CeleryBackend needs a result backend (Celery(..., backend='redis://...')): "
+                "the caller waits for each attempt's reply there"
+            )
+        visibility = visibility_timeout(app)
+        if max_timeout is not None:
+            if isinstance(max_timeout, bool) or not isinstance(max_timeout, (int, float)):
+                raise TypeError(
+                    f"CeleryBackend option 'max_timeout' must be seconds, got {max_timeout!r}"
+                )
+            if max_timeout <= 0:
+                raise ValueError(
+                    f"CeleryBackend option 'max_timeout' must be > 0 s, got {max_timeout!r}"
+                )
+        if visibility is not None:
+            broker, seconds = visibility
+            if max_timeout is None:
+                max_timeout = seconds - kill_grace
+                if max_timeout <= 0:
+                    raise ValueError(
+                        f"CeleryBackend refuses to start: the {broker} broker's "
+                        f"visibility_timeout ({seconds:g} s) leaves no time for a tool"
+                    )
+            elif max_timeout + kill_grace > seconds:
+                raise ValueError(
+                    f"CeleryBackend refuses to start: the {broker} broker's visibility_timeout "
+                    f"({seconds:g} s) is shorter than the longest tool timeout it would run "
+                    f"(max_timeout={max_timeout:g} s, plus kill_grace={kill_grace:g} s): a "
+                    "message waiting longer than that is delivered again and runs twice. Raise "
+                    "broker_transport_options['visibility_timeout'] or lower max_timeout"
+                )
+        self.app = app
+        self.max_timeout = float(max_timeout) if max_timeout is not None else None
+        self.kill_grace = float(kill_grace)
+        self.queue = queue
+        self.poll_interval = float(poll_interval)
+        self._task = install(app)
+        exceptions = importlib.import_module("celery.exceptions")
+        billiard = importlib.import_module("billiard.exceptions")
+        self._get_timeout = exceptions.TimeoutError
+        self._revoked = exceptions.TaskRevokedError
+        self._lost = billiard.WorkerLostError
+        self._time_limit = billiard.TimeLimitExceeded
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._shutdown = False
+        self._counts = dict.fromkeys(
+            ("submitted", "completed", "timed_out", "died", "not_sent", "running"), 0
+        )
+
+    def _count(self, key: str, running: int = 0) -> None:
+        with self._lock:
+            self._counts[key] += 1
+            if running:
+                self._counts["running"] += running
+                if self._counts["running"] == 0:
+                    self._idle.notify_all()
+
+    def run(
+        self,
+        tool: Tool,
+        arguments: c.Mapping[str, t.Any],
+        ctx: RunContext[t.Any] | None,
+        deadline: float,
+    ) -> Outcome:
+        """Run one attempt as a Celery task; revoke it with ``SIGKILL`` at
+        ``deadline``. See :meth:`nous_tools.backend.Backend.run`."""
+        if self._shutdown:
+            return shut_down()
+        limit = self.max_timeout
+        if limit is not None and tool.timeout is not None and tool.timeout > limit:
+            self._count("not_sent")
+            return not_sent(
+                f"its timeout ({tool.timeout:g} s) is longer than this CeleryBackend runs "
+                f"(max_timeout={limit:g} s, below the broker's visibility_timeout)"
+            )
+        try:
+            request = _remote.encode(tool, arguments, ctx, deadline, engine="Celery")
+        except Unpicklable as exc:
+            self._count("not_sent")
+            return not_sent(str(exc))
+        remaining = deadline - monotonic()
+        if remaining <= 0:
+            self._count("timed_out")
+            return timed_out()
+        options: dict[str, t.Any] = {
+            "time_limit": remaining + self.kill_grace,
+            "expires": remaining,
+            "serializer": "json",
+        }
+        if self.queue is not None:
+            options["queue"] = self.queue
+        try:
+            result = self._task.apply_async((base64.b64encode(request).decode("ascii"),), **options)
+        except Exception as exc:
+            self._count("not_sent")
+            return not_sent(f"Celery could not send the task: {type(exc).__name__}: {exc}")
+        self._count("submitted", running=1)
+        try:
+            reply = result.get(
+                timeout=max(0.0, deadline - monotonic()), interval=self.poll_interval
+            )
+        except self._get_timeout:
+            self._kill(result)
+            self._count("timed_out", running=-1)
+            return timed_out()
+        except (self._time_limit, self._revoked):  # killed or dropped: the deadline passed
+            self._count("timed_out", running=-1)
+            return timed_out()
+        except self._lost as exc:
+            self._count("died", running=-1)
+            return raised(
+                ChildProcessDied(
+                    f"the Celery pool process running tool '{tool.name}' died: "
+                    f"{type(exc).__name__}: {exc}"
+                )
+            )
+        except Exception as exc:  # the broker or the result backend failed
+            self._kill(result)
+            self._count("not_sent", running=-1)
+            return not_sent(f"Celery could not run the attempt: {type(exc).__name__}: {exc}")
+        except BaseException:  # Ctrl-C in the caller: kill it as at a deadline
+            self._kill(result)
+            self._count("timed_out", running=-1)
+            raise
+        self._count("completed", running=-1)
+        try:
+            kind, value = _remote.decode(base64.b64decode(reply))
+        except Exception as exc:
+            return not_sent(
+                f"the Celery reply could not be read ({type(exc).__name__}: {exc}): is the "
+                f"worker running {TASK_NAME!r} from nous_tools.contrib.celery.install?"
+            )
+        if kind == "returned":
+            return returned(value)
+        return (kind, value, None)
+
+    def _kill(self, result: t.Any) -> None:
+        """Revoke the task: the worker kills the pool process running it (SIGKILL),
+        or drops the task if it has not started."""
+        try:
+            result.revoke(terminate=True, signal="SIGKILL")
+        except Exception:
+            from .._log import log
+
+            log.warning("nous_tools: could not revoke Celery task %s", result.id, exc_info=True)
+
+    def stats(self) -> dict[str, int]:
+        """``submitted``, ``completed``, ``timed_out`` (revoked with SIGKILL at the
+        deadline), ``died`` (pool processes lost), ``not_sent`` (refused before
+        sending, or the broker/result backend failed), ``running``."""
+        with self._lock:
+            return dict(self._counts)
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Send no more attempts; with ``wait``, wait for those under way (each ends
+        by its deadline). The workers and the app are yours: left as they are."""
+        with self._lock:
+            self._shutdown = True
+            if wait:
+                while self._counts["running"]:
+                    self._idle.wait()
+
+    def __repr__(self) -> str:
+        return f"<CeleryBackend app={self.app.main!r} max_timeout={self.max_timeout}>"
