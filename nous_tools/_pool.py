@@ -54,6 +54,7 @@ Design, and why:
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import contextvars
 import ctypes
@@ -65,7 +66,7 @@ import threading
 import time
 import typing as t
 
-from ._clock import monotonic
+from ._clock import _Clock
 from ._scope import Scope, here, in_worker
 from ._text import safe_str
 from .errors import ToolCancelled
@@ -96,6 +97,8 @@ _LANE_IDLE_SECONDS = 30.0
 #: The longest wait a lock accepts; every deadline is checked against it at construction.
 _WAIT_MAX = threading.TIMEOUT_MAX
 
+
+_allocate_lock = _thread.allocate_lock
 
 _hook_lock = threading.Lock()
 _hook_installed = False
@@ -136,6 +139,7 @@ class _Task(Scope):
         "fn",
         "interrupt",
         "kwargs",
+        "notify",
         "result",
         "worker",
     )
@@ -166,8 +170,11 @@ class _Task(Scope):
         self.result: Outcome = (TIMED_OUT, None, None)
         self.worker: _Worker | None = None
         self.accounted = False  # its abandonment has been counted
-        self.done = threading.Lock()
-        self.done.acquire()
+        # A batch waiting for several tasks at once (see submit): gets the task
+        # right after its ``done`` is released, whoever releases it.
+        self.notify: queue.SimpleQueue[t.Any] | None = None
+        self.done = done = _allocate_lock()
+        done.acquire()
 
 
 class _Worker:
@@ -277,7 +284,7 @@ class WorkerPool:
         interrupt: bool = True,
     ) -> Outcome:
         """Run ``fn(*args, **kwargs)`` in a worker, waiting until ``deadline`` (on
-        :func:`monotonic`'s clock) or the enclosing scope's deadline if earlier.
+        :func:`~nous_tools._clock.monotonic`'s clock) or the enclosing scope's deadline if earlier.
 
         At the deadline the task is abandoned: ``cancelled`` is set,
         ``ToolCancelled`` is raised in the worker when ``interrupt`` is true, the
@@ -286,36 +293,32 @@ class WorkerPool:
         cancellation of the caller's own attempt) abandons the task the same way,
         then propagates.
         """
-        if self._shutdown:
-            return (SHUT_DOWN, None, None)
-        if self._abandoned >= self.max_abandoned:
-            with self._lock:
-                self._saturated += 1
-            return (SATURATED, (self._abandoned, self.max_abandoned), None)
+        if self._shutdown or self._abandoned >= self.max_abandoned:
+            return self._refusal()
+        # Nested work (``here.nested``) always runs in a scope, so a thread outside
+        # every scope is a plain caller: it neither clamps nor adopts.
         parent = here.scope
         if parent is not None:
             limit = parent.deadline
             if limit is not None and limit < deadline:
                 deadline = limit
-        remaining = deadline - monotonic()
-        if remaining <= 0:  # an enclosing attempt's deadline has passed already
-            with self._lock:
-                self._timed_out += 1
-            return (TIMED_OUT, None, None)
+            if deadline <= _Clock.monotonic():  # an enclosing attempt's deadline has passed already
+                return self._expired()
         task = _Task(fn, args, kwargs, deadline, cancelled, interrupt)
         try:
-            if parent is not None and not parent.adopt(task):
-                return (TIMED_OUT, None, None)  # the enclosing attempt was cancelled
-            if here.nested:
-                self._spawn(task)  # a nested call never waits for capacity
+            if parent is not None:
+                if not parent.adopt(task):
+                    return (TIMED_OUT, None, None)  # the enclosing attempt was cancelled
+                self._enqueue(task, here.nested)
             else:
-                tasks = self._queue
-                tasks.put(task)
-                if tasks.qsize() > len(self._idle) and self._healthy < self.max_workers:
-                    self._spawn(None)
-                if self._shutdown:
-                    self._abandon(task, SHUT_DOWN)
-            finished = task.done.acquire(True, min(max(0.0, deadline - monotonic()), _WAIT_MAX))
+                self._enqueue(task, False)
+            # The clock is read here, just before the wait, so time spent getting
+            # here (a thread start, a wait for the GIL) is inside the deadline.
+            # (_Clock.monotonic, not a module-level alias, which freezegun would patch.)
+            wait = deadline - _Clock.monotonic()
+            if wait > _WAIT_MAX:
+                wait = _WAIT_MAX
+            finished = task.done.acquire(True, wait if wait > 0.0 else 0.0)
         except BaseException:
             self._abandon(task, TIMED_OUT)
             raise
@@ -328,6 +331,100 @@ class WorkerPool:
             return (TIMED_OUT, None, None)
         task.done.acquire()  # it finished as the deadline passed: its worker is handing over
         return task.result
+
+    def submit(
+        self,
+        fn: t.Callable[..., t.Any],
+        args: tuple[t.Any, ...],
+        kwargs: dict[str, t.Any],
+        deadline: float,
+        notify: queue.SimpleQueue[t.Any],
+        *,
+        cancelled: threading.Event | None = None,
+        interrupt: bool = True,
+    ) -> _Task | Outcome:
+        """Start ``fn(*args, **kwargs)`` as :meth:`run` does, without waiting: for a
+        caller that waits for several tasks at once (a batch's).
+
+        Returns the task, or the outcome at once when it cannot start (shut down,
+        saturated, the enclosing deadline passed or the scope cancelled). The task
+        belongs to the scope this thread works in (``here.scope``), so cancelling that
+        scope abandons it. ``notify`` gets the task as soon as it ends — finished, or
+        abandoned by whoever abandons it — and the caller then takes its outcome with
+        :meth:`outcome`; at the task's ``deadline`` (if it has not ended by then) the
+        caller calls :meth:`expire`. A caller interrupted in between cancels its scope.
+        """
+        if self._shutdown or self._abandoned >= self.max_abandoned:
+            return self._refusal()
+        parent = here.scope
+        if parent is not None:
+            limit = parent.deadline
+            if limit is not None and limit < deadline:
+                deadline = limit
+            if deadline <= _Clock.monotonic():
+                return self._expired()
+        task = _Task(fn, args, kwargs, deadline, cancelled, interrupt)
+        task.notify = notify
+        try:
+            if parent is not None:
+                if not parent.adopt(task):
+                    parent.release(task)
+                    return (TIMED_OUT, None, None)  # the enclosing scope was cancelled
+                self._enqueue(task, here.nested)
+            else:
+                self._enqueue(task, False)
+        except BaseException:
+            self._abandon(task, TIMED_OUT)
+            raise
+        return task
+
+    @staticmethod
+    def outcome(task: _Task) -> Outcome:
+        """The outcome of a submitted task that has ended (its ``notify`` said so)."""
+        task.done.acquire()
+        return task.result
+
+    def expire(self, task: _Task) -> Outcome:
+        """A submitted task whose deadline has passed: abandoned as :meth:`run` would
+        at the deadline, unless it finished meanwhile (then its outcome)."""
+        if self._abandon(task, TIMED_OUT):
+            return (TIMED_OUT, None, None)
+        task.done.acquire()  # it finished as the deadline passed: its worker is handing over
+        return task.result
+
+    def forget(self, task: _Task) -> None:
+        """Drop a submitted task that has ended from its enclosing scope's books."""
+        parent = here.scope
+        if parent is not None:
+            parent.release(task)
+
+    def _enqueue(self, task: _Task, nested: bool) -> None:
+        """Hand ``task`` to the workers: a nested call gets a worker of its own (it
+        never waits for capacity); any other waits in the queue, and a worker is
+        started when the queue holds more tasks than there are idle workers."""
+        if nested:
+            self._spawn(task)
+            return
+        tasks = self._queue
+        tasks.put(task)
+        if self._healthy < self.max_workers and tasks.qsize() > len(self._idle):
+            self._spawn(None)
+        if self._shutdown:
+            self._abandon(task, SHUT_DOWN)
+
+    def _refusal(self) -> Outcome:
+        """Why a call cannot start now: the pool is shut down, or saturated."""
+        if self._shutdown:
+            return (SHUT_DOWN, None, None)
+        with self._lock:
+            self._saturated += 1
+        return (SATURATED, (self._abandoned, self.max_abandoned), None)
+
+    def _expired(self) -> Outcome:
+        """A call whose enclosing deadline passed before it could start."""
+        with self._lock:
+            self._timed_out += 1
+        return (TIMED_OUT, None, None)
 
     def _abandon(self, task: _Task, kind: str) -> bool:
         """Decide ``task``'s outcome as ``kind`` unless it has finished; True when
@@ -359,6 +456,8 @@ class WorkerPool:
         finally:
             if claims.get("finish") is mine:
                 task.done.release()
+                if task.notify is not None:
+                    task.notify.put(task)
         if not started:
             return True
         children = task.children
@@ -534,6 +633,8 @@ class WorkerPool:
                     break
                 task.result = result
                 task.done.release()
+                if task.notify is not None:
+                    task.notify.put(task)
                 me.completed += 1
                 task = None
         except ToolCancelled:
@@ -543,6 +644,8 @@ class WorkerPool:
                 task.result = result
                 with contextlib.suppress(RuntimeError):
                     task.done.release()
+                    if task.notify is not None:
+                        task.notify.put(task)
                 lost = False
             else:
                 lost = True

@@ -45,7 +45,8 @@ from .approval import check_approval
 from .errors import ExecutorSaturated, ExecutorShutdown, ToolError, ToolTimeout
 from .results import Err, Ok, Result
 from .results import ok_fast as _ok
-from .run_context import RunContext
+from .run_context import AttemptCancelled, RunContext
+from .run_context import for_attempt as _for_attempt
 from .tool import ON_TIMEOUT_MODES, Tool
 
 __all__ = ["ToolCall", "ToolExecutor", "default_executor", "execute", "execute_many"]
@@ -139,9 +140,7 @@ def _with_attempt(
     deadline: float | None = None,
     cancelled: threading.Event | None = None,
 ) -> RunContext[t.Any]:
-    if cancelled is None:
-        return attrs.evolve(ctx, retry=retry, deadline=deadline)
-    return attrs.evolve(ctx, retry=retry, deadline=deadline, cancelled=cancelled)
+    return _for_attempt(ctx, retry, deadline, cancelled)
 
 
 class ToolExecutor:
@@ -652,7 +651,10 @@ class ToolExecutor:
             kind, value, text = self._timed(tool, arguments, ctx, attempt, timeout)
         duration = time.perf_counter_ns() - began if emit else 0
         if kind == RETURNED:
-            result = value if isinstance(value, (Ok, Err)) else Ok(value)
+            if type(value) is Ok or type(value) is Err or isinstance(value, (Ok, Err)):
+                result = value
+            else:
+                result = _ok(value)
             if _stop.receivers:
                 _send(
                     _stop,
@@ -712,7 +714,7 @@ class ToolExecutor:
             return kind, value, None
         cancelled: threading.Event | None = None
         if tool.takes_ctx:
-            cancelled = threading.Event()
+            cancelled = AttemptCancelled()  # its Condition is made only if it is used
             call_args: tuple[t.Any, ...] = (_with_attempt(ctx, attempt - 1, deadline, cancelled),)
         else:
             call_args = ()
