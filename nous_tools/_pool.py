@@ -234,6 +234,18 @@ def unshield(me: _Worker) -> None:
         raise ToolCancelled
 
 
+#: The fewest workers a pool gets by default: a model's batch of parallel tool
+#: calls (eight is a common upper end) runs at once even on a small machine.
+DEFAULT_MIN_WORKERS = 8
+
+
+def default_max_workers() -> int:
+    """``max_workers`` when none is given: ``min(32, cpus + 4)`` as in
+    ``ThreadPoolExecutor`` (tools mostly wait on I/O), but at least
+    :data:`DEFAULT_MIN_WORKERS`. Workers start only when calls need them."""
+    return max(DEFAULT_MIN_WORKERS, min(32, (os.cpu_count() or 1) + 4))
+
+
 class WorkerPool:
     """Daemon worker threads that run callables under real-time deadlines."""
 
@@ -241,7 +253,7 @@ class WorkerPool:
         self, max_workers: int | None = None, *, max_abandoned: int = 64, name: str = "nous-tools"
     ) -> None:
         if max_workers is None:
-            max_workers = min(32, (os.cpu_count() or 1) + 4)
+            max_workers = default_max_workers()
         if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
             raise ValueError(f"option 'max_workers' must be an int >= 1, got {max_workers!r}")
         if (
@@ -672,11 +684,23 @@ class WorkerPool:
 
     # -- lanes -------------------------------------------------------------------
 
-    def start_lane(self, fn: t.Callable[[], None], scope: Scope) -> None:
+    def start_lane(
+        self,
+        fn: t.Callable[[], None],
+        scope: Scope,
+        *,
+        context: contextvars.Context | None = None,
+    ) -> None:
         """Run ``fn()`` in a lane: a daemon thread that coordinates calls (a batch's),
-        in a copy of the caller's context, working in ``scope``, nested when the
-        caller is. Lanes are reused; they are not workers and take no capacity."""
-        job = (contextvars.copy_context(), fn, scope, here.nested)
+        in ``context`` (default: a copy of the caller's), working in ``scope``, nested
+        when the caller is. Lanes are reused; they are not workers and take no
+        capacity."""
+        job = (
+            context if context is not None else contextvars.copy_context(),
+            fn,
+            scope,
+            here.nested,
+        )
         if len(self._idle_lanes) > self._lanes.qsize():
             self._lanes.put(job)
             return

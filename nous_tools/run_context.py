@@ -179,8 +179,8 @@ _set_cancelled = _slot["cancelled"].__set__
 def for_attempt(
     ctx: RunContext[t.Any],
     retry: int,
-    deadline: float | None,
-    cancelled: threading.Event | None,
+    deadline: float | None = None,
+    cancelled: threading.Event | None = None,
 ) -> RunContext[t.Any]:
     """``attrs.evolve(ctx, retry=retry, deadline=deadline[, cancelled=cancelled])``,
     copied field by field (the executor's hot path: evolve runs every validator
