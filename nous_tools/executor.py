@@ -35,7 +35,6 @@ import traceback
 import typing as t
 
 import attrs
-import tenacity
 
 from . import _isolation, _pool
 from . import signals as _signals
@@ -96,6 +95,8 @@ def _should_retry(tool: Tool, exc: BaseException, attempt: int) -> bool:
         return True
     if isinstance(retry_on, tuple):
         return isinstance(exc, retry_on)
+    import tenacity  # imported at the first retry, not with the package
+
     state = tenacity.RetryCallState(retry_object=None, fn=None, args=(), kwargs={})  # type: ignore[arg-type]
     state.attempt_number = attempt
     state.set_exception((type(exc), exc, exc.__traceback__))
@@ -940,6 +941,8 @@ class ToolExecutor:
     ) -> Result:
         """Attempts 2..total, driven by tenacity (entered only after a first failure
         that may be retried)."""
+        import tenacity  # imported at the first retry, not with the package
+
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(total),
             wait=tool.retry_wait if tool.retry_wait is not None else tenacity.wait_none(),

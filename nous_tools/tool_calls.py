@@ -49,9 +49,7 @@ import typing as t
 
 import attrs
 
-from ._convert import unstructure as _unstructure
 from ._log import log as _safe_log
-from ._strict import nulls_to_defaults
 from ._text import RENDER_SECONDS, render_bounded
 from ._text import safe_str as _safe_str
 from .context_update import ContextUpdate
@@ -416,6 +414,8 @@ def _defaults_for_nulls(tool: Tool, arguments: c.Mapping[str, t.Any]) -> c.Mappi
     else:
         return arguments  # nothing that could hold a null: the common case
     try:
+        from ._strict import nulls_to_defaults
+
         return nulls_to_defaults(schema, arguments)
     except Exception:  # a schema or arguments we cannot walk: leave them to validation
         return arguments
@@ -466,7 +466,9 @@ def _rendered(value: object) -> str:
 def _json_ready(value: object) -> object:
     """``json.dumps``'s fallback: the value unstructured, else its ``repr``."""
     try:
-        plain = _unstructure(value)
+        from ._convert import unstructure  # with the first tool made: loaded by now
+
+        plain = unstructure(value)
     except Exception:
         return _safe_repr(value)
     return _safe_repr(value) if plain is value else plain
