@@ -187,8 +187,10 @@ class _Worker:
 
     __slots__ = (
         "abandoned",
+        "bell",
         "cancelled",
         "completed",
+        "fd",
         "gone",
         "healthy",
         "ident",
@@ -207,6 +209,58 @@ class _Worker:
         self.lock = threading.Lock()
         self.shield = 0
         self.thread: threading.Thread | None = None
+        # What it sleeps on while idle: an eventfd (see _ring), else a lock.
+        self.fd = _take_fd()
+        self.bell: t.Any = None
+        if self.fd < 0:
+            self.bell = _allocate_lock()
+            self.bell.acquire()
+
+
+# Waking an idle worker. A thread that releases a lock while it holds the GIL
+# wakes the sleeper only for it to find the GIL taken and sleep again: four
+# context switches where two would do, which is most of a hand-off's cost on a
+# busy core. ``os.eventfd_write`` releases the GIL around the system call that
+# wakes the worker, so the worker takes the GIL at once (Linux; elsewhere, a lock).
+# A worker's eventfd is never closed, only handed to the next worker when it ends:
+# a caller that looked at an idle worker a moment too long ago may still ring its
+# bell, and must not reach another file that took the number.
+_eventfd = getattr(os, "eventfd", None)
+_spare_fds: list[int] = []
+
+
+def _take_fd() -> int:
+    """An eventfd for a new worker (a spare one if any), or -1 where there is none."""
+    try:
+        return _spare_fds.pop()
+    except IndexError:
+        pass
+    if _eventfd is None:
+        return -1
+    try:
+        return int(_eventfd(0))  # EFD_CLOEXEC by default
+    except OSError:  # out of descriptors: this worker sleeps on a lock
+        return -1
+
+
+def _ring(worker: _Worker) -> None:
+    """Wake ``worker`` if it sleeps (a spare wake-up is harmless: it looks again)."""
+    fd = worker.fd
+    if fd >= 0:
+        with contextlib.suppress(OSError):
+            os.eventfd_write(fd, 1)  # the GIL is released while the worker wakes
+    else:
+        with contextlib.suppress(RuntimeError):  # rung already
+            worker.bell.release()
+
+
+def _sleep(worker: _Worker) -> None:
+    """Sleep until ``worker``'s bell rings (at once if it rang meanwhile)."""
+    fd = worker.fd
+    if fd >= 0:
+        os.eventfd_read(fd)
+    else:
+        worker.bell.acquire()
 
 
 def shield() -> _Worker | None:
@@ -270,7 +324,7 @@ class WorkerPool:
         self._name = name
         self._lock = threading.Lock()
         self._queue: queue.SimpleQueue[_Task | None] = queue.SimpleQueue()
-        self._idle: list[None] = []  # one item per worker waiting on the queue
+        self._idle: list[_Worker] = []  # idle workers, the one idle last on top
         self._workers: set[_Worker] = set()  # registered and not yet gone
         self._healthy = 0  # registered workers that were never abandoned
         self._abandoned = 0  # abandoned workers still running
@@ -419,8 +473,14 @@ class WorkerPool:
             return
         tasks = self._queue
         tasks.put(task)
-        if self._healthy < self.max_workers and tasks.qsize() > len(self._idle):
-            self._spawn(None)
+        idle = self._idle
+        try:
+            worker = idle[-1]  # the one idle last: its thread is warm
+        except IndexError:
+            if self._healthy < self.max_workers and tasks.qsize() > len(idle):
+                self._spawn(None)
+        else:
+            _ring(worker)  # it takes itself off the idle stack, then a queued task
         if self._shutdown:
             self._abandon(task, SHUT_DOWN)
 
@@ -585,6 +645,24 @@ class WorkerPool:
         with contextlib.suppress(Exception):
             self._spawn(None)
 
+    def _next(self, me: _Worker) -> _Task | None:
+        """The next queued task for worker ``me``, sleeping while there is none
+        (None: shut down). An idle worker stands on the idle stack, where a caller
+        that queues a task rings the bell of the one on top; only the worker itself
+        ever takes itself off the stack, so no interruption of a caller can leave a
+        worker asleep and forgotten."""
+        tasks = self._queue
+        idle = self._idle
+        while True:
+            try:
+                return tasks.get_nowait()
+            except queue.Empty:
+                pass
+            idle.append(me)
+            if not tasks.qsize():  # (a task queued meanwhile by one who saw no one idle)
+                _sleep(me)
+            idle.remove(me)
+
     def _work(self, me: _Worker, task: _Task | None) -> None:
         """A worker's life. Nothing is ever sent to it before it runs a task, so it
         registers itself safely; ``first`` is a nested call's task, run at once."""
@@ -614,41 +692,41 @@ class WorkerPool:
                         with self._lock:
                             if self._healthy > self.max_workers:
                                 break
-                    idle.append(None)
-                    task = tasks.get()
-                    idle.pop()
+                    task = self._next(me)
                     if task is None:
                         break  # shutdown
-                    if (
-                        tasks.qsize() > len(idle)
-                        and self._healthy < self.max_workers
-                        and not self._shutdown
-                    ):
-                        self._try_spawn()
+                    if tasks.qsize() and not self._shutdown:
+                        try:  # more waiting: wake another idle worker, or start one
+                            _ring(idle[-1])
+                        except IndexError:
+                            if self._healthy < self.max_workers:
+                                self._try_spawn()
                 if task.claims.setdefault("start", me) is not me:
                     task = None  # dropped while queued
-                    continue
-                task.worker = me  # only the worker that won the task: it may be sent a cancel
-                here.scope = task
-                try:
-                    result = (
-                        RETURNED,
-                        task.context.run(task.fn, *task.args, **task.kwargs),
-                        None,
-                    )
-                except BaseException as exc:  # the callable's, handed to the caller
-                    result = (RAISED, exc, safe_str(exc))  # rendered inside the deadline
-                here.scope = None
-                task.fn = task.args = task.kwargs = task.context = None  # type: ignore[assignment]
-                if task.claims.setdefault("finish", me) is not me:
-                    lost = True  # abandoned at its deadline: retire, never reused
-                    break
-                task.result = result
-                task.done.release()
-                if task.notify is not None:
-                    task.notify.put(task)
-                me.completed += 1
-                task = None
+                else:
+                    # (No ``continue`` above: in CPython 3.11 an exception raised at
+                    # such a jump can skip this try statement, gh-107901.)
+                    task.worker = me  # only the worker that won it: it may be sent a cancel
+                    here.scope = task
+                    try:
+                        result = (
+                            RETURNED,
+                            task.context.run(task.fn, *task.args, **task.kwargs),
+                            None,
+                        )
+                    except BaseException as exc:  # the callable's, handed to the caller
+                        result = (RAISED, exc, safe_str(exc))  # rendered inside the deadline
+                    here.scope = None
+                    task.fn = task.args = task.kwargs = task.context = None  # type: ignore[assignment]
+                    if task.claims.setdefault("finish", me) is not me:
+                        lost = True  # abandoned at its deadline: retire, never reused
+                        break
+                    task.result = result
+                    task.done.release()
+                    if task.notify is not None:
+                        task.notify.put(task)
+                    me.completed += 1
+                    task = None
         except ToolCancelled:
             # The cancellation sent because its task was abandoned. (Should one ever
             # arrive after it won its task, the caller still gets the result.)
@@ -678,6 +756,8 @@ class WorkerPool:
                             self._abandoned -= 1
                         self._completed += me.completed
                         self._workers.discard(me)
+                        if me.fd >= 0:
+                            _spare_fds.append(me.fd)  # to the next worker; never closed
                 break
             except ToolCancelled:
                 continue
@@ -763,6 +843,8 @@ class WorkerPool:
             workers = [w for w in self._workers if w.healthy]
         for _ in workers:
             self._queue.put(None)
+        for worker in list(self._idle):
+            _ring(worker)  # it looks at the queue and finds its None
         for _ in range(len(self._idle_lanes)):
             self._lanes.put(None)
         if not wait:
