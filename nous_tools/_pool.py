@@ -187,6 +187,7 @@ class _Worker:
 
     __slots__ = (
         "abandoned",
+        "asleep",
         "bell",
         "cancelled",
         "completed",
@@ -209,7 +210,9 @@ class _Worker:
         self.lock = threading.Lock()
         self.shield = 0
         self.thread: threading.Thread | None = None
-        # What it sleeps on while idle: an eventfd (see _ring), else a lock.
+        # What it sleeps on while idle: an eventfd (see _ring), else a lock; and
+        # whether it is (about to be) asleep there, so only a sleeper's bell is rung.
+        self.asleep = False
         self.fd = _take_fd()
         self.bell: t.Any = None
         if self.fd < 0:
@@ -244,7 +247,9 @@ def _take_fd() -> int:
 
 
 def _ring(worker: _Worker) -> None:
-    """Wake ``worker`` if it sleeps (a spare wake-up is harmless: it looks again)."""
+    """Wake ``worker``, which is asleep or about to be (a spare wake-up is harmless:
+    it looks at the queue again). Nobody else rings it for this sleep."""
+    worker.asleep = False
     fd = worker.fd
     if fd >= 0:
         with contextlib.suppress(OSError):
@@ -480,7 +485,8 @@ class WorkerPool:
             if self._healthy < self.max_workers and tasks.qsize() > len(idle):
                 self._spawn(None)
         else:
-            _ring(worker)  # it takes itself off the idle stack, then a queued task
+            if worker.asleep:  # (awake: it is looking at the queue, or was rung already)
+                _ring(worker)  # it takes itself off the idle stack, then a queued task
         if self._shutdown:
             self._abandon(task, SHUT_DOWN)
 
@@ -659,8 +665,14 @@ class WorkerPool:
             except queue.Empty:
                 pass
             idle.append(me)
-            if not tasks.qsize():  # (a task queued meanwhile by one who saw no one idle)
+            # Asleep before looking again: a task queued after this look finds the
+            # flag set and rings the bell; one queued before it is seen here.
+            me.asleep = True
+            if tasks.qsize():
+                me.asleep = False
+            else:
                 _sleep(me)
+                me.asleep = False
             idle.remove(me)
 
     def _work(self, me: _Worker, task: _Task | None) -> None:
@@ -697,10 +709,13 @@ class WorkerPool:
                         break  # shutdown
                     if tasks.qsize() and not self._shutdown:
                         try:  # more waiting: wake another idle worker, or start one
-                            _ring(idle[-1])
+                            other = idle[-1]
                         except IndexError:
                             if self._healthy < self.max_workers:
                                 self._try_spawn()
+                        else:
+                            if other.asleep:
+                                _ring(other)
                 if task.claims.setdefault("start", me) is not me:
                     task = None  # dropped while queued
                 else:
