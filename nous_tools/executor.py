@@ -48,6 +48,8 @@ from .approval import check_approval
 from .errors import ExecutorSaturated, ExecutorShutdown, ToolError, ToolTimeout
 from .results import Err, Ok, Result
 from .results import ok_fast as _ok
+from .results import _set_update as _set_ok_update
+from .results import _set_value as _set_ok_value
 from .run_context import AttemptCancelled, RunContext
 from .run_context import for_attempt as _for_attempt
 from .tool import ON_TIMEOUT_MODES, Tool
@@ -56,6 +58,8 @@ __all__ = ["ToolCall", "ToolExecutor", "default_executor", "execute", "execute_m
 
 _log = _safe_log
 _logger = _log.logger
+_DEBUG = logging.DEBUG
+_new_ok = object.__new__
 
 _BARE_CONTEXT: RunContext[t.Any] = RunContext()
 
@@ -335,7 +339,9 @@ class ToolExecutor:
         runs inline; a cancellation that arrives meanwhile is raised on return."""
         token = _pool.shield()
         try:
-            return self._execute(tool, arguments, ctx, call_id, skip_approval=skip_approval)
+            return self._execute(
+                tool, arguments, ctx, call_id, skip_approval=skip_approval, shielded=True
+            )
         except BaseException as exc:  # a bug of ours must not reach the caller either
             if interrupts(exc):
                 raise
@@ -849,10 +855,13 @@ class ToolExecutor:
         call_id: str | None,
         *,
         skip_approval: bool = False,
+        shielded: bool = False,
         job: _Job | None = None,
     ) -> Result:
-        """The pipeline. ``job``: a call of a batch (see :meth:`_run_batch`), whose
-        timed first attempt is handed to a worker and not waited for here."""
+        """The pipeline. ``shielded``: called by :meth:`_shielded` (perhaps in a pool
+        worker, whose shield an inline tool must leave). ``job``: a call of a batch
+        (see :meth:`_run_batch`), whose timed first attempt is handed to a worker and
+        not waited for here."""
         if type(tool) is not Tool and not isinstance(tool, Tool):
             return Err(ToolError(f"execute expects a Tool, got {type(tool).__name__}"))
         if ctx is None:
@@ -898,7 +907,7 @@ class ToolExecutor:
         total = tool.retries + 1
         if job is not None and tool.timeout is not None and tool.isolation == "thread":
             return self._hand_off(job, tool, arguments, ctx, call_id, total)  # type: ignore[no-any-return]
-        if _logger.isEnabledFor(logging.DEBUG):
+        if _logger.isEnabledFor(_DEBUG):
             began = time.perf_counter()
             outcome = self._attempt(tool, arguments, ctx, 1, total, call_id)
             if type(outcome) is Ok:
@@ -908,7 +917,7 @@ class ToolExecutor:
             tool.timeout is None
             and not tool.takes_ctx
             and not (_start.receivers or _stop.receivers or _exception.receivers)
-            and here.worker is None
+            and not shielded
         ):
             # The most common call, inline and unobserved: attempt 1 as _attempt runs
             # it (which see), without its signals and a frame fewer.
@@ -921,7 +930,13 @@ class ToolExecutor:
                     raise  # the user's Ctrl-C, or this thread's attempt was cancelled
                 outcome = self._raised(tool, arguments, exc, _safe_str(exc), 1, total, 0)
             else:
-                return value if type(value) is Ok or type(value) is Err else _ok(value)
+                kind = type(value)
+                if kind is Ok or kind is Err:
+                    return value  # type: ignore[no-any-return]
+                result = _new_ok(Ok)  # Ok(value), as ok_fast builds it, a call fewer
+                _set_ok_value(result, value)
+                _set_ok_update(result, None)
+                return result
         else:
             outcome = self._attempt(tool, arguments, ctx, 1, total, call_id)
         if type(outcome) is not _Failure:
@@ -1305,7 +1320,15 @@ def execute(
     executor = _default
     if executor is None:
         executor = default_executor()
-    return executor.execute(tool, arguments, ctx)
+    # ToolExecutor.execute, a frame shorter (this is the most common call of all).
+    if here.nested:
+        return executor._shielded(tool, arguments, ctx, None, False)
+    try:
+        return executor._execute(tool, arguments, ctx, None)
+    except BaseException as exc:  # a bug of ours must not reach the caller either
+        if interrupts(exc):
+            raise
+        return _internal_error(tool, exc)
 
 
 def execute_many(
