@@ -11,7 +11,7 @@ rounds interleaved across the cases (a slow moment of the machine hits all of
 them); the median per-call time is quoted. The garbage collector is off inside a
 timed loop, as with :mod:`timeit`.
 
-A full run repeats the whole measurement ``--runs`` times (default 3) and reports,
+A full run repeats the whole measurement ``--runs`` times (default 5) and reports,
 for every figure, the median of the runs and their range, and for every target in
 how many runs it was met: one lucky run proves nothing on a shared machine.
 
@@ -110,7 +110,7 @@ class Settings:
 
 
 FULL = Settings(
-    runs=3,
+    runs=5,
     rounds=15,
     round_ms=50.0,
     batch_rounds=7,
@@ -1313,7 +1313,7 @@ def main(argv: list[str] | None = None) -> int:
         choices=["conversion", "validation"],
         help="run one section only (printed; written only with --output)",
     )
-    parser.add_argument("--runs", type=int, help="whole runs to aggregate (default 3, quick 1)")
+    parser.add_argument("--runs", type=int, help="whole runs to aggregate (default 5, quick 1)")
     parser.add_argument("--rounds", type=int, help="timing rounds per case (default 15, quick 3)")
     parser.add_argument("--round-ms", type=float, help="target milliseconds per timed round")
     parser.add_argument(
