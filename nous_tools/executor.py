@@ -47,9 +47,9 @@ from ._text import safe_str as _safe_str
 from .approval import check_approval
 from .errors import ExecutorSaturated, ExecutorShutdown, ToolError, ToolTimeout
 from .results import Err, Ok, Result
-from .results import ok_fast as _ok
 from .results import _set_update as _set_ok_update
 from .results import _set_value as _set_ok_value
+from .results import ok_fast as _ok
 from .run_context import AttemptCancelled, RunContext
 from .run_context import for_attempt as _for_attempt
 from .tool import ON_TIMEOUT_MODES, Tool
@@ -904,10 +904,10 @@ class ToolExecutor:
                 return converted
             arguments = converted
         # 3. attempts
-        total = tool.retries + 1
         if job is not None and tool.timeout is not None and tool.isolation == "thread":
-            return self._hand_off(job, tool, arguments, ctx, call_id, total)  # type: ignore[no-any-return]
+            return self._hand_off(job, tool, arguments, ctx, call_id, tool.retries + 1)  # type: ignore[no-any-return]
         if _logger.isEnabledFor(_DEBUG):
+            total = tool.retries + 1
             began = time.perf_counter()
             outcome = self._attempt(tool, arguments, ctx, 1, total, call_id)
             if type(outcome) is Ok:
@@ -924,10 +924,12 @@ class ToolExecutor:
             try:
                 value = tool.function(**arguments)
             except Exception as exc:
+                total = tool.retries + 1
                 outcome = self._raised(tool, arguments, exc, _safe_str(exc), 1, total, 0)
             except BaseException as exc:
                 if interrupts(exc):
                     raise  # the user's Ctrl-C, or this thread's attempt was cancelled
+                total = tool.retries + 1
                 outcome = self._raised(tool, arguments, exc, _safe_str(exc), 1, total, 0)
             else:
                 kind = type(value)
@@ -938,6 +940,7 @@ class ToolExecutor:
                 _set_ok_update(result, None)
                 return result
         else:
+            total = tool.retries + 1
             outcome = self._attempt(tool, arguments, ctx, 1, total, call_id)
         if type(outcome) is not _Failure:
             return outcome  # type: ignore[return-value]  # not a _Failure

@@ -41,7 +41,7 @@ import attrs
 from . import _canonical
 from . import executor as _executor_module
 from ._log import log as _safe_log
-from ._scope import interrupts
+from ._scope import here, interrupts
 from ._text import safe_str as _safe_str
 from .advice import Advice
 from .approval_store import ApprovalStore, InMemoryApprovalStore
@@ -276,7 +276,10 @@ class Registry:
                 executor = _executor_module._default or default_executor()
             if name in self.advice._chains:  # the one dict lookup of an unadvised call
                 return self._advised(executor.execute, tool, arguments, ctx, call_id)
-            return executor.execute(tool, arguments, ctx, call_id=call_id)
+            # executor.execute, a frame shorter (this try does what its try does)
+            if here.nested:
+                return executor._shielded(tool, arguments, ctx, call_id, False)
+            return executor._execute(tool, arguments, ctx, call_id)
         except BaseException as exc:
             if interrupts(exc):
                 raise

@@ -69,9 +69,11 @@ class AttemptCancelled(threading.Event):
     ``wait()`` racing to make it share one). ``is_set()`` reads the flag alone.
     """
 
-    def __init__(self) -> None:
-        self._flag = False
-        self._cond: threading.Condition | None = None
+    # Class-level defaults: an event nobody touches never gets a ``__dict__``, and
+    # making one runs no Python code at all (no Condition: see _condition).
+    _flag = False
+    _cond: threading.Condition | None = None
+    __init__ = object.__init__
 
     def _condition(self) -> threading.Condition:
         cond = self._cond
