@@ -1,7 +1,7 @@
 """nous_tools side by side with the limit (a direct call), a bare thread pool and the peers.
 
 Run it with ``make bench`` (installs the ``bench`` extra first) or
-``.venv/bin/python benchmarks/compare.py [--quick] [--rounds N] [--output PATH]``.
+``.venv/bin/python benchmarks/compare.py [--quick] [--runs N] [--rounds N] [--output PATH]``.
 
 Everything is measured in one process, as ratios: the machine is shared and noisy,
 so absolute times move from run to run while ratios measured in the same run hold.
@@ -11,14 +11,19 @@ rounds interleaved across the cases (a slow moment of the machine hits all of
 them); the median per-call time is quoted. The garbage collector is off inside a
 timed loop, as with :mod:`timeit`.
 
-This is a benchmark, not a test: it reports the targets of issue 7 as met or
-missed and always exits 0 (unless it crashes). A full run writes
-``benchmarks/RESULTS.md``; ``--quick`` (a smoke run, well under a minute) writes
-only when ``--output`` is given.
+A full run repeats the whole measurement ``--runs`` times (default 5) and reports,
+for every figure, the median of the runs and their range, and for every target in
+how many runs it was met: one lucky run proves nothing on a shared machine.
+
+This is a benchmark, not a test: it reports the targets of issues 7 and 15 as met
+or missed and always exits 0 (unless it crashes). A full run writes
+``benchmarks/RESULTS.md``; ``--quick`` (a smoke run) writes only when ``--output``
+is given.
 """
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import asyncio
 import collections.abc as c
@@ -26,10 +31,13 @@ import concurrent.futures
 import datetime
 import gc
 import importlib.metadata
+import logging
 import os
 import pathlib
 import platform
+import shutil
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -44,7 +52,7 @@ except ImportError:  # run from a checkout that is not installed
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
     import nous_tools
 
-from nous_tools import Ok, Registry, Tool, ToolExecutor
+from nous_tools import Ok, Registry, RunContext, Tool, ToolExecutor
 
 HERE = pathlib.Path(__file__).resolve().parent
 RESULTS = HERE / "RESULTS.md"
@@ -63,6 +71,11 @@ def echo(a: str, b: int, c: bool) -> str:
     return a
 
 
+def echo_ctx(ctx: RunContext[t.Any], a: str, b: int, c: bool) -> str:
+    """``echo`` that takes the run context (case 4c)."""
+    return a
+
+
 ARGS: dict[str, t.Any] = {"a": "x", "b": 1, "c": True}
 
 
@@ -71,45 +84,61 @@ def sleep_50ms() -> str:
     return "slept"
 
 
+#: The worker count of the contention cases: the default executor's size on this
+#: 2-core machine before issue 15 (``min(32, cpus + 4)``), as the issue measured it.
+CONTENTION_WORKERS = 6
+
+
 # -- settings -------------------------------------------------------------------
 
 
 @attrs.frozen
 class Settings:
+    runs: int
     rounds: int
     round_ms: float
     batch_rounds: int
-    throughput_rounds: int
-    throughput_threads: int
-    throughput_calls: int
+    contention_rounds: int
+    contention_calls: int  # calls per round, shared among the caller threads
+    fanout_rounds: int
     memory_warmup: int
     memory_calls: int
+    registry_tools: int
+    startup_runs: int
+    overshoot_samples: int
     quick: bool
 
 
 FULL = Settings(
+    runs=5,
     rounds=15,
     round_ms=50.0,
     batch_rounds=7,
-    throughput_rounds=5,
-    throughput_threads=16,
-    throughput_calls=2_000,
+    contention_rounds=5,
+    contention_calls=12_800,
+    fanout_rounds=5,
     memory_warmup=10_000,
     memory_calls=100_000,
+    registry_tools=100_000,
+    startup_runs=20,
+    overshoot_samples=200,
     quick=False,
 )
 QUICK = Settings(
+    runs=1,
     rounds=3,
     round_ms=15.0,
     batch_rounds=2,
-    throughput_rounds=1,
-    throughput_threads=16,
-    throughput_calls=200,
+    contention_rounds=1,
+    contention_calls=1_280,
+    fanout_rounds=1,
     memory_warmup=2_000,
     memory_calls=10_000,
+    registry_tools=20_000,
+    startup_runs=4,
+    overshoot_samples=30,
     quick=True,
 )
-
 
 # -- timing ----------------------------------------------------------------------
 
@@ -169,8 +198,57 @@ def measure(loops: dict[str, Loop], settings: Settings) -> dict[str, Timing]:
     }
 
 
+class Floor:
+    """The floor of a timed call: a raw ``_thread`` lock ping-pong with one waiting
+    thread, two hand-offs per call (to the thread and back) and nothing else: no
+    queue, no deadline, no context, no result object."""
+
+    def __init__(self) -> None:
+        self._go = _thread.allocate_lock()
+        self._go.acquire()
+        self._back = _thread.allocate_lock()
+        self._back.acquire()
+        self._job: tuple[c.Callable[..., t.Any], dict[str, t.Any]] | None = None
+        self._result: t.Any = None
+        _thread.start_new_thread(self._serve, ())
+
+    def _serve(self) -> None:
+        go, back = self._go, self._back
+        while True:
+            go.acquire()
+            job = self._job
+            if job is None:
+                back.release()
+                return
+            fn, kw = job
+            self._result = fn(**kw)
+            back.release()
+
+    def call(self, fn: c.Callable[..., t.Any], kw: dict[str, t.Any]) -> t.Any:
+        self._job = (fn, kw)
+        self._go.release()
+        self._back.acquire()
+        return self._result
+
+    def close(self) -> None:
+        self._job = None
+        self._go.release()
+        self._back.acquire()
+
+
+def loop_floor(floor: Floor, kw: dict[str, t.Any]) -> Loop:
+    call = floor.call
+
+    def run(n: int) -> None:
+        for _ in range(n):
+            call(echo, kw)
+
+    return run
+
+
 def measure_one_cpu(settings: Settings, kw: dict[str, t.Any]) -> dict[str, Timing] | None:
-    """Cases 4 and 5 again with every thread involved pinned to one CPU.
+    """The timed round trip with every thread involved pinned to one CPU: ours (4p),
+    ours with a ctx-taking tool (4cp), the bare pool (5p) and the floor (Fp).
 
     On a 2-core machine that another process keeps busy, a hand-off to a worker
     thread costs whatever the scheduler makes the wake-up cost, and which core a
@@ -187,19 +265,32 @@ def measure_one_cpu(settings: Settings, kw: dict[str, t.Any]) -> dict[str, Timin
     if len(allowed) < 2:
         return None
     tool = Tool.from_function(echo, timeout=5, validate_args=False)
-    workers = nous_tools.default_executor().max_workers
+    tool_ctx = Tool.from_function(echo_ctx, timeout=5, validate_args=False)
+    assert tool_ctx.takes_ctx
+    ctx = RunContext.new()
+    workers = CONTENTION_WORKERS
     setaffinity(0, {min(allowed)})  # this thread only; threads it starts inherit it
+    floor = Floor()
     try:
         with (
             ToolExecutor(max_workers=workers) as executor,
             concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool,
         ):
+            execute = executor.execute
+
+            def run_ctx(n: int) -> None:
+                for _ in range(n):
+                    execute(tool_ctx, kw, ctx)
+
             loops = {
-                "4": loop_execute(executor.execute, tool, kw),
-                "5": loop_bare_pool(pool, kw),
+                "4p": loop_execute(execute, tool, kw),
+                "4cp": run_ctx,
+                "5p": loop_bare_pool(pool, kw),
+                "Fp": loop_floor(floor, kw),
             }
             return measure(loops, settings)
     finally:
+        floor.close()
         setaffinity(0, allowed)
 
 
@@ -336,42 +427,7 @@ def peer_pydantic_ai() -> Peer:
     return peer
 
 
-# -- batch, throughput, memory ---------------------------------------------------
-
-
-@attrs.frozen
-class Batch:
-    sequential_ns: float  # median over rounds of the sum of 8 single calls
-    slowest_ns: float  # median over rounds of the slowest of those 8 calls
-    batch_ns: float  # median over rounds of one execute_many of the 8
-
-
-def measure_batch(settings: Settings) -> Batch:
-    tools = [
-        Tool.from_function(sleep_50ms, name=f"sleep_{i}", timeout=5, validate_args=False)
-        for i in range(8)
-    ]
-    sequential: list[float] = []
-    slowest: list[float] = []
-    batch: list[float] = []
-    with ToolExecutor(max_workers=8) as executor:
-        executor.execute_many([(tool, {}) for tool in tools])  # warm-up: start the workers
-        for _ in range(settings.batch_rounds):
-            singles = []
-            for tool in tools:
-                began = time.perf_counter_ns()
-                result = executor.execute(tool, {})
-                singles.append(time.perf_counter_ns() - began)
-                assert result == Ok("slept"), result
-            sequential.append(sum(singles))
-            slowest.append(max(singles))
-            began = time.perf_counter_ns()
-            results = executor.execute_many([(tool, {}) for tool in tools])
-            batch.append(time.perf_counter_ns() - began)
-            assert all(r == Ok("slept") for r in results), results
-    return Batch(
-        statistics.median(sequential), statistics.median(slowest), statistics.median(batch)
-    )
+# -- contention, fan-out, batches (issue 15, parts 3 and 5) -----------------------
 
 
 def _run_threads(threads: int, body: c.Callable[[], int]) -> tuple[int, int]:
@@ -393,65 +449,155 @@ def _run_threads(threads: int, body: c.Callable[[], int]) -> tuple[int, int]:
     return time.perf_counter_ns() - began, sum(failures)
 
 
-@attrs.frozen
-class Throughput:
-    ours_per_s: float
-    bare_per_s: float
-    ours_ns: float  # wall ns / total calls
-    bare_ns: float
-    failures: int
+CALLERS = (1, 4, 16, 64)
 
 
-def measure_throughput(settings: Settings) -> Throughput:
-    threads, calls = settings.throughput_threads, settings.throughput_calls
-    total = threads * calls
+def measure_contention(settings: Settings, figures: dict[str, float]) -> int:
+    """Throughput (calls/s) of 1, 4, 16 and 64 caller threads sharing one
+    ``ToolExecutor(6)``, against the same threads on a bare ``ThreadPoolExecutor(6)``
+    doing ``submit(...).result(timeout=5)``; rounds interleaved, medians. Returns how
+    many calls did not come back right."""
     tool = Tool.from_function(echo, timeout=5, validate_args=False)
-    ours: list[float] = []
-    bare: list[float] = []
     failures = 0
     with (
-        ToolExecutor(max_workers=threads) as executor,
-        concurrent.futures.ThreadPoolExecutor(max_workers=threads) as pool,
+        ToolExecutor(max_workers=CONTENTION_WORKERS) as executor,
+        concurrent.futures.ThreadPoolExecutor(max_workers=CONTENTION_WORKERS) as pool,
     ):
+        for callers in CALLERS:
+            calls = max(1, settings.contention_calls // callers)
+            total = calls * callers
 
-        def ours_body() -> int:
-            execute = executor.execute
-            bad = 0
-            for _ in range(calls):
-                if type(execute(tool, ARGS)) is not Ok:
-                    bad += 1
-            return bad
+            def ours(calls: int = calls) -> int:
+                execute = executor.execute
+                return sum(type(execute(tool, ARGS)) is not Ok for _ in range(calls))
 
-        def bare_body() -> int:
-            submit = pool.submit
-            bad = 0
-            for _ in range(calls):
-                if submit(echo, **ARGS).result(timeout=5) != "x":
-                    bad += 1
-            return bad
+            def bare(calls: int = calls) -> int:
+                submit = pool.submit
+                return sum(submit(echo, **ARGS).result(timeout=5) != "x" for _ in range(calls))
 
-        # Warm-up: start every worker of both pools.
-        _run_threads(
-            threads, lambda: sum(type(executor.execute(tool, ARGS)) is not Ok for _ in range(50))
-        )
-        _run_threads(
-            threads, lambda: sum(pool.submit(echo, **ARGS).result() != "x" for _ in range(50))
-        )
-        for _ in range(settings.throughput_rounds):
-            wall, bad = _run_threads(threads, ours_body)
-            ours.append(wall)
-            failures += bad
-            wall, bad = _run_threads(threads, bare_body)
-            bare.append(wall)
-            failures += bad
-    ours_wall, bare_wall = statistics.median(ours), statistics.median(bare)
-    return Throughput(
-        ours_per_s=total / (ours_wall / 1e9),
-        bare_per_s=total / (bare_wall / 1e9),
-        ours_ns=ours_wall / total,
-        bare_ns=bare_wall / total,
-        failures=failures,
-    )
+            warm = max(1, calls // 4)
+            _run_threads(callers, lambda warm=warm: ours(warm))  # warm-up
+            _run_threads(callers, lambda warm=warm: bare(warm))
+            walls: dict[str, list[int]] = {"ours": [], "bare": []}
+            for _ in range(settings.contention_rounds):
+                for key, body in (("ours", ours), ("bare", bare)):
+                    wall, bad = _run_threads(callers, body)
+                    walls[key].append(wall)
+                    failures += bad
+            for key in walls:
+                figures[f"k{callers}.{key}"] = total / (statistics.median(walls[key]) / 1e9)
+    return failures
+
+
+FANOUT = (64, 512)
+
+
+def measure_fanout(settings: Settings, figures: dict[str, float]) -> None:
+    """``ToolExecutor(max_workers=N).execute_many`` of N tools sleeping 50 ms against
+    ``ThreadPoolExecutor(N).map`` of the same function, N = 64 and 512 (ms, wall).
+    *cold*: a fresh pool each round (its threads start inside the timed call, for
+    both); *warm*: one pool per side, warmed by a first batch."""
+    tool = Tool.from_function(sleep_50ms, timeout=5, validate_args=False)
+
+    def ours_batch(executor: ToolExecutor, n: int) -> int:
+        began = time.perf_counter_ns()
+        results = executor.execute_many([(tool, {})] * n)
+        wall = time.perf_counter_ns() - began
+        assert all(type(r) is Ok for r in results), [r for r in results if type(r) is not Ok][:1]
+        return wall
+
+    def map_batch(pool: concurrent.futures.ThreadPoolExecutor, n: int) -> int:
+        began = time.perf_counter_ns()
+        results = list(pool.map(lambda _: sleep_50ms(), range(n)))
+        wall = time.perf_counter_ns() - began
+        assert results == ["slept"] * n
+        return wall
+
+    for n in FANOUT:
+        walls: dict[str, list[int]] = {"ours": [], "map": [], "ours_cold": [], "map_cold": []}
+        with (
+            ToolExecutor(max_workers=n) as executor,
+            concurrent.futures.ThreadPoolExecutor(max_workers=n) as pool,
+        ):
+            ours_batch(executor, n)
+            map_batch(pool, n)
+            for _ in range(settings.fanout_rounds):
+                walls["ours"].append(ours_batch(executor, n))
+                walls["map"].append(map_batch(pool, n))
+        for _ in range(settings.fanout_rounds):
+            with ToolExecutor(max_workers=n) as executor:
+                walls["ours_cold"].append(ours_batch(executor, n))
+            with concurrent.futures.ThreadPoolExecutor(max_workers=n) as pool:
+                walls["map_cold"].append(map_batch(pool, n))
+        for key, values in walls.items():
+            figures[f"f{n}.{key}"] = statistics.median(values) / 1e6
+
+
+def measure_default_batch(settings: Settings, figures: dict[str, float]) -> None:
+    """``nous_tools.execute_many`` of 8 tools sleeping 50 ms on the default executor
+    against one ``nous_tools.execute`` of such a tool (ms, wall; medians)."""
+    tools = [
+        Tool.from_function(sleep_50ms, name=f"sleep_{i}", timeout=5, validate_args=False)
+        for i in range(8)
+    ]
+    nous_tools.execute_many([(tool, {}) for tool in tools])  # warm-up: start the workers
+    one: list[int] = []
+    batch: list[int] = []
+    for _ in range(settings.batch_rounds):
+        began = time.perf_counter_ns()
+        result = nous_tools.execute(tools[0], {})
+        one.append(time.perf_counter_ns() - began)
+        assert result == Ok("slept"), result
+        began = time.perf_counter_ns()
+        results = nous_tools.execute_many([(tool, {}) for tool in tools])
+        batch.append(time.perf_counter_ns() - began)
+        assert all(r == Ok("slept") for r in results), results
+    figures["8.one"] = statistics.median(one) / 1e6
+    figures["8.batch"] = statistics.median(batch) / 1e6
+    figures["8.workers"] = nous_tools.default_executor().max_workers
+
+
+# -- the registry (issue 15, part 5) -----------------------------------------------
+
+
+def measure_registry(settings: Settings, figures: dict[str, float]) -> None:
+    """Seconds to register ``registry_tools`` tools (built beforehand, untimed) in one
+    registry, the cost of the first and the last 1,000 registrations, and whether two
+    tools with identical schemas share one compiled validator."""
+    count = settings.registry_tools
+    tools = [
+        Tool(name=f"tool_{i}", function=echo, convert_args=False, validate_args=False)
+        for i in range(count)
+    ]
+    registry = Registry()
+    register = registry.register
+    marks: list[int] = []
+    began = time.perf_counter_ns()
+    for i, tool in enumerate(tools):
+        if i % 1000 == 0:
+            marks.append(time.perf_counter_ns())
+        register(tool)
+    ended = time.perf_counter_ns()
+    marks.append(ended)
+    assert len(registry) == count and registry.lookup(f"tool_{count - 1}") is tools[-1]
+    figures["r.total"] = (ended - began) / 1e9
+    figures["r.first"] = (marks[1] - marks[0]) / 1000 / 1000  # µs per registration
+    figures["r.last"] = (marks[-1] - marks[-2]) / 1000 / 1000
+
+    def first(query: str, limit: int = 10) -> list[str]:
+        """Search."""
+        return []
+
+    def second(query: str, limit: int = 10) -> list[str]:
+        """Search again."""
+        return []
+
+    one, two = Tool.from_function(first), Tool.from_function(second)
+    assert one.parameters == two.parameters
+    figures["r.shared"] = float(one.validator is not None and one.validator is two.validator)
+
+
+# -- memory, deadlines, start-up ---------------------------------------------------
 
 
 def measure_memory(settings: Settings, tool: Tool) -> int:
@@ -474,26 +620,240 @@ def measure_memory(settings: Settings, tool: Tool) -> int:
     return after - before
 
 
-# -- the report ------------------------------------------------------------------
+def measure_overshoot(settings: Settings, figures: dict[str, float]) -> None:
+    """Deadline overshoot p99 (ms) of ``benchmarks/deadlines.py``, timeout 20 ms: a
+    tool waiting on ``ctx.cancelled`` and one spinning in a Python loop."""
+    from deadlines import overshoot_ours, percentile
+
+    for hang in ("wait", "spin"):
+        overshoots, wrong, _ = overshoot_ours(settings.overshoot_samples, 0.02, hang)
+        figures[f"o.{hang}.p99"] = percentile(overshoots, 99)
+        figures[f"o.{hang}.p50"] = percentile(overshoots, 50)
+        figures[f"o.{hang}.wrong"] = wrong
+
+
+def _console_script() -> list[str]:
+    """How to start ``nous-tools`` here: the console script beside the interpreter."""
+    script = pathlib.Path(sys.executable).with_name("nous-tools")
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("nous-tools")
+    return [found] if found else [sys.executable, "-m", "nous_tools"]
+
+
+STARTUP = {
+    "pass": [sys.executable, "-c", "pass"],
+    "import": [sys.executable, "-c", "import nous_tools"],
+    "help": [*_console_script(), "--help"],
+}
+
+
+def measure_startup(settings: Settings, figures: dict[str, float]) -> None:
+    """Wall ms of ``python -c pass``, ``python -c "import nous_tools"`` and
+    ``nous-tools --help``, each started ``startup_runs`` times, interleaved; the
+    median (and the minimum, the least disturbed run) of each."""
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="")
+    env.pop("PYTHONDONTWRITEBYTECODE")
+    for argv in STARTUP.values():  # warm the file cache and the bytecode
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env)
+    walls: dict[str, list[float]] = {key: [] for key in STARTUP}
+    for _ in range(settings.startup_runs):
+        for key, argv in STARTUP.items():
+            began = time.perf_counter()
+            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env)
+            walls[key].append((time.perf_counter() - began) * 1000)
+    for key, values in walls.items():
+        figures[f"s.{key}"] = statistics.median(values)
+        figures[f"s.{key}.min"] = min(values)
+    # Paired differences: each import/help run against the `pass` run just before it.
+    for key in ("import", "help"):
+        diffs = [b - a for a, b in zip(walls["pass"], walls[key], strict=True)]
+        figures[f"s.{key}.over"] = statistics.median(diffs)
+
+
+# -- one run -------------------------------------------------------------------------
+
+Figures = dict[str, float]
 
 
 @attrs.define
-class Row:
-    key: str
-    case: str
-    ns: float | None = None  # wall ns per call
-    cpu: float | None = None  # process CPU ns per call
-    note: str = ""  # shown instead of a time (e.g. "not installed")
-    ratios: bool = True  # whether the ratio columns mean something for this row
-    target: str = ""
-    met: bool | None = None
+class RunInfo:
+    peers: str = ""
+    failures: int = 0  # calls of the contention cases that did not come back right
+
+
+def run_once(settings: Settings, index: int, info: RunInfo) -> Figures:
+    """Measure everything once; the figures by key (see :data:`ROWS` and :data:`TARGETS`)."""
+    figures: Figures = {}
+    plain = Tool.from_function(echo, timeout=None, validate_args=False)
+    validated = Tool.from_function(echo, timeout=None)
+    timed = Tool.from_function(echo, timeout=5, validate_args=False)
+    timed_ctx = Tool.from_function(echo_ctx, timeout=5, validate_args=False)
+    assert validated.parameters is not None and len(validated.parameters["properties"]) == 3
+    registry = Registry([plain])
+    executor = nous_tools.default_executor()
+    ctx = RunContext.new()
+    for result in (
+        nous_tools.execute(plain, ARGS),
+        nous_tools.execute(validated, ARGS),
+        nous_tools.execute(timed, ARGS),
+        nous_tools.execute(timed_ctx, ARGS, ctx),
+        registry.execute("echo", ARGS),
+    ):
+        assert result == Ok("x"), result
+
+    peers = [peer_langchain(), peer_smolagents(), peer_pydantic_ai()]
+    info.peers = ", ".join(
+        f"{p.name} {p.version or '—'}" + (f" ({p.reason})" if p.reason else "") for p in peers
+    )
+    bare_pool = concurrent.futures.ThreadPoolExecutor(max_workers=executor.max_workers)
+    step = f"run {index + 1} of {settings.runs}:"
+    try:
+        execute = nous_tools.execute
+
+        def run_ctx(n: int) -> None:
+            for _ in range(n):
+                execute(timed_ctx, ARGS, ctx)
+
+        loops: dict[str, Loop] = {
+            "1": loop_direct(echo, ARGS),
+            "2": loop_execute(execute, plain, ARGS),
+            "3": loop_execute(execute, validated, ARGS),
+            "4": loop_execute(execute, timed, ARGS),
+            "4c": run_ctx,
+            "5": loop_bare_pool(bare_pool, ARGS),
+            "6": loop_execute(registry.execute, "echo", ARGS),
+        }
+        for i, peer in enumerate(peers):
+            if peer.loop is not None:
+                loops[f"7{'abc'[i]}"] = peer.loop
+        print(f"{step} timing {len(loops)} per-call cases ...", flush=True)
+        timings = measure(loops, settings)
+    finally:
+        bare_pool.shutdown(wait=True)
+        for peer in peers:
+            if peer.close is not None:
+                peer.close()
+    print(f"{step} the timed round trip on one CPU ...", flush=True)
+    pinned = measure_one_cpu(settings, ARGS) or {}
+    for key, timing in {**timings, **pinned}.items():
+        figures[key] = timing.wall
+        figures[f"{key}.cpu"] = timing.cpu
+    figures["pool.workers"] = executor.max_workers
+    print(f"{step} contention (1 to 64 callers) ...", flush=True)
+    info.failures += measure_contention(settings, figures)
+    print(f"{step} wide fan-out (64 and 512) ...", flush=True)
+    measure_fanout(settings, figures)
+    print(f"{step} a batch of 8 on the default executor ...", flush=True)
+    measure_default_batch(settings, figures)
+    print(f"{step} the registry ...", flush=True)
+    measure_registry(settings, figures)
+    print(f"{step} memory ...", flush=True)
+    figures["10"] = measure_memory(settings, plain)
+    print(f"{step} deadline overshoot ...", flush=True)
+    measure_overshoot(settings, figures)
+    print(f"{step} start-up ...", flush=True)
+    measure_startup(settings, figures)
+    return figures
+
+
+# -- targets -------------------------------------------------------------------------
 
 
 @attrs.frozen
-class Target:
+class TargetSpec:
+    """A target: ``value`` of a run's figures (None: not measured), met when it is at
+    most (``below``) or at least ``limit``; ``shown`` formats the value."""
+
+    issue: str
     text: str
-    figure: str
-    met: bool | None  # None: could not be measured
+    value: c.Callable[[Figures], float | None]
+    limit: float
+    below: bool = True
+    unit: str = "x"
+
+    def met(self, value: float) -> bool:
+        return value <= self.limit if self.below else value >= self.limit
+
+    def shown(self, value: float) -> str:
+        if self.unit == "x":
+            return f"{value:.2f}x"
+        if self.unit == "+x":
+            return f"+{value:.2f}x"
+        if self.unit == "ms":
+            return f"{value:.1f} ms"
+        if self.unit == "s":
+            return f"{value:.2f} s"
+        if self.unit == "KB":
+            return f"{value:.1f} KB"
+        if self.unit == "yes":
+            return "yes" if value else "no"
+        return f"{value:.2f}{self.unit}"
+
+
+def _ratio(a: str, b: str) -> c.Callable[[Figures], float | None]:
+    def value(f: Figures) -> float | None:
+        if a not in f or b not in f:
+            return None
+        return f[a] / f[b]
+
+    return value
+
+
+def _added(a: str, b: str, unit_of: str) -> c.Callable[[Figures], float | None]:
+    """(a - b) / unit_of: what case ``a`` adds over case ``b``, in direct calls."""
+
+    def value(f: Figures) -> float | None:
+        if a not in f or b not in f or unit_of not in f:
+            return None
+        return (f[a] - f[b]) / f[unit_of]
+
+    return value
+
+
+def _key(key: str, scale: float = 1.0) -> c.Callable[[Figures], float | None]:
+    def value(f: Figures) -> float | None:
+        return f[key] * scale if key in f else None
+
+    return value
+
+
+#: The GIL switch interval (ms): what a tool spinning in pure Python can add to a
+#: deadline's overshoot, since the caller needs the GIL back to return.
+SWITCH_MS = sys.getswitchinterval() * 1000
+
+TARGETS: list[TargetSpec] = [
+    TargetSpec("7, 15 keep", "inline execute (case 2) within 6x of the direct call", _ratio("2", "1"), 6),
+    TargetSpec("15 keep (aim)", "inline execute (case 2) within 5x of the direct call", _ratio("2", "1"), 5),
+    TargetSpec("15 keep (aim)", "case 2 no slower than the smolagents call", _ratio("2", "7b"), 1),
+    TargetSpec("7", "case 3 (3-property schema validated) adds at most 2x the direct call over case 2", _added("3", "2", "1"), 2, unit="+x"),
+    TargetSpec("7", "case 6 (registry by name) adds at most 1x the direct call over case 2", _added("6", "2", "1"), 1, unit="+x"),
+    TargetSpec("7, 15 keep", "at least 100x faster than langchain-core's invoke", _ratio("7a", "2"), 100, below=False),
+    TargetSpec("7, 15 keep", "memory: tracemalloc growth over the calls of case 10 under 1 MB", _key("10", 1 / 1024), 1024, unit="KB"),
+    TargetSpec("15 keep", "deadline overshoot p99 at most 5 ms (tool waiting on ctx.cancelled)", _key("o.wait.p99"), 5, unit="ms"),
+    TargetSpec("3, 15 keep", f"deadline overshoot p99 at most 5 ms plus one GIL switch interval ({SWITCH_MS:.0f} ms) for a tool spinning in pure Python", _key("o.spin.p99"), 5 + SWITCH_MS, unit="ms"),
+    *[
+        TargetSpec("15.3", f"contention: {n} caller thread(s) at least 0.9x the bare pool's throughput", _ratio(f"k{n}.ours", f"k{n}.bare"), 0.9, below=False)
+        for n in CALLERS
+    ],
+    *[
+        TargetSpec("15.3", f"wide fan-out of {n} x 50 ms ({temp} pools) at most 1.3x `ThreadPoolExecutor.map`", _ratio(f"f{n}.{ours}", f"f{n}.{bare}"), 1.3)
+        for n in FANOUT
+        for temp, ours, bare in (("warm", "ours", "map"), ("cold", "ours_cold", "map_cold"))
+    ],
+    TargetSpec("15.4", "`python -c \"import nous_tools\"` at most 60 ms over `python -c pass`", _key("s.import.over"), 60, unit="ms"),
+    TargetSpec("15.4", "`nous-tools --help` at most 80 ms over `python -c pass`", _key("s.help.over"), 80, unit="ms"),
+    TargetSpec("7, 15.5", "timed execute (case 4) at most 0.8x the bare pool round trip (case 5), as scheduled", _ratio("4", "5"), 0.8),
+    TargetSpec("15.5", "timed execute pinned to one CPU (4p) at most 0.8x the bare pool (5p)", _ratio("4p", "5p"), 0.8),
+    TargetSpec("15.5", "timed execute pinned to one CPU (4p) at most 1.3x the floor (Fp)", _ratio("4p", "Fp"), 1.3),
+    TargetSpec("15.5", "a ctx-taking timed tool at most 1.05x a plain one, pinned (4cp / 4p)", _ratio("4cp", "4p"), 1.05),
+    TargetSpec("15.5", "`Registry.register` of 100,000 tools in under 1 s", _key("r.total"), 1.0, unit="s"),
+    TargetSpec("15.5", "tools with identical schemas share one compiled validator", _key("r.shared"), 1, below=False, unit="yes"),
+    TargetSpec("15.5", "`execute_many` of 8 x 50 ms on the default executor at most 1.3x one call", _ratio("8.batch", "8.one"), 1.3),
+]  # fmt: skip
+
+
+# -- the report ----------------------------------------------------------------------
 
 
 def _us(ns: float) -> str:
@@ -509,258 +869,211 @@ def _x(ratio: float) -> str:
     return f"{ratio:.0f}x" if ratio >= 100 else f"{ratio:.2f}x"
 
 
-def _met(met: bool | None) -> str:
-    return "—" if met is None else ("yes" if met else "**no**")
+def _spread(values: list[float], fmt: c.Callable[[float], str]) -> tuple[str, str]:
+    """(median, "min to max") of ``values`` through ``fmt``; "—" when there are none."""
+    if not values:
+        return "—", "—"
+    if len(values) == 1:
+        return fmt(values[0]), "—"
+    return fmt(statistics.median(values)), f"{fmt(min(values))} to {fmt(max(values))}"
 
 
-def table(rows: list[Row], direct_ns: float, us_ns: float) -> str:
+def _values(runs: list[Figures], key: str) -> list[float]:
+    return [f[key] for f in runs if key in f]
+
+
+PER_CALL_ROWS = [
+    ("1", "direct call `echo(**kw)` (the limit)"),
+    ("2", "`nous_tools.execute`, timeout=None, no validation"),
+    ("3", "… with its 3-property JSON Schema validated"),
+    ("4", "… with timeout=5 (a pool worker under a deadline)"),
+    ("4c", "… timeout=5, a tool that takes `ctx`"),
+    ("5", "bare `ThreadPoolExecutor(W).submit(fn, **kw).result(timeout=5)`"),
+    ("6", "`registry.execute` by name, timeout=None, no validation"),
+    ("7a", "langchain-core `@tool` + `.invoke(dict)`"),
+    ("7b", "smolagents `@tool` + call"),
+    ("7c", "pydantic-ai `FunctionToolset`: `args_validator` + `call_tool`, no model"),
+    ("4p", "case 4 on a fresh `ToolExecutor(6)`, every thread pinned to one CPU"),
+    ("4cp", "case 4c, the same way"),
+    ("5p", "case 5 on a fresh `ThreadPoolExecutor(6)`, the same way"),
+    ("Fp", "the floor: a raw `_thread` lock ping-pong (two hand-offs), the same way"),
+]
+
+
+def per_call_table(runs: list[Figures]) -> list[str]:
     lines = [
-        "| # | case | median µs per call | x direct call | x us (case 2) "
-        "| CPU µs per call | target | met? |",
-        "|---|---|---:|---:|---:|---:|---|---|",
+        "| # | case | µs per call (median of runs) | range over runs | x direct call "
+        "| CPU µs per call |",
+        "|---|---|---:|---:|---:|---:|",
     ]
-    for row in rows:
-        if row.ns is None:
-            time_cell, direct_cell, us_cell = row.note or "—", "—", "—"
-        else:
-            time_cell = _us(row.ns)
-            if row.ratios:
-                direct_cell, us_cell = _x(row.ns / direct_ns), _x(row.ns / us_ns)
-            else:
-                direct_cell = us_cell = "—"
-        cpu_cell = _us(row.cpu) if row.cpu is not None else "—"
+    for key, text in PER_CALL_ROWS:
+        walls = _values(runs, key)
+        if not walls:
+            lines.append(f"| {key} | {text} | not measured | — | — | — |")
+            continue
+        median, spread = _spread(walls, _us)
+        ratios = [f[key] / f["1"] for f in runs if key in f]
+        cpus = _values(runs, f"{key}.cpu")
         lines.append(
-            f"| {row.key} | {row.case} | {time_cell} | {direct_cell} | {us_cell} "
-            f"| {cpu_cell} | {row.target} | {_met(row.met)} |"
+            f"| {key} | {text} | {median} | {spread} | {_x(statistics.median(ratios))} "
+            f"| {_us(statistics.median(cpus))} |"
         )
-    return "\n".join(lines)
+    return lines
 
 
-@attrs.define
-class Results:
-    rows: list[Row]
-    targets: list[Target]
-    peers: str
-    throughput_failures: int
+def contention_table(runs: list[Figures]) -> list[str]:
+    lines = [
+        "| callers | ours (calls/s) | bare pool (calls/s) | ours / bare (median) | range |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for n in CALLERS:
+        ours = _values(runs, f"k{n}.ours")
+        bare = _values(runs, f"k{n}.bare")
+        ratios = [f[f"k{n}.ours"] / f[f"k{n}.bare"] for f in runs if f"k{n}.ours" in f]
+        median, spread = _spread(ratios, lambda r: f"{r:.2f}x")
+        lines.append(
+            f"| {n} | {statistics.median(ours):,.0f} | {statistics.median(bare):,.0f} "
+            f"| {median} | {spread} |"
+        )
+    return lines
 
 
-def run(settings: Settings) -> Results:
-    plain = Tool.from_function(echo, timeout=None, validate_args=False)
-    validated = Tool.from_function(echo, timeout=None)
-    timed = Tool.from_function(echo, timeout=5, validate_args=False)
-    assert validated.parameters is not None and len(validated.parameters["properties"]) == 3
-    registry = Registry([plain])
-    executor = nous_tools.default_executor()
-    for result in (
-        nous_tools.execute(plain, ARGS),
-        nous_tools.execute(validated, ARGS),
-        nous_tools.execute(timed, ARGS),
-        registry.execute("echo", ARGS),
-    ):
-        assert result == Ok("x"), result
+def fanout_table(runs: list[Figures]) -> list[str]:
+    lines = [
+        "| N | pools | ours (ms) | `map` (ms) | ours / `map` (median) | range |",
+        "|---:|---|---:|---:|---:|---:|",
+    ]
+    for n in FANOUT:
+        for temp, ours, bare in (("warm", "ours", "map"), ("cold", "ours_cold", "map_cold")):
+            a, b = f"f{n}.{ours}", f"f{n}.{bare}"
+            ratios = [f[a] / f[b] for f in runs if a in f]
+            median, spread = _spread(ratios, lambda r: f"{r:.2f}x")
+            lines.append(
+                f"| {n} | {temp} | {statistics.median(_values(runs, a)):.1f} "
+                f"| {statistics.median(_values(runs, b)):.1f} | {median} | {spread} |"
+            )
+    return lines
 
-    peers = [peer_langchain(), peer_smolagents(), peer_pydantic_ai()]
-    bare_pool = concurrent.futures.ThreadPoolExecutor(max_workers=executor.max_workers)
+
+def misc_table(runs: list[Figures]) -> list[str]:
+    def ms(v: float) -> str:
+        return f"{v:.1f} ms"
+
+    def us(v: float) -> str:
+        return f"{v:.2f} µs"
+
+    rows = [
+        ("`python -c pass`", "s.pass", ms),
+        ('`python -c "import nous_tools"`', "s.import", ms),
+        ("… its paired difference over `pass`", "s.import.over", ms),
+        ("`nous-tools --help`", "s.help", ms),
+        ("… its paired difference over `pass`", "s.help.over", ms),
+        ("one `execute` of a tool sleeping 50 ms (default executor)", "8.one", ms),
+        ("`execute_many` of 8 such tools (default executor)", "8.batch", ms),
+        ("`Registry.register` of all the tools", "r.total", lambda v: f"{v:.3f} s"),
+        ("… per registration, the first 1,000", "r.first", us),
+        ("… per registration, the last 1,000", "r.last", us),
+        ("deadline overshoot p50, tool waiting on `ctx.cancelled`", "o.wait.p50", ms),
+        ("deadline overshoot p99, tool waiting on `ctx.cancelled`", "o.wait.p99", ms),
+        ("deadline overshoot p50, tool spinning in Python", "o.spin.p50", ms),
+        ("deadline overshoot p99, tool spinning in Python", "o.spin.p99", ms),
+        ("memory growth over the calls of case 10", "10", lambda v: f"{v / 1024:.1f} KB"),
+    ]
+    lines = ["| figure | median of runs | range over runs |", "|---|---:|---:|"]
+    for text, key, fmt in rows:
+        median, spread = _spread(_values(runs, key), fmt)
+        lines.append(f"| {text} | {median} | {spread} |")
+    return lines
+
+
+def targets_section(runs: list[Figures]) -> tuple[list[str], int, int]:
+    lines: list[str] = []
+    met_count = measured = 0
+    for spec in TARGETS:
+        values = [v for v in (spec.value(f) for f in runs) if v is not None]
+        if not values:
+            lines.append(f"- not measured: {spec.text} (issue {spec.issue})")
+            continue
+        measured += 1
+        median = statistics.median(values)
+        met = spec.met(median)
+        met_count += met
+        runs_met = sum(spec.met(v) for v in values)
+        verdict = "met" if met else "**missed**"
+        if len(values) > 1:
+            spread = (
+                f"median {spec.shown(median)}, {spec.shown(min(values))} to "
+                f"{spec.shown(max(values))} over {len(values)} runs (met in {runs_met} of "
+                f"{len(values)})"
+            )
+        else:
+            spread = f"{spec.shown(median)} (one run)"
+        lines.append(f"- {verdict}: {spec.text} — {spread} (issue {spec.issue})")
+    return lines, met_count, measured
+
+
+def report(runs: list[Figures], info: RunInfo, settings: Settings) -> str:
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    mode = "quick (smoke run)" if settings.quick else "full"
     try:
-        loops: dict[str, Loop] = {
-            "1": loop_direct(echo, ARGS),
-            "2": loop_execute(nous_tools.execute, plain, ARGS),
-            "3": loop_execute(nous_tools.execute, validated, ARGS),
-            "4": loop_execute(nous_tools.execute, timed, ARGS),
-            "5": loop_bare_pool(bare_pool, ARGS),
-            "6": loop_execute(registry.execute, "echo", ARGS),
-        }
-        for i, peer in enumerate(peers):
-            if peer.loop is not None:
-                loops[f"7{'abc'[i]}"] = peer.loop
-        print(f"timing {len(loops)} per-call cases, {settings.rounds} rounds ...", flush=True)
-        timings = measure(loops, settings)
-    finally:
-        bare_pool.shutdown(wait=True)
-        for peer in peers:
-            if peer.close is not None:
-                peer.close()
-    print("timing cases 4 and 5 on one CPU ...", flush=True)
-    one_cpu = measure_one_cpu(settings, ARGS)
-    print("timing the batch (case 8) ...", flush=True)
-    batch = measure_batch(settings)
-    print("timing the throughput (case 9) ...", flush=True)
-    throughput = measure_throughput(settings)
-    print("measuring memory (case 10) ...", flush=True)
-    growth = measure_memory(settings, plain)
-
-    ns = {key: timing.wall for key, timing in timings.items()}
-    direct, us = ns["1"], ns["2"]
-    targets: list[Target] = []
-
-    def target(text: str, figure: str, met: bool | None) -> Target:
-        found = Target(text, figure, met)
-        targets.append(found)
-        return found
-
-    cpu = {key: timing.cpu for key, timing in timings.items()}
-
-    def by_cpu(text: str) -> str:
-        return f" (CPU time: {text})"
-
-    r2 = us / direct
-    t2 = target(
-        "case 2 within 6x of the direct call",
-        f"{r2:.2f}x" + by_cpu(f"{cpu['2'] / cpu['1']:.2f}x"),
-        r2 <= 6,
-    )
-    sm = ns.get("7b")
-    t2b = target(
-        "case 2 no slower than the smolagents call",
-        f"{us / sm:.2f}x smolagents" + by_cpu(f"{cpu['2'] / cpu['7b']:.2f}x")
-        if sm
-        else "smolagents not measured",
-        (us <= sm) if sm else None,
-    )
-    add3 = (ns["3"] - us) / direct
-    t3 = target(
-        "case 3 adds at most 2x the direct-call time over case 2",
-        f"+{add3:.2f}x direct (+{(ns['3'] - us) / 1000:.3f} µs)"
-        + by_cpu(f"+{(cpu['3'] - cpu['2']) / cpu['1']:.2f}x"),
-        add3 <= 2,
-    )
-    r4 = ns["4"] / ns["5"]
-    pinned = ""
-    if one_cpu is not None:
-        pinned = f"; all threads on one CPU: {one_cpu['4'].wall / one_cpu['5'].wall:.2f}x"
-    t4 = target(
-        "case 4 at most 0.8x of case 5 (the bare pool round trip)",
-        f"{r4:.2f}x" + by_cpu(f"{cpu['4'] / cpu['5']:.2f}x") + pinned,
-        r4 <= 0.8,
-    )
-    add6 = (ns["6"] - us) / direct
-    t6 = target(
-        "case 6 adds at most 1x the direct-call time over case 2",
-        f"+{add6:.2f}x direct (+{(ns['6'] - us) / 1000:.3f} µs)"
-        + by_cpu(f"+{(cpu['6'] - cpu['2']) / cpu['1']:.2f}x"),
-        add6 <= 1,
-    )
-    lc = ns.get("7a")
-    t7 = target(
-        "at least 100x faster than langchain-core's invoke",
-        f"{lc / us:.0f}x" + by_cpu(f"{cpu['7a'] / cpu['2']:.0f}x")
-        if lc
-        else "langchain-core not measured",
-        (lc / us >= 100) if lc else None,
-    )
-    r8 = batch.batch_ns / batch.slowest_ns
-    t8 = target(
-        "case 8 (execute_many of 8 tools sleeping 50 ms) within 1.3x of the slowest single call",
-        f"{r8:.2f}x (the sequential sum is {batch.sequential_ns / batch.batch_ns:.1f}x the batch)",
-        r8 <= 1.3,
-    )
-    r9 = throughput.ours_per_s / throughput.bare_per_s
-    t9 = target(
-        "case 9 throughput at least 1.0x of the bare pool",
-        f"{r9:.2f}x ({throughput.ours_per_s:,.0f} vs {throughput.bare_per_s:,.0f} calls/s)",
-        r9 >= 1.0,
-    )
-    t10 = target(
-        "case 10 under 1 MB of growth",
-        f"{growth / 1024:.1f} KB over {settings.memory_calls:,} calls",
-        growth < 1_000_000,
-    )
-
-    def timed_row(
-        key: str, case: str, source: dict[str, Timing] | None = None, name: str | None = None
-    ) -> Row:
-        timing = (timings if source is None else source).get(name or key)
-        if timing is None:
-            return Row(key, case)
-        return Row(key, case, timing.wall, timing.cpu)
-
-    def aim(row: Row, found: Target, text: str) -> Row:
-        row.target, row.met = f"{text}: {found.figure}", found.met
-        return row
-
-    workers = executor.max_workers
-    rows: list[Row] = [
-        timed_row("1", "direct call `echo(**kw)` (the limit)"),
-        aim(timed_row("2", "`nous_tools.execute`, timeout=None, no validation"), t2, "≤ 6x direct"),
-        aim(
-            timed_row("3", "… with its 3-property JSON Schema validated"),
-            t3,
-            "≤ +2x direct over case 2",
-        ),
-        aim(timed_row("4", "… with timeout=5 (worker thread)"), t4, "≤ 0.8x case 5"),
-        timed_row("5", f"bare `ThreadPoolExecutor({workers}).submit(fn, **kw).result(timeout=5)`"),
-    ]
-    if one_cpu is not None:
-        rows += [
-            timed_row(
-                "4p",
-                f"case 4 on a fresh `ToolExecutor({workers})`, all threads pinned to one CPU",
-                one_cpu,
-                "4",
-            ),
-            timed_row("5p", "case 5 on a fresh pool, all threads pinned to one CPU", one_cpu, "5"),
-        ]
-    rows.append(
-        aim(
-            timed_row("6", "`registry.execute` by name, timeout=None, no validation"),
-            t6,
-            "≤ +1x direct over case 2",
+        load = "load average {:.2f} {:.2f} {:.2f} at the end".format(*os.getloadavg())
+    except OSError:
+        load = "load average unknown"
+    workers = int(runs[0].get("pool.workers", 0))
+    batch_workers = int(runs[0].get("8.workers", 0))
+    target_lines, met, measured = targets_section(runs)
+    lines = [
+        "# Benchmark results",
+        "",
+        f"- date: {now}",
+        f"- CPUs (`os.cpu_count()`): {os.cpu_count()}; {load}",
+        f"- Python: {platform.python_implementation()} {platform.python_version()} ({sys.platform})",
+        f"- nous_tools {nous_tools.__version__}; peers: {info.peers}",
+        f"- mode: {mode}; {len(runs)} run(s), each timing the per-call cases over "
+        f"{settings.rounds} rounds of ~{settings.round_ms:.0f} ms, interleaved across the "
+        "cases, after a warm-up (the median of the rounds is a run's figure)",
+        f"- the default executor here has {workers} workers (W in case 5); case 8 ran on "
+        f"it with {batch_workers}",
+        "- command: `.venv/bin/python benchmarks/compare.py"
+        + (" --quick" if settings.quick else "")
+        + (
+            f" --runs {settings.runs}"
+            if settings.runs != (QUICK if settings.quick else FULL).runs
+            else ""
         )
-    )
-    labels = {
-        "langchain-core": "langchain-core `@tool` + `.invoke(dict)`",
-        "smolagents": "smolagents `@tool` + call",
-        "pydantic-ai-slim": "pydantic-ai `FunctionToolset`: `args_validator` + `call_tool`, no model",
-    }
-    for i, peer in enumerate(peers):
-        key = f"7{'abc'[i]}"
-        version = f" {peer.version}" if peer.version else ""
-        row = timed_row(key, labels[peer.name] + version)
-        row.note = peer.reason
-        if peer.name == "langchain-core":
-            aim(row, t7, "us ≥ 100x faster")
-        elif peer.name == "smolagents":
-            aim(row, t2b, "case 2 ≤ this")
-        rows.append(row)
-    threads, calls = settings.throughput_threads, settings.throughput_calls
-    rows += [
-        Row("8a", "8 tools sleeping 50 ms, timeout=5: the sequential sum", batch.sequential_ns),
-        Row("8b", "… the slowest single call", batch.slowest_ns),
-        Row(
-            "8c",
-            "… `ToolExecutor(8).execute_many` of the 8 (wall)",
-            batch.batch_ns,
-            target=f"≤ 1.3x slowest: {r8:.2f}x",
-            met=t8.met,
-        ),
-        Row(
-            "9a",
-            f"{threads} threads x {calls:,} timed calls on `ToolExecutor({threads})` "
-            "(wall / calls)",
-            throughput.ours_ns,
-            target=f"≥ 1.0x bare: {t9.figure}",
-            met=t9.met,
-        ),
-        Row("9b", f"… bare `ThreadPoolExecutor({threads})`, the same threads", throughput.bare_ns),
-        Row(
-            "10",
-            f"tracemalloc growth over {settings.memory_calls:,} executions of case 2",
-            note=f"{growth / 1024:.1f} KB",
-            target="< 1 MB",
-            met=t10.met,
-        ),
+        + "`",
+        "",
+        "The machine is shared and noisy: read the ratios, measured in the same run, rather "
+        "than the absolute times, and the ranges over runs rather than any one figure. "
+        "Every per-call case calls `echo(a: str, b: int, c: bool) -> str`; "
+        "`benchmarks/README.md` says what each case does. *CPU µs* is the process's CPU "
+        "time (all threads) per call: it leaves out the time spent waiting for a core.",
+        "",
+        f"## Targets: {met} of {measured} met (by the median of the runs)",
+        "",
+        *target_lines,
+        "",
+        "## Per call",
+        "",
+        *per_call_table(runs),
+        "",
+        f"## Contention: caller threads sharing `ToolExecutor({CONTENTION_WORKERS})` "
+        f"against `ThreadPoolExecutor({CONTENTION_WORKERS})`",
+        "",
+        *contention_table(runs),
+        "",
+        "## Wide fan-out: `ToolExecutor(max_workers=N).execute_many` of N x 50 ms "
+        "against `ThreadPoolExecutor(N).map`",
+        "",
+        *fanout_table(runs),
+        "",
+        "## Start-up, batches, the registry, deadlines, memory",
+        "",
+        *misc_table(runs),
     ]
-    for row in rows:
-        if row.key.startswith("8"):
-            row.ratios = False
-    return Results(
-        rows=rows,
-        targets=targets,
-        peers=", ".join(
-            f"{p.name} {p.version or '—'}" + (f" ({p.reason})" if p.reason else "") for p in peers
-        ),
-        throughput_failures=throughput.failures,
-    )
+    if info.failures:
+        lines += ["", f"Contention calls that did not come back right: {info.failures}"]
+    return "\n".join(lines) + "\n"
 
 
 # -- conversion (issue 14) ---------------------------------------------------------
@@ -992,56 +1305,15 @@ def measure_validation(settings: Settings) -> str:
     return "\n".join(lines) + "\n"
 
 
-def report(results: Results, settings: Settings) -> str:
-    by_key = {row.key: row for row in results.rows}
-    direct, us = t.cast(float, by_key["1"].ns), t.cast(float, by_key["2"].ns)
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    mode = "quick (smoke run)" if settings.quick else "full"
-    met = sum(1 for target in results.targets if target.met)
-    measured = sum(1 for target in results.targets if target.met is not None)
-    try:
-        load = "load average {:.2f} {:.2f} {:.2f} at the end".format(*os.getloadavg())
-    except OSError:
-        load = "load average unknown"
-    lines = [
-        "# Benchmark results",
-        "",
-        f"- date: {now}",
-        f"- CPUs (`os.cpu_count()`): {os.cpu_count()}; {load}",
-        f"- Python: {platform.python_implementation()} {platform.python_version()} ({sys.platform})",
-        f"- nous_tools {nous_tools.__version__}; peers: {results.peers}",
-        f"- mode: {mode}; per-call cases: {settings.rounds} rounds of ~{settings.round_ms:.0f} ms "
-        "each, interleaved across the cases, after a warm-up; the median is quoted",
-        "- command: `.venv/bin/python benchmarks/compare.py"
-        + (" --quick" if settings.quick else "")
-        + "`",
-        "",
-        "The machine is shared and noisy: read the ratios, measured in the same run, rather "
-        "than the absolute times. Every case calls `echo(a: str, b: int, c: bool) -> str`; "
-        "`benchmarks/README.md` says what each case does. *CPU µs* is the process's CPU "
-        "time (all threads) per call: it leaves out the time spent waiting for a core.",
-        "",
-        table(results.rows, direct, us),
-        "",
-        f"## Targets (issue 7): {met} of {measured} met",
-        "",
-    ]
-    for target in results.targets:
-        status = {True: "met", False: "**missed**", None: "not measured"}[target.met]
-        lines.append(f"- {status}: {target.text} — {target.figure}")
-    if results.throughput_failures:
-        lines += ["", f"Throughput calls that did not return Ok: {results.throughput_failures}"]
-    return "\n".join(lines) + "\n"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="a fast smoke run (< 1 minute)")
+    parser.add_argument("--quick", action="store_true", help="a fast smoke run (one run)")
     parser.add_argument(
         "--only",
         choices=["conversion", "validation"],
         help="run one section only (printed; written only with --output)",
     )
+    parser.add_argument("--runs", type=int, help="whole runs to aggregate (default 5, quick 1)")
     parser.add_argument("--rounds", type=int, help="timing rounds per case (default 15, quick 3)")
     parser.add_argument("--round-ms", type=float, help="target milliseconds per timed round")
     parser.add_argument(
@@ -1052,19 +1324,25 @@ def main(argv: list[str] | None = None) -> int:
     )
     options = parser.parse_args(argv)
     settings = QUICK if options.quick else FULL
+    if options.runs is not None:
+        settings = attrs.evolve(settings, runs=max(1, options.runs))
     if options.rounds is not None:
         settings = attrs.evolve(settings, rounds=max(1, options.rounds))
     if options.round_ms is not None:
         settings = attrs.evolve(settings, round_ms=max(1.0, options.round_ms))
+    # Timeouts log an error each (deadline overshoot): keep the records, print nothing.
+    logging.getLogger("nous_tools").propagate = False
     began = time.monotonic()
     if options.only == "conversion":
         text = measure_conversion(settings)
     elif options.only == "validation":
         text = measure_validation(settings)
     else:
+        info = RunInfo()
+        runs = [run_once(settings, i, info) for i in range(settings.runs)]
         text = "\n".join(
             (
-                report(run(settings), settings),
+                report(runs, info, settings),
                 measure_conversion(settings),
                 measure_validation(settings),
             )
@@ -1081,4 +1359,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(HERE))  # deadlines.py, for the overshoot figures
     raise SystemExit(main())

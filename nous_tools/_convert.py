@@ -85,7 +85,6 @@ from ._log import log as _safe_log
 from ._text import json_type
 from .errors import ToolError
 from .results import Err
-from .validation import failure_message
 
 if t.TYPE_CHECKING:
     import cattrs
@@ -183,6 +182,8 @@ def _failure_err(
             mismatches.append((where, leaf.expected, leaf.actual))
         else:
             invalid.append((where, _shorten(_exception_text(leaf))))
+    from .validation import failure_message  # imported on the failure path only
+
     message, original = failure_message(missing, mismatches, invalid)
     _log.warning("Invalid arguments for tool '%s'", tool_name)
     return Err(

@@ -66,6 +66,7 @@ Design, and why:
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import contextvars
 import ctypes
@@ -77,7 +78,7 @@ import threading
 import time
 import typing as t
 
-from ._clock import monotonic
+from ._clock import _Clock
 from ._log import log as _log
 from ._scope import Scope, here, in_worker
 from ._text import safe_str
@@ -112,6 +113,8 @@ _LANE_IDLE_SECONDS = 30.0
 #: The longest wait a lock accepts; every deadline is checked against it at construction.
 _WAIT_MAX = threading.TIMEOUT_MAX
 
+
+_allocate_lock = _thread.allocate_lock
 
 _hook_lock = threading.Lock()
 _hook_installed = False
@@ -152,6 +155,7 @@ class _Task(Scope):
         "fn",
         "interrupt",
         "kwargs",
+        "notify",
         "pool",
         "result",
         "worker",
@@ -185,8 +189,11 @@ class _Task(Scope):
         self.result: Outcome = (TIMED_OUT, None, None)
         self.worker: _Worker | None = None
         self.accounted = False  # its abandonment has been counted
-        self.done = threading.Lock()
-        self.done.acquire()
+        # A batch waiting for several tasks at once (see submit): gets the task
+        # right after its ``done`` is released, whoever releases it.
+        self.notify: queue.SimpleQueue[t.Any] | None = None
+        self.done = done = _allocate_lock()
+        done.acquire()
 
 
 class _Worker:
@@ -199,8 +206,11 @@ class _Worker:
 
     __slots__ = (
         "abandoned",
+        "asleep",
+        "bell",
         "cancelled",
         "completed",
+        "fd",
         "gone",
         "healthy",
         "ident",
@@ -219,6 +229,62 @@ class _Worker:
         self.lock = threading.Lock()
         self.shield = 0
         self.thread: threading.Thread | None = None
+        # What it sleeps on while idle: an eventfd (see _ring), else a lock; and
+        # whether it is (about to be) asleep there, so only a sleeper's bell is rung.
+        self.asleep = False
+        self.fd = _take_fd()
+        self.bell: t.Any = None
+        if self.fd < 0:
+            self.bell = _allocate_lock()
+            self.bell.acquire()
+
+
+# Waking an idle worker. A thread that releases a lock while it holds the GIL
+# wakes the sleeper only for it to find the GIL taken and sleep again: four
+# context switches where two would do, which is most of a hand-off's cost on a
+# busy core. ``os.eventfd_write`` releases the GIL around the system call that
+# wakes the worker, so the worker takes the GIL at once (Linux; elsewhere, a lock).
+# A worker's eventfd is never closed, only handed to the next worker when it ends:
+# a caller that looked at an idle worker a moment too long ago may still ring its
+# bell, and must not reach another file that took the number.
+_eventfd = getattr(os, "eventfd", None)
+_spare_fds: list[int] = []
+
+
+def _take_fd() -> int:
+    """An eventfd for a new worker (a spare one if any), or -1 where there is none."""
+    try:
+        return _spare_fds.pop()
+    except IndexError:
+        pass
+    if _eventfd is None:
+        return -1
+    try:
+        return int(_eventfd(0))  # EFD_CLOEXEC by default
+    except OSError:  # out of descriptors: this worker sleeps on a lock
+        return -1
+
+
+def _ring(worker: _Worker) -> None:
+    """Wake ``worker``, which is asleep or about to be (a spare wake-up is harmless:
+    it looks at the queue again). Nobody else rings it for this sleep."""
+    worker.asleep = False
+    fd = worker.fd
+    if fd >= 0:
+        with contextlib.suppress(OSError):
+            os.eventfd_write(fd, 1)  # the GIL is released while the worker wakes
+    else:
+        with contextlib.suppress(RuntimeError):  # rung already
+            worker.bell.release()
+
+
+def _sleep(worker: _Worker) -> None:
+    """Sleep until ``worker``'s bell rings (at once if it rang meanwhile)."""
+    fd = worker.fd
+    if fd >= 0:
+        os.eventfd_read(fd)
+    else:
+        worker.bell.acquire()
 
 
 def shield() -> _Worker | None:
@@ -246,6 +312,18 @@ def unshield(me: _Worker) -> None:
         raise ToolCancelled
 
 
+#: The fewest workers a pool gets by default: a model's batch of parallel tool
+#: calls (eight is a common upper end) runs at once even on a small machine.
+DEFAULT_MIN_WORKERS = 8
+
+
+def default_max_workers() -> int:
+    """``max_workers`` when none is given: ``min(32, cpus + 4)`` as in
+    ``ThreadPoolExecutor`` (tools mostly wait on I/O), but at least
+    :data:`DEFAULT_MIN_WORKERS`. Workers start only when calls need them."""
+    return max(DEFAULT_MIN_WORKERS, min(32, (os.cpu_count() or 1) + 4))
+
+
 class WorkerPool:
     """Daemon worker threads that run callables under real-time deadlines."""
 
@@ -260,7 +338,7 @@ class WorkerPool:
         on_worker_exit: Hook | None = None,
     ) -> None:
         if max_workers is None:
-            max_workers = min(32, (os.cpu_count() or 1) + 4)
+            max_workers = default_max_workers()
         if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
             raise ValueError(f"option 'max_workers' must be an int >= 1, got {max_workers!r}")
         if (
@@ -277,7 +355,7 @@ class WorkerPool:
         self._name = name
         self._lock = threading.Lock()
         self._queue: queue.SimpleQueue[_Task | None] = queue.SimpleQueue()
-        self._idle: list[None] = []  # one item per worker waiting on the queue
+        self._idle: list[_Worker] = []  # idle workers, the one idle last on top
         self._workers: set[_Worker] = set()  # registered and not yet gone
         self._healthy = 0  # registered workers that were never abandoned
         self._abandoned = 0  # abandoned workers still running
@@ -315,7 +393,7 @@ class WorkerPool:
         interrupt: bool = True,
     ) -> Outcome:
         """Run ``fn(*args, **kwargs)`` in a worker, waiting until ``deadline`` (on
-        :func:`monotonic`'s clock) or the enclosing scope's deadline if earlier.
+        :func:`~nous_tools._clock.monotonic`'s clock) or the enclosing scope's deadline if earlier.
 
         At the deadline the task is abandoned: ``cancelled`` is set,
         ``ToolCancelled`` is raised in the worker when ``interrupt`` is true, the
@@ -324,36 +402,32 @@ class WorkerPool:
         cancellation of the caller's own attempt) abandons the task the same way,
         then propagates.
         """
-        if self._shutdown:
-            return (SHUT_DOWN, None, None)
-        if self._abandoned >= self.max_abandoned:
-            with self._lock:
-                self._saturated += 1
-            return (SATURATED, (self._abandoned, self.max_abandoned), None)
+        if self._shutdown or self._abandoned >= self.max_abandoned:
+            return self._refusal()
+        # Nested work (``here.nested``) always runs in a scope, so a thread outside
+        # every scope is a plain caller: it neither clamps nor adopts.
         parent = here.scope
         if parent is not None:
             limit = parent.deadline
             if limit is not None and limit < deadline:
                 deadline = limit
-        remaining = deadline - monotonic()
-        if remaining <= 0:  # an enclosing attempt's deadline has passed already
-            with self._lock:
-                self._timed_out += 1
-            return (TIMED_OUT, None, None)
+            if deadline <= _Clock.monotonic():  # an enclosing attempt's deadline has passed already
+                return self._expired()
         task = _Task(fn, args, kwargs, deadline, cancelled, interrupt, self)
         try:
-            if parent is not None and not parent.adopt(task):
-                return (TIMED_OUT, None, None)  # the enclosing attempt was cancelled
-            if here.nested:
-                self._spawn(task)  # a nested call never waits for capacity
+            if parent is not None:
+                if not parent.adopt(task):
+                    return (TIMED_OUT, None, None)  # the enclosing attempt was cancelled
+                self._enqueue(task, here.nested)
             else:
-                tasks = self._queue
-                tasks.put(task)
-                if tasks.qsize() > len(self._idle) and self._healthy < self.max_workers:
-                    self._spawn(None)
-                if self._shutdown:
-                    self._abandon(task, SHUT_DOWN)
-            finished = task.done.acquire(True, min(max(0.0, deadline - monotonic()), _WAIT_MAX))
+                self._enqueue(task, False)
+            # The clock is read here, just before the wait, so time spent getting
+            # here (a thread start, a wait for the GIL) is inside the deadline.
+            # (_Clock.monotonic, not a module-level alias, which freezegun would patch.)
+            wait = deadline - _Clock.monotonic()
+            if wait > _WAIT_MAX:
+                wait = _WAIT_MAX
+            finished = task.done.acquire(True, wait if wait > 0.0 else 0.0)
         except BaseException:
             self._abandon(task, TIMED_OUT)
             raise
@@ -366,6 +440,107 @@ class WorkerPool:
             return (TIMED_OUT, None, None)
         task.done.acquire()  # it finished as the deadline passed: its worker is handing over
         return task.result
+
+    def submit(
+        self,
+        fn: t.Callable[..., t.Any],
+        args: tuple[t.Any, ...],
+        kwargs: dict[str, t.Any],
+        deadline: float,
+        notify: queue.SimpleQueue[t.Any],
+        *,
+        cancelled: threading.Event | None = None,
+        interrupt: bool = True,
+    ) -> _Task | Outcome:
+        """Start ``fn(*args, **kwargs)`` as :meth:`run` does, without waiting: for a
+        caller that waits for several tasks at once (a batch's).
+
+        Returns the task, or the outcome at once when it cannot start (shut down,
+        saturated, the enclosing deadline passed or the scope cancelled). The task
+        belongs to the scope this thread works in (``here.scope``), so cancelling that
+        scope abandons it. ``notify`` gets the task as soon as it ends — finished, or
+        abandoned by whoever abandons it — and the caller then takes its outcome with
+        :meth:`outcome`; at the task's ``deadline`` (if it has not ended by then) the
+        caller calls :meth:`expire`. A caller interrupted in between cancels its scope.
+        """
+        if self._shutdown or self._abandoned >= self.max_abandoned:
+            return self._refusal()
+        parent = here.scope
+        if parent is not None:
+            limit = parent.deadline
+            if limit is not None and limit < deadline:
+                deadline = limit
+            if deadline <= _Clock.monotonic():
+                return self._expired()
+        task = _Task(fn, args, kwargs, deadline, cancelled, interrupt, self)
+        task.notify = notify
+        try:
+            if parent is not None:
+                if not parent.adopt(task):
+                    parent.release(task)
+                    return (TIMED_OUT, None, None)  # the enclosing scope was cancelled
+                self._enqueue(task, here.nested)
+            else:
+                self._enqueue(task, False)
+        except BaseException:
+            self._abandon(task, TIMED_OUT)
+            raise
+        return task
+
+    @staticmethod
+    def outcome(task: _Task) -> Outcome:
+        """The outcome of a submitted task that has ended (its ``notify`` said so)."""
+        task.done.acquire()
+        return task.result
+
+    def expire(self, task: _Task) -> Outcome:
+        """A submitted task whose deadline has passed: abandoned as :meth:`run` would
+        at the deadline, unless it finished meanwhile (then its outcome)."""
+        if self._abandon(task, TIMED_OUT):
+            return (TIMED_OUT, None, None)
+        task.done.acquire()  # it finished as the deadline passed: its worker is handing over
+        return task.result
+
+    def forget(self, task: _Task) -> None:
+        """Drop a submitted task that has ended from its enclosing scope's books."""
+        parent = here.scope
+        if parent is not None:
+            parent.release(task)
+
+    def _enqueue(self, task: _Task, nested: bool) -> None:
+        """Hand ``task`` to the workers: a nested call gets a worker of its own (it
+        never waits for capacity); any other waits in the queue, and a worker is
+        started when the queue holds more tasks than there are idle workers."""
+        if nested:
+            self._spawn(task)
+            return
+        tasks = self._queue
+        tasks.put(task)
+        idle = self._idle
+        try:
+            worker = idle[-1]  # the one idle last: its thread is warm
+        except IndexError:
+            if self._healthy < self.max_workers and tasks.qsize() > len(idle):
+                self._spawn(None)
+        else:
+            if worker.asleep:  # (awake: it is looking at the queue, or was rung already)
+                _ring(worker)  # it takes itself off the idle stack, then a queued task
+        if self._shutdown:
+            self._abandon(task, SHUT_DOWN)
+
+    def _refusal(self) -> Outcome:
+        """Why a call cannot start now: the pool is shut down, or saturated."""
+        if self._shutdown:
+            return (SHUT_DOWN, None, None)
+        with self._lock:
+            self._saturated += 1
+        return (SATURATED, (self._abandoned, self.max_abandoned), None)
+
+    def _expired(self) -> Outcome:
+        """A call whose enclosing deadline passed before it could start."""
+        with self._lock:
+            self._timed_out += 1
+        return (TIMED_OUT, None, None)
 
     def _abandon(self, task: _Task, kind: str) -> bool:
         """Decide ``task``'s outcome as ``kind`` unless it has finished; True when
@@ -397,6 +572,8 @@ class WorkerPool:
         finally:
             if claims.get("finish") is mine:
                 task.done.release()
+                if task.notify is not None:
+                    task.notify.put(task)
         if not started:
             return True
         children = task.children
@@ -512,6 +689,30 @@ class WorkerPool:
         with contextlib.suppress(Exception):
             self._spawn(None)
 
+    def _next(self, me: _Worker) -> _Task | None:
+        """The next queued task for worker ``me``, sleeping while there is none
+        (None: shut down). An idle worker stands on the idle stack, where a caller
+        that queues a task rings the bell of the one on top; only the worker itself
+        ever takes itself off the stack, so no interruption of a caller can leave a
+        worker asleep and forgotten."""
+        tasks = self._queue
+        idle = self._idle
+        while True:
+            try:
+                return tasks.get_nowait()
+            except queue.Empty:
+                pass
+            idle.append(me)
+            # Asleep before looking again: a task queued after this look finds the
+            # flag set and rings the bell; one queued before it is seen here.
+            me.asleep = True
+            if tasks.qsize():
+                me.asleep = False
+            else:
+                _sleep(me)
+                me.asleep = False
+            idle.remove(me)
+
     def _work(self, me: _Worker, task: _Task | None) -> None:
         """A worker's life. Nothing is ever sent to it before it runs a task, so it
         registers itself safely; ``first`` is a nested call's task, run at once."""
@@ -545,43 +746,48 @@ class WorkerPool:
                         with self._lock:
                             if self._healthy > self.max_workers:
                                 break
-                    idle.append(None)
-                    task = tasks.get()
-                    idle.pop()
+                    task = self._next(me)
                     if task is None:
                         break  # shutdown
-                    if (
-                        tasks.qsize() > len(idle)
-                        and self._healthy < self.max_workers
-                        and not self._shutdown
-                    ):
-                        self._try_spawn()
+                    if tasks.qsize() and not self._shutdown:
+                        try:  # more waiting: wake another idle worker, or start one
+                            other = idle[-1]
+                        except IndexError:
+                            if self._healthy < self.max_workers:
+                                self._try_spawn()
+                        else:
+                            if other.asleep:
+                                _ring(other)
                 if task.claims.setdefault("start", me) is not me:
                     task = None  # dropped while queued
-                    continue
-                task.worker = me  # only the worker that won the task: it may be sent a cancel
-                here.scope = task
-                ran = True
-                try:
-                    result = (
-                        RETURNED,
-                        task.context.run(task.fn, *task.args, **task.kwargs),
-                        None,
-                    )
-                except BaseException as exc:  # the callable's, handed to the caller
-                    result = (RAISED, exc, safe_str(exc))  # rendered inside the deadline
-                here.scope = None
-                task.fn = task.args = task.kwargs = task.context = None  # type: ignore[assignment]
-                if task.claims.setdefault("finish", me) is not me:
-                    lost = True  # abandoned at its deadline: retire, never reused
-                    break
-                task.result = result
-                task.done.release()
-                me.completed += 1
-                task = None
-                if after_task is not None:  # it won ``finish``: no cancellation is due
-                    self._hook(after_task, "after_task")
-                ran = False
+                else:
+                    # (No ``continue`` above: in CPython 3.11 an exception raised at
+                    # such a jump can skip this try statement, gh-107901.)
+                    task.worker = me  # only the worker that won it: it may be sent a cancel
+                    here.scope = task
+                    ran = True
+                    try:
+                        result = (
+                            RETURNED,
+                            task.context.run(task.fn, *task.args, **task.kwargs),
+                            None,
+                        )
+                    except BaseException as exc:  # the callable's, handed to the caller
+                        result = (RAISED, exc, safe_str(exc))  # rendered inside the deadline
+                    here.scope = None
+                    task.fn = task.args = task.kwargs = task.context = None  # type: ignore[assignment]
+                    if task.claims.setdefault("finish", me) is not me:
+                        lost = True  # abandoned at its deadline: retire, never reused
+                        break
+                    task.result = result
+                    task.done.release()
+                    if task.notify is not None:
+                        task.notify.put(task)
+                    me.completed += 1
+                    task = None
+                    if after_task is not None:  # it won ``finish``: no cancellation is due
+                        self._hook(after_task, "after_task")
+                    ran = False
         except ToolCancelled:
             # The cancellation sent because its task was abandoned. (Should one ever
             # arrive after it won its task, the caller still gets the result.)
@@ -589,6 +795,8 @@ class WorkerPool:
                 task.result = result
                 with contextlib.suppress(RuntimeError):
                     task.done.release()
+                    if task.notify is not None:
+                        task.notify.put(task)
                 lost = False
             else:
                 lost = True
@@ -609,6 +817,8 @@ class WorkerPool:
                             self._abandoned -= 1
                         self._completed += me.completed
                         self._workers.discard(me)
+                        if me.fd >= 0:
+                            _spare_fds.append(me.fd)  # to the next worker; never closed
                 break
             except ToolCancelled:
                 continue
@@ -629,11 +839,23 @@ class WorkerPool:
 
     # -- lanes -------------------------------------------------------------------
 
-    def start_lane(self, fn: t.Callable[[], None], scope: Scope) -> None:
+    def start_lane(
+        self,
+        fn: t.Callable[[], None],
+        scope: Scope,
+        *,
+        context: contextvars.Context | None = None,
+    ) -> None:
         """Run ``fn()`` in a lane: a daemon thread that coordinates calls (a batch's),
-        in a copy of the caller's context, working in ``scope``, nested when the
-        caller is. Lanes are reused; they are not workers and take no capacity."""
-        job = (contextvars.copy_context(), fn, scope, here.nested)
+        in ``context`` (default: a copy of the caller's), working in ``scope``, nested
+        when the caller is. Lanes are reused; they are not workers and take no
+        capacity."""
+        job = (
+            context if context is not None else contextvars.copy_context(),
+            fn,
+            scope,
+            here.nested,
+        )
         if len(self._idle_lanes) > self._lanes.qsize():
             self._lanes.put(job)
             return
@@ -703,6 +925,8 @@ class WorkerPool:
             workers = [w for w in self._workers if w.healthy]
         for _ in workers:
             self._queue.put(None)
+        for worker in list(self._idle):
+            _ring(worker)  # it looks at the queue and finds its None
         for _ in range(len(self._idle_lanes)):
             self._lanes.put(None)
         if not wait:

@@ -22,16 +22,19 @@ caller's own thread propagates (it is the user's Ctrl-C).
 
 from __future__ import annotations
 
+import collections
 import collections.abc as c
+import contextlib
 import contextvars
+import heapq
 import logging
+import queue
 import threading
 import time
 import traceback
 import typing as t
 
 import attrs
-import tenacity
 
 from . import _isolation, _pool
 from . import signals as _signals
@@ -45,14 +48,19 @@ from .approval import check_approval
 from .backend import Backend, ProcessBackend, ThreadBackend, check_backend
 from .errors import ExecutorSaturated, ExecutorShutdown, ToolError, ToolTimeout
 from .results import Err, Ok, Result
+from .results import _set_update as _set_ok_update
+from .results import _set_value as _set_ok_value
 from .results import ok_fast as _ok
-from .run_context import RunContext
+from .run_context import AttemptCancelled, RunContext
+from .run_context import for_attempt as _for_attempt
 from .tool import ON_TIMEOUT_MODES, Tool
 
 __all__ = ["ToolCall", "ToolExecutor", "default_executor", "execute", "execute_many"]
 
 _log = _safe_log
 _logger = _log.logger
+_DEBUG = logging.DEBUG
+_new_ok = object.__new__
 
 _BARE_CONTEXT: RunContext[t.Any] = RunContext()
 
@@ -95,6 +103,8 @@ def _should_retry(tool: Tool, exc: BaseException, attempt: int) -> bool:
         return True
     if isinstance(retry_on, tuple):
         return isinstance(exc, retry_on)
+    import tenacity  # imported at the first retry, not with the package
+
     state = tenacity.RetryCallState(retry_object=None, fn=None, args=(), kwargs={})  # type: ignore[arg-type]
     state.attempt_number = attempt
     state.set_exception((type(exc), exc, exc.__traceback__))
@@ -137,22 +147,108 @@ def _internal_error(tool: object, exc: BaseException) -> Err:
     )
 
 
-def _with_attempt(
-    ctx: RunContext[t.Any],
-    retry: int,
-    deadline: float | None = None,
-    cancelled: threading.Event | None = None,
-) -> RunContext[t.Any]:
-    if cancelled is None:
-        return attrs.evolve(ctx, retry=retry, deadline=deadline)
-    return attrs.evolve(ctx, retry=retry, deadline=deadline, cancelled=cancelled)
+#: ``attrs.evolve(ctx, retry=, deadline=[, cancelled=])``, field by field.
+_with_attempt = _for_attempt
+
+
+class _Marker:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+#: The longest a batch's caller in the main thread waits at once. A SIGINT that
+#: arrives just as a thread enters a blocking wait (after Python last looked for
+#: signals) is handled only when that wait ends: the caller of a batch, woken by a
+#: worker at the very moment it starts waiting, would see Ctrl-C only at the next
+#: deadline. Waiting in slices bounds that delay.
+_SIGNAL_SLICE = 0.05
+
+#: A batch's call whose first attempt a worker runs (see ToolExecutor._run_batch).
+_PENDING = _Marker("_PENDING")
+#: A batch's call whose first attempt failed and that goes on with its retries.
+_RETRY = _Marker("_RETRY")
+
+
+class _Batch:
+    """Where a batch run by :meth:`ToolExecutor._run_batch` stands."""
+
+    __slots__ = (
+        "ctx",
+        "deadlines",
+        "jobs",
+        "lanes",
+        "notify",
+        "pending",
+        "results",
+        "scope",
+        "waiting",
+    )
+
+    def __init__(
+        self,
+        jobs: c.Sequence[tuple[Tool, t.Any, str | None] | Err],
+        todo: list[int],
+        results: list[t.Any],
+        ctx: RunContext[t.Any] | None,
+        scope: Scope,
+    ) -> None:
+        self.jobs = jobs
+        self.pending = collections.deque(todo)  # calls not started yet, in order
+        self.results = results
+        self.ctx = ctx
+        self.scope = scope
+        self.notify: queue.SimpleQueue[t.Any] = queue.SimpleQueue()  # ended tasks and lanes
+        self.waiting: dict[t.Any, _Job] = {}  # task -> the call whose first attempt it runs
+        self.deadlines: list[tuple[float, int, t.Any]] = []  # a heap of (deadline, i, task)
+        self.lanes = 0  # calls (or their retries) running in lanes
+
+
+class _Job:
+    """One call of a batch run by :meth:`ToolExecutor._run_batch`: where it stands."""
+
+    __slots__ = (
+        "arguments",
+        "began",
+        "call_id",
+        "context",
+        "ctx",
+        "debug",
+        "emit",
+        "failure",
+        "index",
+        "notify",
+        "task",
+        "tool",
+        "total",
+    )
+
+    def __init__(self, index: int, context: contextvars.Context, notify: queue.SimpleQueue[t.Any]):
+        self.index = index
+        self.context = context  # the copy of the caller's context its signals are sent in
+        self.notify = notify
+        self.tool: t.Any = None
+        self.arguments: t.Any = None
+        self.ctx: t.Any = None
+        self.call_id: str | None = None
+        self.total = 1
+        self.began = 0
+        self.emit = False
+        self.debug: float | None = None
+        self.task: t.Any = None
+        self.failure: _Failure | None = None
 
 
 class ToolExecutor:
     """Runs tools: approval, validation, attempts with retries, deadlines and signals.
 
-    ``max_workers`` bounds concurrent timed attempts (default ``min(32, cpus + 4)``),
-    however many callers and batches run at once; ``max_abandoned`` (default 64,
+    ``max_workers`` bounds concurrent timed attempts (default ``min(32, cpus + 4)``, at least 8
+    but at least 8, so a batch of 8 runs at once; workers start as calls need
+    them), however many callers and batches run at once; ``max_abandoned`` (default 64,
     at least 1) is how many workers may be stuck past their deadlines before new
     timed calls get ``Err(ExecutorSaturated)``; ``on_timeout`` (``"interrupt"`` or
     ``"abandon"``) is the default for tools that do not set their own.
@@ -351,7 +447,9 @@ class ToolExecutor:
         runs inline; a cancellation that arrives meanwhile is raised on return."""
         token = _pool.shield()
         try:
-            return self._execute(tool, arguments, ctx, call_id, skip_approval=skip_approval)
+            return self._execute(
+                tool, arguments, ctx, call_id, skip_approval=skip_approval, shielded=True
+            )
         except BaseException as exc:  # a bug of ours must not reach the caller either
             if interrupts(exc):
                 raise
@@ -445,12 +543,16 @@ class ToolExecutor:
         """Run prepared ``(tool, arguments, call_id)`` jobs concurrently; an ``Err``
         in ``jobs`` is its own result. ``run`` replaces :meth:`execute` per job.
 
-        The batch is a cancel scope: the caller and up to ``max_workers - 1`` lane
-        threads take jobs one at a time; each job's timed attempts take pool
-        workers like any other call (lanes take no capacity of their own). When the
-        caller is interrupted (Ctrl-C, or the cancellation of the attempt it works
-        for), no further job starts, the running ones are cancelled as at a
-        deadline, and the interruption propagates.
+        The batch is a cancel scope, and at most ``max_workers`` of its jobs run at
+        once; each job's timed attempts take pool workers like any other call, so
+        ``max_workers`` bounds every batch and caller together. Without ``run``
+        (``execute_many``) the caller hands each timed first attempt straight to a
+        worker and waits for them all (see :meth:`_run_batch`); with ``run``, or for
+        a job that needs a thread of its own (an inline tool, a process-isolated
+        one, an approval handler to ask, a retry), lane threads run the jobs (lanes
+        take no capacity of their own). When the caller is interrupted (Ctrl-C, or
+        the cancellation of the attempt it works for), no further job starts, the
+        running ones are cancelled as at a deadline, and the interruption propagates.
         """
         runner = run if run is not None else self._run_job
         results: list[t.Any] = [job if isinstance(job, Err) else None for job in jobs]
@@ -462,9 +564,41 @@ class ToolExecutor:
             tool, arguments, call_id = t.cast(tuple[Tool, t.Any, "str | None"], jobs[i])
             results[i] = runner(tool, arguments, ctx, call_id)
             return results
-        pool = self._pool
         parent = here.scope
         batch = Scope(parent.deadline if parent is not None else None, shared=True)
+        if parent is not None and not parent.adopt(batch):
+            return [
+                r if r is not None else _cancelled_before_start(jobs[i])
+                for i, r in enumerate(results)
+            ]
+        # In a pool worker (a tool running a batch), the batch's own bookkeeping is
+        # the library's code: no cancellation lands in it. Cancelling the attempt
+        # cancels the batch through its scope; ToolCancelled is raised on return.
+        token = _pool.shield() if run is None else None
+        try:
+            if run is None:
+                self._run_batch(jobs, todo, results, ctx, batch)
+            else:
+                self._run_lanes(jobs, todo, results, ctx, batch, runner)
+        finally:
+            if parent is not None:
+                parent.release(batch)
+            if token is not None:
+                _pool.unshield(token)
+        return results
+
+    def _run_lanes(
+        self,
+        jobs: c.Sequence[tuple[Tool, t.Any, str | None] | Err],
+        todo: list[int],
+        results: list[t.Any],
+        ctx: RunContext[t.Any] | None,
+        batch: Scope,
+        runner: c.Callable[[Tool, t.Any, RunContext[t.Any] | None, str | None], t.Any],
+    ) -> None:
+        """The caller and up to ``max_workers - 1`` lane threads take jobs one at a
+        time and run each with ``runner``."""
+        pool = self._pool
         lock = threading.Lock()
         finished = threading.Event()
         state = [0, 0]  # the next job to claim, the jobs claimed and not yet ended
@@ -498,11 +632,6 @@ class ToolExecutor:
                         if state[1] == 0 and (batch.cancelled or state[0] >= len(todo)):
                             finished.set()
 
-        if parent is not None and not parent.adopt(batch):
-            return [
-                r if r is not None else _cancelled_before_start(jobs[i])
-                for i, r in enumerate(results)
-            ]
         try:
             for _ in range(min(len(todo), pool.max_workers) - 1):
                 try:
@@ -519,10 +648,280 @@ class ToolExecutor:
         except BaseException:
             pool.cancel(batch)
             raise
+        for i, result in enumerate(results):
+            if result is None:  # never started: the batch was cancelled
+                results[i] = _cancelled_before_start(jobs[i])
+
+    def _run_batch(
+        self,
+        jobs: c.Sequence[tuple[Tool, t.Any, str | None] | Err],
+        todo: list[int],
+        results: list[t.Any],
+        ctx: RunContext[t.Any] | None,
+        batch: Scope,
+    ) -> None:
+        """``execute_many``'s batch, run from the caller's thread without a thread per call.
+
+        For each call in turn, while fewer than ``max_workers`` of the batch's calls
+        run: approval, validation and conversion in the caller, in a copy of its
+        ``contextvars`` context made for that call (where all the call's signals are
+        sent), then its timed first attempt handed to a pool worker
+        (:meth:`WorkerPool.submit`), not awaited. The caller then waits for whichever
+        ends first — a task's ``notify`` queue, or the earliest deadline, at which the
+        task is abandoned as ``execute`` would. A call that needs a thread of its own
+        (an inline or process-isolated tool, an approval handler to ask) runs whole
+        in a lane, and so do the attempts after a first one that failed and may be
+        retried (``retry_wait`` sleeps there); a lane reports to the same queue.
+        """
+        state = _Batch(jobs, todo, results, ctx, batch)
+        saved = here.scope
+        here.scope = batch  # the calls' tasks are the batch's children
+        try:
+            # The loop lives in a function of its own, and every handler here: in
+            # CPython 3.11 an exception raised by the eval breaker at a loop's backward
+            # jump can skip the try statement around that loop in the same function
+            # (gh-107901), but never the one around the call.
+            self._coordinate(state)
+        except BaseException:
+            self._pool.cancel(batch)
+            if state.waiting:  # their signals and log lines, off the interrupted caller's path
+                self._wind_down(list(state.waiting.items()), batch)
+            raise
         finally:
-            if parent is not None:
-                parent.release(batch)
-        return results
+            here.scope = saved
+        for i, result in enumerate(results):
+            if result is None:  # never started: the batch was cancelled
+                results[i] = _cancelled_before_start(jobs[i])
+
+    def _coordinate(self, state: _Batch) -> None:
+        """:meth:`_run_batch`'s loop: start calls while there is room, then take the
+        next call that ends or whose deadline passes, until every call has ended."""
+        pool = self._pool
+        jobs, results, ctx, batch = state.jobs, state.results, state.ctx, state.scope
+        pending, waiting, deadlines, notify = (
+            state.pending,
+            state.waiting,
+            state.deadlines,
+            state.notify,
+        )
+        limit = pool.max_workers
+        main = threading.current_thread() is threading.main_thread()
+        gated = isinstance(ctx, RunContext) and ctx.approval_gated
+        while True:
+            while pending and len(waiting) + state.lanes < limit and not batch.cancelled:
+                i = pending.popleft()
+                tool, arguments, call_id = t.cast(tuple[Tool, t.Any, "str | None"], jobs[i])
+                job = _Job(i, contextvars.copy_context(), notify)
+                if isinstance(tool, Tool) and (
+                    tool.timeout is None
+                    or not self._on_threads(tool)
+                    or (tool.approval == "ask" and not gated)
+                ):
+                    job.tool = tool
+
+                    def whole(
+                        tool: Tool = tool,
+                        arguments: t.Any = arguments,
+                        call_id: t.Any = call_id,
+                    ) -> Result:
+                        return self.execute(tool, arguments, ctx, call_id=call_id)
+
+                    state.lanes += self._in_lane(job, whole, results, batch)
+                    continue
+                result = job.context.run(self._call, tool, arguments, ctx, call_id, job)
+                if result is _PENDING:
+                    task = job.task
+                    waiting[task] = job
+                    heapq.heappush(deadlines, (task.deadline, i, task))
+                else:
+                    state.lanes += self._job_ended(job, result, results, batch)
+            if not waiting and not state.lanes:
+                return
+            # Abandon the calls whose deadlines have passed; wait for the next end or
+            # the next deadline, whichever comes first.
+            timeout: float | None = None
+            while deadlines:
+                deadline, _, task = deadlines[0]
+                if task not in waiting:
+                    heapq.heappop(deadlines)  # it has ended
+                    continue
+                timeout = deadline - monotonic()
+                if timeout > 0:
+                    break
+                heapq.heappop(deadlines)
+                job = waiting.pop(task)
+                pool.forget(task)
+                state.lanes += self._job_ended(job, pool.expire(task), results, batch)
+                timeout = None
+            if not waiting and not state.lanes:
+                continue
+            if main and (timeout is None or timeout > _SIGNAL_SLICE):
+                timeout = _SIGNAL_SLICE
+            try:
+                item = notify.get(True, timeout)
+            except queue.Empty:
+                item = None  # a deadline (abandoned above), or a Ctrl-C to look for
+            if item is None:
+                pass
+            elif type(item) is _Job:  # a lane ended
+                state.lanes -= 1
+            else:
+                job = waiting.pop(item, None)  # type: ignore[arg-type]
+                if job is not None:  # else: ended at its deadline already
+                    pool.forget(item)
+                    state.lanes += self._job_ended(job, pool.outcome(item), results, batch)
+
+    def _call(
+        self,
+        tool: Tool,
+        arguments: t.Any,
+        ctx: RunContext[t.Any] | None,
+        call_id: str | None,
+        job: _Job,
+    ) -> t.Any:
+        """:meth:`execute` for a batch's call, in the batch's caller: a result, or
+        ``_PENDING`` when its first attempt was handed to a worker."""
+        try:
+            return self._execute(tool, arguments, ctx, call_id, job=job)
+        except BaseException as exc:  # a bug of ours must not reach the caller either
+            if interrupts(exc):
+                raise
+            return _internal_error(tool, exc)
+
+    def _hand_off(
+        self,
+        job: _Job,
+        tool: Tool,
+        arguments: c.Mapping[str, t.Any],
+        ctx: RunContext[t.Any],
+        call_id: str | None,
+        total: int,
+    ) -> t.Any:
+        """Attempt 1 of a batch's timed call: its ``start`` signal, and the call
+        handed to a worker as :meth:`_timed` would run it, without waiting; then
+        ``_PENDING``, or the result when the pool refused it at once."""
+        job.tool, job.arguments, job.ctx, job.call_id, job.total = (
+            tool,
+            arguments,
+            ctx,
+            call_id,
+            total,
+        )
+        job.debug = time.perf_counter() if _logger.isEnabledFor(logging.DEBUG) else None
+        job.emit = emit = bool(_start.receivers or _stop.receivers or _exception.receivers)
+        job.began = self._started(tool, 1, total, call_id) if emit else 0
+        timeout = t.cast(float, tool.timeout)
+        deadline = monotonic() + timeout
+        scope = here.scope
+        if scope is not None and scope.deadline is not None and scope.deadline < deadline:
+            deadline = scope.deadline  # nested: never later than the enclosing attempt's
+        cancelled: threading.Event | None = None
+        if tool.takes_ctx:
+            cancelled = AttemptCancelled()
+            call_args: tuple[t.Any, ...] = (_with_attempt(ctx, 0, deadline, cancelled),)
+        else:
+            call_args = ()
+        on_timeout = tool.on_timeout or self.on_timeout
+        started = self._pool.submit(
+            tool.function,
+            call_args,
+            arguments if type(arguments) is dict else dict(arguments),
+            deadline,
+            job.notify,
+            cancelled=cancelled,
+            interrupt=on_timeout == "interrupt",
+        )
+        if type(started) is tuple:  # refused: shut down, saturated, or cancelled
+            return self._finish(job, started)
+        job.task = started
+        return _PENDING
+
+    def _finish(self, job: _Job, outcome: tuple[str, t.Any, t.Any]) -> t.Any:
+        """The end of a batch's first attempt, in the call's context: its result,
+        signals and log lines, as :meth:`_attempt` and :meth:`_execute` would give
+        them; ``_RETRY`` when the call goes on with a retry (``job.failure``)."""
+        tool = job.tool
+        try:
+            kind, value, text = outcome
+            duration = time.perf_counter_ns() - job.began if job.emit else 0
+            result = self._ended(
+                tool, job.arguments, 1, job.total, tool.timeout, kind, value, text, duration
+            )
+            if type(result) is _Failure:
+                if result.will_retry:
+                    job.failure = result
+                    return _RETRY
+                return self._final_failure(tool, result)
+            if job.debug is not None and type(result) is Ok:
+                elapsed_ms = (time.perf_counter() - job.debug) * 1000
+                _log.debug("Tool '%s' completed in %.1f ms", tool.name, elapsed_ms)
+            return result
+        except BaseException as exc:  # a bug of ours must not reach the caller either
+            if interrupts(exc):
+                raise
+            return _internal_error(tool, exc)
+
+    def _job_ended(self, job: _Job, outcome: t.Any, results: list[t.Any], batch: Scope) -> int:
+        """Record a batch call's result, or start its retries in a lane; the number
+        of lanes started (0 or 1). ``outcome`` is the pool's, or a result already."""
+        result = job.context.run(self._finish, job, outcome) if type(outcome) is tuple else outcome
+        if result is not _RETRY:
+            results[job.index] = result
+            return 0
+        failure = t.cast(_Failure, job.failure)
+
+        def retries() -> Result:
+            return self._retry(job.tool, job.arguments, job.ctx, failure, job.total, job.call_id)
+
+        return self._in_lane(job, retries, results, batch)
+
+    def _in_lane(
+        self, job: _Job, run: c.Callable[[], Result], results: list[t.Any], batch: Scope
+    ) -> int:
+        """Run ``run()`` for a batch's call in a lane, in the call's context; the lane
+        puts ``job`` on the batch's queue when it ends. The number of lanes started:
+        0 when no thread could be had (the call is then an ``Err`` saying so)."""
+        i = job.index
+
+        def lane() -> None:
+            try:
+                results[i] = run()
+            except BaseException as exc:
+                results[i] = Err(
+                    ToolError(
+                        f"Tool '{getattr(job.tool, 'name', 'unknown')}' could not be run: "
+                        f"{type(exc).__name__}: {_safe_str(exc)}",
+                        original_error=exc,
+                    )
+                )
+            finally:
+                job.notify.put(job)
+
+        try:
+            self._pool.start_lane(lane, batch, context=job.context)
+        except RuntimeError as exc:  # no thread to be had
+            results[i] = Err(
+                ToolError(
+                    f"Tool '{getattr(job.tool, 'name', 'unknown')}' could not be run: "
+                    f"no thread could be started ({_safe_str(exc)})",
+                    original_error=exc,
+                )
+            )
+            return 0
+        return 1
+
+    def _wind_down(self, waiting: list[tuple[t.Any, _Job]], batch: Scope) -> None:
+        """After an interrupted batch (its scope cancelled): the end of each call that
+        was waiting for a worker — its signals and log lines, as ``execute`` gives
+        them for a cancelled call — in a lane, off the interrupted caller's path."""
+        pool = self._pool
+
+        def lane() -> None:
+            for task, job in waiting:
+                job.context.run(self._finish, job, pool.expire(task))
+
+        with contextlib.suppress(RuntimeError):
+            pool.start_lane(lane, batch)
 
     def _run_job(
         self, tool: Tool, arguments: t.Any, ctx: RunContext[t.Any] | None, call_id: str | None
@@ -582,8 +981,14 @@ class ToolExecutor:
         call_id: str | None,
         *,
         skip_approval: bool = False,
+        shielded: bool = False,
+        job: _Job | None = None,
     ) -> Result:
-        if not isinstance(tool, Tool):
+        """The pipeline. ``shielded``: called by :meth:`_shielded` (perhaps in a pool
+        worker, whose shield an inline tool must leave). ``job``: a call of a batch
+        (see :meth:`_run_batch`), whose timed first attempt is handed to a worker and
+        not waited for here."""
+        if type(tool) is not Tool and not isinstance(tool, Tool):
             return Err(ToolError(f"execute expects a Tool, got {type(tool).__name__}"))
         if ctx is None:
             ctx = _BARE_CONTEXT
@@ -625,14 +1030,43 @@ class ToolExecutor:
                 return converted
             arguments = converted
         # 3. attempts
-        total = tool.retries + 1
-        if _logger.isEnabledFor(logging.DEBUG):
+        if job is not None and tool.timeout is not None and tool.isolation == "thread":
+            return self._hand_off(job, tool, arguments, ctx, call_id, tool.retries + 1)  # type: ignore[no-any-return]
+        if _logger.isEnabledFor(_DEBUG):
+            total = tool.retries + 1
             began = time.perf_counter()
             outcome = self._attempt(tool, arguments, ctx, 1, total, call_id)
             if type(outcome) is Ok:
                 elapsed_ms = (time.perf_counter() - began) * 1000
                 _log.debug("Tool '%s' completed in %.1f ms", tool.name, elapsed_ms)
+        elif (
+            tool.timeout is None
+            and not tool.takes_ctx
+            and not (_start.receivers or _stop.receivers or _exception.receivers)
+            and not shielded
+        ):
+            # The most common call, inline and unobserved: attempt 1 as _attempt runs
+            # it (which see), without its signals and a frame fewer.
+            try:
+                value = tool.function(**arguments)
+            except Exception as exc:
+                total = tool.retries + 1
+                outcome = self._raised(tool, arguments, exc, _safe_str(exc), 1, total, 0)
+            except BaseException as exc:
+                if interrupts(exc):
+                    raise  # the user's Ctrl-C, or this thread's attempt was cancelled
+                total = tool.retries + 1
+                outcome = self._raised(tool, arguments, exc, _safe_str(exc), 1, total, 0)
+            else:
+                kind = type(value)
+                if kind is Ok or kind is Err:
+                    return value  # type: ignore[no-any-return]
+                result = _new_ok(Ok)  # Ok(value), as ok_fast builds it, a call fewer
+                _set_ok_value(result, value)
+                _set_ok_update(result, None)
+                return result
         else:
+            total = tool.retries + 1
             outcome = self._attempt(tool, arguments, ctx, 1, total, call_id)
         if type(outcome) is not _Failure:
             return outcome  # type: ignore[return-value]  # not a _Failure
@@ -651,6 +1085,8 @@ class ToolExecutor:
     ) -> Result:
         """Attempts 2..total, driven by tenacity (entered only after a first failure
         that may be retried)."""
+        import tenacity  # imported at the first retry, not with the package
+
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(total),
             wait=tool.retry_wait if tool.retry_wait is not None else tenacity.wait_none(),
@@ -721,24 +1157,7 @@ class ToolExecutor:
     ) -> Result | _Failure:
         """One attempt: its signals, the call (inline or in a worker), its outcome."""
         emit = bool(_start.receivers or _stop.receivers or _exception.receivers)
-        if emit:
-            if _start.receivers:
-                start_metadata: dict[str, t.Any] = {
-                    "tool_name": tool.name,
-                    "tool_module": tool.module,
-                    "attempt": attempt,
-                    "max_retries": total,
-                    "has_timeout": tool.timeout is not None,
-                }
-                if call_id is not None:  # the model's tool-call id (for tracing)
-                    start_metadata["call_id"] = call_id
-                _send(
-                    _start,
-                    tool,
-                    {"system_time": time.time_ns(), "monotonic_time": time.monotonic_ns()},
-                    start_metadata,
-                )
-            began = time.perf_counter_ns()
+        began = self._started(tool, attempt, total, call_id) if emit else 0
         timeout = tool.timeout
         text: str | None = None
         if timeout is None:
@@ -776,9 +1195,53 @@ class ToolExecutor:
                     _pool.shield()
         else:
             kind, value, text = self._timed(tool, arguments, ctx, attempt, timeout)
+            if kind == RETURNED and not emit:
+                if type(value) is Ok or type(value) is Err or isinstance(value, (Ok, Err)):
+                    return value
+                return _ok(value)
         duration = time.perf_counter_ns() - began if emit else 0
+        return self._ended(tool, arguments, attempt, total, timeout, kind, value, text, duration)
+
+    @staticmethod
+    def _started(tool: Tool, attempt: int, total: int, call_id: str | None) -> int:
+        """Send an attempt's ``start`` signal (when it has receivers); the attempt's
+        start on ``perf_counter_ns``, for its duration."""
+        if _start.receivers:
+            start_metadata: dict[str, t.Any] = {
+                "tool_name": tool.name,
+                "tool_module": tool.module,
+                "attempt": attempt,
+                "max_retries": total,
+                "has_timeout": tool.timeout is not None,
+            }
+            if call_id is not None:  # the model's tool-call id (for tracing)
+                start_metadata["call_id"] = call_id
+            _send(
+                _start,
+                tool,
+                {"system_time": time.time_ns(), "monotonic_time": time.monotonic_ns()},
+                start_metadata,
+            )
+        return time.perf_counter_ns()
+
+    def _ended(
+        self,
+        tool: Tool,
+        arguments: c.Mapping[str, t.Any],
+        attempt: int,
+        total: int,
+        timeout: float | None,
+        kind: str,
+        value: t.Any,
+        text: str | None,
+        duration: int,
+    ) -> Result | _Failure:
+        """An attempt's outcome: its result or failure, and its signals and log lines."""
         if kind == RETURNED:
-            result = value if isinstance(value, (Ok, Err)) else Ok(value)
+            if type(value) is Ok or type(value) is Err or isinstance(value, (Ok, Err)):
+                result = value
+            else:
+                result = _ok(value)
             if _stop.receivers:
                 _send(
                     _stop,
@@ -841,11 +1304,27 @@ class ToolExecutor:
             if found is None:
                 return (_isolation.UNPICKLABLE, self._no_backend(name), None)
             backend = found
+        if backend is self._threads:  # the common case, straight to the pool
+            cancelled: threading.Event | None = None
+            if tool.takes_ctx:
+                cancelled = AttemptCancelled()  # its Condition is made only if it is used
+                call_args: tuple[t.Any, ...] = (
+                    _with_attempt(ctx, attempt - 1, deadline, cancelled),
+                )
+            else:
+                call_args = ()
+            on_timeout = tool.on_timeout or self.on_timeout
+            return self._pool.run(
+                tool.function,
+                call_args,
+                arguments if type(arguments) is dict else dict(arguments),
+                deadline,
+                cancelled=cancelled,
+                interrupt=on_timeout == "interrupt",
+            )
         actx = (
             _with_attempt(ctx, attempt - 1, deadline, threading.Event()) if tool.takes_ctx else None
         )
-        if backend is self._threads:
-            return self._threads.run(tool, arguments, actx, deadline)
         try:
             outcome = backend.run(tool, arguments, actx, deadline)
         except BaseException as exc:  # a backend's bug: an outcome, never an exception
@@ -865,6 +1344,15 @@ class ToolExecutor:
                 None,
             )
         return outcome
+
+    def _on_threads(self, tool: Tool) -> bool:
+        """Whether ``tool``'s timed attempts run on this executor's worker threads
+        (a batch hands those straight to the pool; any other backend runs them in a
+        lane, through :meth:`_timed`)."""
+        name = tool.backend
+        if name is None:
+            return tool.isolation == "thread" and self._default is self._threads
+        return self._backends.get(name) is self._threads
 
     def _no_backend(self, name: str) -> str:
         return (
@@ -1007,7 +1495,15 @@ def execute(
     executor = _default
     if executor is None:
         executor = default_executor()
-    return executor.execute(tool, arguments, ctx)
+    # ToolExecutor.execute, a frame shorter (this is the most common call of all).
+    if here.nested:
+        return executor._shielded(tool, arguments, ctx, None, False)
+    try:
+        return executor._execute(tool, arguments, ctx, None)
+    except BaseException as exc:  # a bug of ours must not reach the caller either
+        if interrupts(exc):
+            raise
+        return _internal_error(tool, exc)
 
 
 def execute_many(

@@ -41,7 +41,7 @@ import attrs
 from . import _canonical
 from . import executor as _executor_module
 from ._log import log as _safe_log
-from ._scope import interrupts
+from ._scope import here, interrupts
 from ._text import safe_str as _safe_str
 from .advice import Advice
 from .approval_store import ApprovalStore, InMemoryApprovalStore
@@ -105,8 +105,10 @@ class Registry:
     ``approval_store`` (an :class:`ApprovalStore`; default a new
     :class:`InMemoryApprovalStore`) makes each approval single-use.
 
-    Writes take a lock and publish a new dict (copy-on-write), so a reader always
-    sees a complete table, without locking.
+    Writes take a lock and change the table in place: one dict store or removal,
+    which a reader sees whole or not at all, so lookups take no lock and
+    registering stays linear (100,000 tools in well under a second). Listing works
+    on a copy taken in one step.
     """
 
     def __init__(
@@ -172,20 +174,13 @@ class Registry:
         if not isinstance(tool, Tool):
             tool = Tool.from_function(tool)
         with self._lock:
-            tools = dict(self._tools)
-            tools[tool.name] = tool
-            self._tools = tools
+            self._tools[tool.name] = tool
         return tool
 
     def unregister(self, name: str) -> Tool | None:
         """Remove the tool called ``name``; return it, or None when there was none."""
         with self._lock:
-            if name not in self._tools:
-                return None
-            tools = dict(self._tools)
-            removed = tools.pop(name)
-            self._tools = tools
-        return removed
+            return self._tools.pop(name, None)
 
     def lookup(self, name: str) -> Tool | None:
         """The tool called ``name``, or None."""
@@ -196,12 +191,12 @@ class Registry:
 
     def all(self) -> list[Tool]:
         """Every registered tool, sorted by name."""
-        tools = self._tools
+        tools = self._tools.copy()  # one C call: a consistent snapshot
         return [tools[name] for name in sorted(tools)]
 
     def names(self) -> list[str]:
         """The registered names, sorted."""
-        return sorted(self._tools)
+        return sorted(self._tools.copy())
 
     def __contains__(self, item: object) -> bool:
         """``name in registry``; ``tool in registry`` is True when that very tool is
@@ -281,7 +276,10 @@ class Registry:
                 executor = _executor_module._default or default_executor()
             if name in self.advice._chains:  # the one dict lookup of an unadvised call
                 return self._advised(executor.execute, tool, arguments, ctx, call_id)
-            return executor.execute(tool, arguments, ctx, call_id=call_id)
+            # executor.execute, a frame shorter (this try does what its try does)
+            if here.nested:
+                return executor._shielded(tool, arguments, ctx, call_id, False)
+            return executor._execute(tool, arguments, ctx, call_id)
         except BaseException as exc:
             if interrupts(exc):
                 raise

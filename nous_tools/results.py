@@ -22,12 +22,9 @@ from __future__ import annotations
 
 import collections.abc as c
 import functools
-import hashlib
-import hmac
 import json
 import time
 import typing as t
-import uuid
 
 import attrs
 
@@ -137,7 +134,13 @@ def _key(secret: object) -> bytes:
     )
 
 
+# hashlib, hmac and uuid are imported on the approval path, not with the package.
+
+
 def _digest(name: str, arguments: object, secret: str | bytes | None) -> str:
+    import hashlib
+    import hmac
+
     data = _canonical(name, arguments)
     if secret is None:
         return hashlib.sha256(data).hexdigest()
@@ -148,10 +151,14 @@ def _same(expected: str, given: object) -> bool:
     """Constant-time comparison that is False (never an error) for a non-ASCII or non-str value."""
     if type(given) is not str:
         return False
+    import hmac
+
     return hmac.compare_digest(expected.encode("utf-8"), given.encode("utf-8", "replace"))
 
 
 def _new_id() -> str:
+    import uuid
+
     return uuid.uuid4().hex
 
 
@@ -227,6 +234,8 @@ def tool_digest(tool: Tool) -> str:
             tool.parameters, sort_keys=True, separators=(",", ":"), default=repr
         ),
     }
+    import hashlib
+
     return hashlib.sha256(_c.dumps(identity)).hexdigest()
 
 
@@ -250,6 +259,9 @@ _PLAIN = "sha256:"
 
 
 def _seal(payload: c.Mapping[str, t.Any], secret: str | bytes | None) -> str:
+    import hashlib
+    import hmac
+
     data = _DOMAIN + _c.dumps(payload)
     if secret is None:
         return _PLAIN + hashlib.sha256(data).hexdigest()

@@ -56,6 +56,56 @@ class _NeverCancelled(threading.Event):
 
 _NEVER_CANCELLED = _NeverCancelled()
 
+_making = threading.Lock()
+
+
+class AttemptCancelled(threading.Event):
+    """The ``cancelled`` event of one timed attempt: a :class:`threading.Event`
+    whose condition is made the first time anything waits on it, sets or clears it.
+
+    Most attempts end without anyone touching their event, and a
+    ``threading.Condition`` costs more to make than the rest of the hand-off to a
+    worker, so it is made on first use, once (under a lock, so a ``set()`` and a
+    ``wait()`` racing to make it share one). ``is_set()`` reads the flag alone.
+    """
+
+    # Class-level defaults: an event nobody touches never gets a ``__dict__``, and
+    # making one runs no Python code at all (no Condition: see _condition).
+    _flag = False
+    _cond: threading.Condition | None = None
+    __init__ = object.__init__
+
+    def _condition(self) -> threading.Condition:
+        cond = self._cond
+        if cond is None:
+            with _making:
+                cond = self._cond
+                if cond is None:
+                    cond = self._cond = threading.Condition(threading.Lock())
+        return cond
+
+    def _at_fork_reinit(self) -> None:
+        if self._cond is not None:
+            self._cond._at_fork_reinit()  # type: ignore[attr-defined]
+
+    def set(self) -> None:
+        cond = self._condition()
+        with cond:
+            self._flag = True
+            cond.notify_all()
+
+    def clear(self) -> None:
+        with self._condition():
+            self._flag = False
+
+    def wait(self, timeout: float | None = None) -> bool:
+        cond = self._condition()
+        with cond:
+            signaled = self._flag
+            if not signaled:
+                signaled = cond.wait(timeout)
+            return signaled
+
 
 def _check_retry(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -113,3 +163,41 @@ class RunContext(t.Generic[DepsT]):
         if self.deadline is None:
             return None
         return max(0.0, self.deadline - monotonic())
+
+
+_new = object.__new__
+# The slots' descriptors: setting through them skips the frozen __setattr__.
+_slot = RunContext.__dict__
+_set_deps = _slot["deps"].__set__
+_set_retry = _slot["retry"].__set__
+_set_usage = _slot["usage"].__set__
+_set_handler = _slot["approval_handler"].__set__
+_set_gated = _slot["approval_gated"].__set__
+_set_sandbox = _slot["sandbox"].__set__
+_set_deadline = _slot["deadline"].__set__
+_set_cancelled = _slot["cancelled"].__set__
+
+
+def for_attempt(
+    ctx: RunContext[t.Any],
+    retry: int,
+    deadline: float | None = None,
+    cancelled: threading.Event | None = None,
+) -> RunContext[t.Any]:
+    """``attrs.evolve(ctx, retry=retry, deadline=deadline[, cancelled=cancelled])``,
+    copied field by field (the executor's hot path: evolve runs every validator
+    again). ``cancelled=None`` keeps ``ctx.cancelled``. A subclass goes through evolve."""
+    if type(ctx) is not RunContext:
+        if cancelled is None:
+            return attrs.evolve(ctx, retry=retry, deadline=deadline)
+        return attrs.evolve(ctx, retry=retry, deadline=deadline, cancelled=cancelled)
+    new = _new(RunContext)
+    _set_deps(new, ctx.deps)
+    _set_retry(new, retry)
+    _set_usage(new, ctx.usage)
+    _set_handler(new, ctx.approval_handler)
+    _set_gated(new, ctx.approval_gated)
+    _set_sandbox(new, ctx.sandbox)
+    _set_deadline(new, deadline)
+    _set_cancelled(new, ctx.cancelled if cancelled is None else cancelled)
+    return new

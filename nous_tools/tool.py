@@ -37,11 +37,17 @@ import threading
 import typing as t
 
 import attrs
-import referencing
 from typing_extensions import ParamSpec, TypedDict, TypeVar, Unpack
 
-from . import _convert, _schema
-from .validation import ArgumentValidator, check_schema
+if t.TYPE_CHECKING:
+    # Imported when the first tool is made (schemas from signatures, argument
+    # conversion) or the first tool with a schema (jsonschema and its kin): they
+    # take longer to import than the rest of the package, which a command line
+    # pays at every start.
+    import referencing
+
+    from . import _convert
+    from .validation import ArgumentValidator
 
 __all__ = [
     "APPROVAL_LEVELS",
@@ -151,11 +157,17 @@ def _check_parameters(instance: t.Any, attribute: object, value: t.Any) -> None:
             f"Tool option 'parameters' must be a JSON Schema mapping or None, "
             f"got {type(value).__name__}"
         )
+    from .validation import check_schema
+
     check_schema(value, registry=instance.schema_registry)
 
 
 def _check_registry(instance: object, attribute: object, value: t.Any) -> None:
-    if value is not None and not isinstance(value, referencing.Registry):
+    if value is None:
+        return
+    import referencing
+
+    if not isinstance(value, referencing.Registry):
         raise TypeError(
             "Tool option 'schema_registry' must be a referencing.Registry or None, "
             f"got {type(value).__name__}"
@@ -303,6 +315,8 @@ class Tool(t.Generic[P, R]):
     )
 
     def __attrs_post_init__(self) -> None:
+        from . import _convert, _schema
+
         if self.takes_ctx is None:
             object.__setattr__(self, "takes_ctx", _schema.detect_takes_ctx(self.function))
         else:
@@ -313,7 +327,9 @@ class Tool(t.Generic[P, R]):
             module = getattr(self.function, "__module__", None)
             object.__setattr__(self, "module", module if isinstance(module, str) else None)
         if self.parameters and self.validate_args:
-            validator = ArgumentValidator(self.parameters, registry=self.schema_registry)
+            from .validation import shared_validator
+
+            validator = shared_validator(self.parameters, registry=self.schema_registry)
             object.__setattr__(self, "_validator", validator)
         if self.convert_args:
             converter = _convert.compile_converter(self.function, takes_ctx=self.takes_ctx)
@@ -342,6 +358,8 @@ class Tool(t.Generic[P, R]):
             raise TypeError(
                 f"Tool option 'function' must be callable, got {type(function).__name__}"
             )
+        from . import _schema
+
         options: dict[str, t.Any] = dict(overrides)
         if "name" not in options:
             options["name"] = getattr(function, "__name__", None) or type(function).__name__

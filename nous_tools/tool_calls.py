@@ -57,10 +57,8 @@ import typing as t
 import attrs
 
 from . import _canonical as _c
-from ._convert import unstructure as _unstructure
 from ._log import log as _safe_log
 from ._scope import interrupts
-from ._strict import nulls_to_defaults
 from ._text import RENDER_SECONDS, render_bounded
 from ._text import safe_str as _safe_str
 from .context_update import ContextUpdate
@@ -451,6 +449,8 @@ def _defaults_for_nulls(tool: Tool, arguments: c.Mapping[str, t.Any]) -> c.Mappi
     else:
         return arguments  # nothing that could hold a null: the common case
     try:
+        from ._strict import nulls_to_defaults
+
         return nulls_to_defaults(schema, arguments)
     except Exception:  # a schema or arguments we cannot walk: leave them to validation
         return arguments
@@ -501,7 +501,9 @@ def _rendered(value: object) -> str:
 def _json_ready(value: object) -> object:
     """``json.dumps``'s fallback: the value unstructured, else its ``repr``."""
     try:
-        plain = _unstructure(value)
+        from ._convert import unstructure  # with the first tool made: loaded by now
+
+        plain = unstructure(value)
     except Exception:
         return _safe_repr(value)
     return _safe_repr(value) if plain is value else plain

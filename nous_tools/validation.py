@@ -83,8 +83,10 @@ import copy
 import functools
 import json
 import re
+import threading
 import typing as t
 import urllib.parse
+import weakref
 
 import attrs
 import jsonschema
@@ -106,6 +108,7 @@ __all__ = [
     "check_schema",
     "compile_validator",
     "failure_message",
+    "shared_validator",
 ]
 
 #: Longest text kept from one jsonschema message (or one path) in a failure message.
@@ -1200,7 +1203,7 @@ class ArgumentValidator:
     and safe to share between threads.
     """
 
-    __slots__ = ("_engine", "_full", "_valid")
+    __slots__ = ("__weakref__", "_engine", "_full", "_valid")
 
     def __init__(
         self,
@@ -1399,3 +1402,44 @@ def failure_message(
         parts.append("Invalid values: " + _listed([f"{p}: {m}" for p, m in invalid]))
         kinds.append(("invalid", invalid))
     return "; ".join(parts), kinds[0]
+
+
+#: Validators by schema (see :func:`shared_validator`); an entry goes when the last
+#: tool holding its validator does.
+_SHARED: weakref.WeakValueDictionary[str, ArgumentValidator] = weakref.WeakValueDictionary()
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_validator(
+    schema: c.Mapping[str, t.Any],
+    *,
+    registry: referencing.Registry[t.Any] | None = None,
+) -> ArgumentValidator:
+    """An :class:`ArgumentValidator` for ``schema``: the same instance for every
+    schema that reads the same, so tools with identical schemas share one compiled
+    validator (validators are immutable and thread-safe).
+
+    "The same" means equal as plain JSON values with their keys in the same order
+    and their types alike (``1`` is not ``True``, ``1.0`` is not ``1``); a schema
+    with anything else in it (a value JSON cannot hold), or used with a
+    ``registry``, gets a validator of its own.
+
+    >>> a = shared_validator({"type": "object", "properties": {"q": {"type": "string"}}})
+    >>> a is shared_validator({"type": "object", "properties": {"q": {"type": "string"}}})
+    True
+    """
+    key: str | None = None
+    if registry is None and isinstance(schema, c.Mapping):
+        try:
+            key = _cache_key(_plain(schema))
+        except RecursionError:
+            key = None
+    if key is None:
+        return ArgumentValidator(schema, registry=registry)
+    with _SHARED_LOCK:
+        found = _SHARED.get(key)
+    if found is not None:
+        return found
+    validator = ArgumentValidator(schema)  # compiled outside the lock; the first one stays
+    with _SHARED_LOCK:
+        return _SHARED.setdefault(key, validator)
