@@ -246,7 +246,7 @@ class _Job:
 class ToolExecutor:
     """Runs tools: approval, validation, attempts with retries, deadlines and signals.
 
-    ``max_workers`` bounds concurrent timed attempts (default ``min(32, cpus + 4)``, at least 8
+    ``max_workers`` bounds concurrent timed attempts (default ``min(32, cpus + 4)``
     but at least 8, so a batch of 8 runs at once; workers start as calls need
     them), however many callers and batches run at once; ``max_abandoned`` (default 64,
     at least 1) is how many workers may be stuck past their deadlines before new
