@@ -385,3 +385,32 @@ def test_a_backend_answer_that_is_not_an_outcome_is_an_err_naming_the_backend() 
     for result in (first, second):
         assert isinstance(result, Err)
         assert "backend 'remote' answered" in result.reason.message
+
+
+def test_a_batch_sends_each_call_to_its_backend_and_the_rest_to_the_worker_threads() -> None:
+    # A batch hands timed calls straight to the worker threads only when those are
+    # where the call belongs: a named backend, or a default backend object, gets its own.
+    remote, default = Recording(), Recording()
+
+    @tool(timeout=5, backend="remote")
+    def heavy(n: int) -> int:
+        return n * 10
+
+    @tool(timeout=5, backend="thread")
+    def pinned(n: int) -> int:
+        return n + 1
+
+    @tool(timeout=5)
+    def plain(n: int) -> int:
+        return n - 1
+
+    with ToolExecutor(max_workers=2, backends={"remote": remote}) as executor:
+        results = executor.execute_many([(heavy, {"n": 1}), (plain, {"n": 1}), (heavy, {"n": 2})])
+        assert results == [Ok(10), Ok(0), Ok(20)]
+        assert executor.stats()["completed"] == 1  # plain, on the worker threads
+    assert sorted(args["n"] for _, args, _, _ in remote.calls) == [1, 2]
+
+    with ToolExecutor(max_workers=2, backend=default) as executor:
+        assert executor.execute_many([(plain, {"n": 5}), (pinned, {"n": 5})]) == [Ok(4), Ok(6)]
+        assert executor.stats()["completed"] == 1  # pinned names the worker threads
+    assert [args for _, args, _, _ in default.calls] == [{"n": 5}]
