@@ -56,8 +56,6 @@ class _NeverCancelled(threading.Event):
 
 _NEVER_CANCELLED = _NeverCancelled()
 
-_making = threading.Lock()
-
 
 class AttemptCancelled(threading.Event):
     """The ``cancelled`` event of one timed attempt: a :class:`threading.Event`
@@ -65,8 +63,9 @@ class AttemptCancelled(threading.Event):
 
     Most attempts end without anyone touching their event, and a
     ``threading.Condition`` costs more to make than the rest of the hand-off to a
-    worker, so it is made on first use, once (under a lock, so a ``set()`` and a
-    ``wait()`` racing to make it share one). ``is_set()`` reads the flag alone.
+    worker, so it is made on first use, once (a ``set()`` and a ``wait()`` racing
+    to make it share one, with no lock an interruption could leave held).
+    ``is_set()`` reads the flag alone.
     """
 
     # Class-level defaults: an event nobody touches never gets a ``__dict__``, and
@@ -78,10 +77,10 @@ class AttemptCancelled(threading.Event):
     def _condition(self) -> threading.Condition:
         cond = self._cond
         if cond is None:
-            with _making:
-                cond = self._cond
-                if cond is None:
-                    cond = self._cond = threading.Condition(threading.Lock())
+            # dict.setdefault is atomic: of two threads racing to make it, both get
+            # the one stored first. No lock, so no interruption can leave one held.
+            made = threading.Condition(threading.Lock())
+            cond = self.__dict__.setdefault("_cond", made)
         return cond
 
     def _at_fork_reinit(self) -> None:

@@ -108,6 +108,24 @@ def test_the_cancel_event_wakes_a_waiter_when_set_from_another_thread() -> None:
     assert woke == [True]
 
 
+def test_threads_racing_to_make_the_cancel_events_condition_share_one() -> None:
+    for _ in range(50):
+        event = AttemptCancelled()
+        barrier = threading.Barrier(4)
+        made: list[object] = []
+
+        def first_use() -> None:
+            barrier.wait(5)
+            made.append(event._condition())
+
+        threads = [threading.Thread(target=first_use) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(5)
+        assert len(made) == 4 and all(cond is made[0] for cond in made)
+
+
 def test_the_cancel_event_set_before_anyone_waits_is_seen_by_every_wait() -> None:
     event = AttemptCancelled()
     event.set()
