@@ -109,16 +109,15 @@ def test_the_cancel_event_wakes_a_waiter_when_set_from_another_thread() -> None:
 
 
 def test_threads_racing_to_make_the_cancel_events_condition_share_one() -> None:
+    def first_use(event: AttemptCancelled, barrier: threading.Barrier, made: list[object]) -> None:
+        barrier.wait(5)
+        made.append(event._condition())
+
     for _ in range(50):
-        event = AttemptCancelled()
-        barrier = threading.Barrier(4)
-        made: list[object] = []
-
-        def first_use() -> None:
-            barrier.wait(5)
-            made.append(event._condition())
-
-        threads = [threading.Thread(target=first_use) for _ in range(4)]
+        event, barrier, made = AttemptCancelled(), threading.Barrier(4), []
+        threads = [
+            threading.Thread(target=first_use, args=(event, barrier, made)) for _ in range(4)
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
