@@ -114,7 +114,8 @@ def test_threads_racing_to_make_the_cancel_events_condition_share_one() -> None:
         made.append(event._condition())
 
     for _ in range(50):
-        event, barrier, made = AttemptCancelled(), threading.Barrier(4), []
+        event, barrier = AttemptCancelled(), threading.Barrier(4)
+        made: list[object] = []
         threads = [
             threading.Thread(target=first_use, args=(event, barrier, made)) for _ in range(4)
         ]
