@@ -1258,8 +1258,13 @@ class ToolExecutor:
             return self._timed_out(tool, attempt, t.cast(float, timeout), duration)
         # The attempt never started (or could not cross to a child process).
         if kind == _isolation.UNPICKLABLE:
+            where = (
+                "cannot run in a child process"
+                if tool.backend is None and tool.isolation == "process"
+                else "could not be sent to its backend"
+            )
             error: ToolError = ToolError(
-                f"Tool '{tool.name}' cannot run in a child process: {value}",
+                f"Tool '{tool.name}' {where}: {value}",
                 tool_name=tool.name,
                 attempt=attempt,
             )

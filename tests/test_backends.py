@@ -218,7 +218,9 @@ def test_an_attempt_not_sent_is_an_err_with_the_backends_message_never_retried()
     with ToolExecutor(backends={"remote": remote}) as executor:
         result = executor.execute(f, {"x": 1})
     assert isinstance(result, Err) and isinstance(result.reason, ToolError)
-    assert "the argument 'x' cannot be pickled" in result.reason.message
+    assert result.reason.message == (
+        "Tool 'f' could not be sent to its backend: the argument 'x' cannot be pickled"
+    )
     assert len(remote.calls) == 1
 
 
