@@ -178,32 +178,49 @@ def run_request(request: bytes) -> bytes:
     """In the child: run one attempt and return the reply's bytes. Never raises
     for anything the tool or its data do."""
     name, function, args, context = pickle.loads(request)  # our own framing
+    return load_and_reply(name, function, args, context, "in the child process")
+
+
+def load_and_reply(
+    name: str,
+    function: bytes,
+    args: bytes,
+    context: bytes | None,
+    where: str,
+    make_context: c.Callable[[dict[str, t.Any]], t.Any] | None = None,
+    dumps: c.Callable[[t.Any], bytes] = _dumps,
+) -> bytes:
+    """Unpickle a request's parts where the attempt runs (``where``: "in the child
+    process", "on the worker"), then call the tool (see :func:`reply`). A part that
+    does not unpickle is an ``UNPICKLABLE`` reply naming it. ``make_context`` builds
+    the tool's context from the unpickled fields (default: ``RunContext(**fields)``)."""
     try:
         loaded = pickle.loads(function)
         fn = loaded.resolve() if isinstance(loaded, _ToolRef) else loaded
     except BaseException as exc:
         return _unpicklable_reply(
-            f"the function of tool {name!r} could not be loaded in the child process: "
-            f"{_describe(exc)}"
+            f"the function of tool {name!r} could not be loaded {where}: {_describe(exc)}"
         )
     try:
         arguments = pickle.loads(args)
     except BaseException as exc:
-        return _unpicklable_reply(
-            f"the arguments could not be unpickled in the child process: {_describe(exc)}"
-        )
+        return _unpicklable_reply(f"the arguments could not be unpickled {where}: {_describe(exc)}")
     call_args: tuple[t.Any, ...] = ()
     if context is not None:
         try:
-            from .run_context import RunContext
+            fields = pickle.loads(context)
+            if make_context is None:
+                from .run_context import RunContext
 
-            call_args = (RunContext(**pickle.loads(context)),)
+                call_args = (RunContext(**fields),)
+            else:
+                call_args = (make_context(fields),)
         except BaseException as exc:
             return _unpicklable_reply(
-                f"the context (deps, usage, sandbox) could not be unpickled in the child "
-                f"process: {_describe(exc)}"
+                f"the context (deps, usage, sandbox) could not be unpickled {where}: "
+                f"{_describe(exc)}"
             )
-    return reply(fn, call_args, arguments)
+    return reply(fn, call_args, arguments, dumps)
 
 
 def reply(

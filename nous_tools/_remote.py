@@ -32,7 +32,7 @@ import typing as t
 
 from . import _isolation
 from ._clock import monotonic
-from ._isolation import Unpicklable, _describe, _ToolRef
+from ._isolation import Unpicklable, _describe
 from ._pool import TIMED_OUT
 from ._text import safe_str
 
@@ -40,7 +40,7 @@ if t.TYPE_CHECKING:
     from .run_context import RunContext
     from .tool import Tool
 
-__all__ = ["DeadlineEvent", "decode", "encode", "run"]
+__all__ = ["DeadlineEvent", "Tally", "decode", "encode", "run"]
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
 
@@ -49,6 +49,43 @@ Dumps = c.Callable[[t.Any], bytes]
 
 def _std_dumps(value: object) -> bytes:
     return pickle.dumps(value, _PROTOCOL)
+
+
+class Tally:
+    """A remote backend's books: the attempts it sent and how each ended, the ones
+    it waits for now (``running``), and whether it was shut down."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._idle = threading.Condition(self.lock)
+        self.closed = False
+        self._counts = dict.fromkeys(
+            ("submitted", "completed", "timed_out", "died", "not_sent", "running"), 0
+        )
+
+    def count(self, key: str, running: int = 0) -> None:
+        """Count one attempt under ``key``; ``running`` +1 when it was sent, -1 when
+        it ended."""
+        with self.lock:
+            self._counts[key] += 1
+            if running:
+                self._counts["running"] += running
+                if self._counts["running"] == 0:
+                    self._idle.notify_all()
+
+    def snapshot(self) -> dict[str, int]:
+        with self.lock:
+            return dict(self._counts)
+
+    def close(self, wait: bool) -> int:
+        """Take no more attempts; with ``wait``, wait until none is running (each
+        ends by its deadline). The number still running."""
+        with self.lock:
+            self.closed = True
+            if wait:
+                while self._counts["running"]:
+                    self._idle.wait()
+            return self._counts["running"]
 
 
 class DeadlineEvent(threading.Event):
@@ -122,8 +159,7 @@ def encode(
     return pickle.dumps((tool.name, function, args, context, wall_deadline), _PROTOCOL)
 
 
-def _unsent(message: str) -> bytes:
-    return pickle.dumps((_isolation.UNPICKLABLE, message, "", ""), _PROTOCOL)
+_unsent = _isolation._unpicklable_reply
 
 
 def run(request: bytes, dumps: Dumps | None = None) -> bytes:
@@ -133,31 +169,16 @@ def run(request: bytes, dumps: Dumps | None = None) -> bytes:
     deadline = monotonic() + (wall_deadline - time.time())
     if deadline <= monotonic():
         return pickle.dumps((TIMED_OUT, pickle.dumps(None), "", ""), _PROTOCOL)
-    try:
-        loaded = pickle.loads(function)
-        fn = loaded.resolve() if isinstance(loaded, _ToolRef) else loaded
-    except BaseException as exc:
-        return _unsent(
-            f"the function of tool {name!r} could not be loaded on the worker: {_describe(exc)}"
-        )
-    try:
-        arguments = pickle.loads(args)
-    except BaseException as exc:
-        return _unsent(f"the arguments could not be unpickled on the worker: {_describe(exc)}")
-    call_args: tuple[t.Any, ...] = ()
-    if context is not None:
-        try:
-            from .run_context import RunContext
 
-            fields = pickle.loads(context)
-            fields["deadline"] = deadline
-            call_args = (RunContext(**fields, cancelled=DeadlineEvent(deadline)),)
-        except BaseException as exc:
-            return _unsent(
-                "the context (deps, usage, sandbox) could not be unpickled on the worker: "
-                f"{_describe(exc)}"
-            )
-    return _isolation.reply(fn, call_args, arguments, dumps or _std_dumps)
+    def make_context(fields: dict[str, t.Any]) -> RunContext[t.Any]:
+        from .run_context import RunContext
+
+        fields["deadline"] = deadline
+        return RunContext(**fields, cancelled=DeadlineEvent(deadline))
+
+    return _isolation.load_and_reply(
+        name, function, args, context, "on the worker", make_context, dumps or _std_dumps
+    )
 
 
 def decode(reply: bytes) -> tuple[str, t.Any]:

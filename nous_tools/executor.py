@@ -288,24 +288,10 @@ class ToolExecutor:
         after_task: Hook | None = None,
         on_worker_exit: Hook | None = None,
     ) -> None:
-        if on_timeout not in ON_TIMEOUT_MODES:
-            raise ValueError(
-                f"ToolExecutor option 'on_timeout' must be one of "
-                f"{', '.join(repr(m) for m in ON_TIMEOUT_MODES)}, got {on_timeout!r}"
-            )
+        _check_on_timeout(on_timeout)
         check_option("ToolExecutor", "process_workers", process_workers)
         check_option("ToolExecutor", "max_tasks_per_child", max_tasks_per_child)
         named = self._check_backends(backend, backends)
-        for option, hook in (
-            ("on_worker_start", on_worker_start),
-            ("after_task", after_task),
-            ("on_worker_exit", on_worker_exit),
-        ):
-            if hook is not None and not callable(hook):
-                raise TypeError(
-                    f"ToolExecutor option {option!r} must be callable or None, "
-                    f"got {type(hook).__name__}"
-                )
         self._threads = ThreadBackend(
             max_workers,
             max_abandoned=max_abandoned,
@@ -377,11 +363,7 @@ class ToolExecutor:
 
     @on_timeout.setter
     def on_timeout(self, value: str) -> None:
-        if value not in ON_TIMEOUT_MODES:
-            raise ValueError(
-                f"ToolExecutor option 'on_timeout' must be one of "
-                f"{', '.join(repr(m) for m in ON_TIMEOUT_MODES)}, got {value!r}"
-            )
+        _check_on_timeout(value)
         self._threads.on_timeout = value
 
     @property
@@ -476,23 +458,7 @@ class ToolExecutor:
         the batch runs starts no further call of it, cancels the running ones as at
         a deadline, and re-raises.
         """
-        jobs: list[tuple[Tool, t.Any, str | None] | Err] = []
-        try:
-            for call in calls:
-                jobs.append(self._job(call, resolve))
-        except BaseException as exc:
-            if interrupts(exc):
-                raise
-            jobs.append(
-                Err(
-                    ToolError(
-                        "execute_many could not read its calls: the iterable raised "
-                        f"{type(exc).__name__}: {_safe_str(exc)}",
-                        original_error=exc,
-                    )
-                )
-            )
-        return self.run_jobs(jobs, ctx)
+        return self.run_jobs(_read_jobs(calls, lambda call: self._job(call, resolve)), ctx)
 
     @staticmethod
     def _job(
@@ -585,6 +551,9 @@ class ToolExecutor:
                 parent.release(batch)
             if token is not None:
                 _pool.unshield(token)
+        for i, result in enumerate(results):
+            if result is None:  # never started: the batch was cancelled
+                results[i] = _cancelled_before_start(jobs[i])
         return results
 
     def _run_lanes(
@@ -648,9 +617,6 @@ class ToolExecutor:
         except BaseException:
             pool.cancel(batch)
             raise
-        for i, result in enumerate(results):
-            if result is None:  # never started: the batch was cancelled
-                results[i] = _cancelled_before_start(jobs[i])
 
     def _run_batch(
         self,
@@ -689,9 +655,6 @@ class ToolExecutor:
             raise
         finally:
             here.scope = saved
-        for i, result in enumerate(results):
-            if result is None:  # never started: the batch was cancelled
-                results[i] = _cancelled_before_start(jobs[i])
 
     def _coordinate(self, state: _Batch) -> None:
         """:meth:`_run_batch`'s loop: start calls while there is room, then take the
@@ -1463,6 +1426,39 @@ class ToolExecutor:
         if tb is not None:
             metadata["stacktrace"] = tb if isinstance(tb, list) else traceback.extract_tb(tb)
         _send(_exception, tool, {"duration": duration}, metadata)
+
+
+def _read_jobs(
+    calls: c.Iterable[object], job: c.Callable[[object], tuple[Tool, t.Any, str | None] | Err]
+) -> list[tuple[Tool, t.Any, str | None] | Err]:
+    """``execute_many``'s calls read into jobs with ``job(call)``; an iterable that
+    raises ends the list there, with an ``Err`` in its place (the calls read so far
+    still run)."""
+    jobs: list[tuple[Tool, t.Any, str | None] | Err] = []
+    try:
+        for call in calls:
+            jobs.append(job(call))
+    except BaseException as exc:
+        if interrupts(exc):
+            raise
+        jobs.append(
+            Err(
+                ToolError(
+                    "execute_many could not read its calls: the iterable raised "
+                    f"{type(exc).__name__}: {_safe_str(exc)}",
+                    original_error=exc,
+                )
+            )
+        )
+    return jobs
+
+
+def _check_on_timeout(value: object) -> None:
+    if value not in ON_TIMEOUT_MODES:
+        raise ValueError(
+            f"ToolExecutor option 'on_timeout' must be one of "
+            f"{', '.join(repr(m) for m in ON_TIMEOUT_MODES)}, got {value!r}"
+        )
 
 
 def _cancelled_before_start(job: object) -> Err:

@@ -46,7 +46,7 @@ from ._text import safe_str as _safe_str
 from .advice import Advice
 from .approval_store import ApprovalStore, InMemoryApprovalStore
 from .errors import ApprovalAlreadyUsed, ToolDenied, ToolError, ToolNotFound
-from .executor import ToolCall, ToolExecutor, _arguments_error, default_executor
+from .executor import ToolCall, ToolExecutor, _arguments_error, _read_jobs, default_executor
 from .results import Err, NeedsApproval, Result, check_max_age
 from .run_context import RunContext
 from .tool import Tool
@@ -367,22 +367,7 @@ class Registry:
         is run as given) or a :class:`ToolCall`, whose ``id`` reaches an approval
         handler as ``ApprovalRequest.id``.
         """
-        jobs: list[tuple[Tool, t.Any, str | None] | Err] = []
-        try:
-            for call in calls:
-                jobs.append(self._job(call))
-        except BaseException as exc:  # a broken iterable: the calls read so far still run
-            if interrupts(exc):
-                raise
-            jobs.append(
-                Err(
-                    ToolError(
-                        "execute_many could not read its calls: the iterable raised "
-                        f"{type(exc).__name__}: {_safe_str(exc)}",
-                        original_error=exc,
-                    )
-                )
-            )
+        jobs = _read_jobs(calls, self._job)
         executor = self.executor
         try:
             return executor.run_jobs(jobs, ctx, run=self._run_job)

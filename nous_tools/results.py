@@ -248,6 +248,20 @@ def check_max_age(value: object) -> float | None:
     return float(t.cast(float, value))
 
 
+def expiry(issued_at: float, registry: object, max_age: object) -> tuple[float | None, str | None]:
+    """The ``max_age`` that applies (the one given, checked, else the registry's
+    ``approval_max_age``) and, when a token issued at ``issued_at`` has outlived it,
+    how long ago it was issued against that limit (else None)."""
+    limit = (
+        getattr(registry, "approval_max_age", None) if max_age is None else check_max_age(max_age)
+    )
+    if limit is not None:
+        age = time.time() - issued_at
+        if age > limit:
+            return limit, f"issued {age:.0f} s ago; max_age {limit} s"
+    return limit, None
+
+
 #: The version of the wire format that :meth:`NeedsApproval.to_dict` writes.
 WIRE_VERSION = 1
 
@@ -480,16 +494,9 @@ class NeedsApproval:
                 "with another secret)",
             )
 
-        if max_age is None:
-            max_age = getattr(registry, "approval_max_age", None)
-        else:
-            max_age = check_max_age(max_age)
-        if max_age is not None:
-            age = time.time() - payload["issued_at"]
-            if age > max_age:
-                raise _refused(
-                    name, f"the token has expired (issued {age:.0f} s ago; max_age {max_age} s)"
-                )
+        max_age, expired = expiry(payload["issued_at"], registry, max_age)
+        if expired is not None:
+            raise _refused(name, f"the token has expired ({expired})")
         own = getattr(registry, "name", None)
         if payload["audience"] != own:
             raise _refused(

@@ -51,7 +51,6 @@ import contextvars
 import hashlib
 import hmac
 import json
-import time
 import typing as t
 
 import attrs
@@ -82,7 +81,7 @@ from .results import (
     _new_id,
     _now,
     _same,
-    check_max_age,
+    expiry,
 )
 from .run_context import RunContext
 
@@ -1056,16 +1055,9 @@ class ToolCallResults:
                 "with another secret)"
             )
 
-        if max_age is None:
-            max_age = getattr(registry, "approval_max_age", None)
-        else:
-            max_age = check_max_age(max_age)
-        if max_age is not None:
-            age = time.time() - payload["issued_at"]
-            if age > max_age:
-                raise _batch_refused(
-                    f"the batch has expired (issued {age:.0f} s ago; max_age {max_age} s)"
-                )
+        max_age, expired = expiry(payload["issued_at"], registry, max_age)
+        if expired is not None:
+            raise _batch_refused(f"the batch has expired ({expired})")
         own = getattr(registry, "name", None)
         if payload["audience"] != own:
             raise _batch_refused(

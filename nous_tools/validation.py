@@ -1042,13 +1042,7 @@ def _native_blocker(schema: dict[str, t.Any], cls: type[t.Any]) -> str | None:
     (or could crash), or None: then its ``is_valid`` is the quick check."""
     if cls.__name__ not in _NATIVE_DRAFTS:
         return f"{cls.__name__} is not a draft jsonschema-rs implements"
-    seen: set[int] = set()
-    stack: list[object] = [schema]
-    while stack:
-        node = stack.pop()
-        if not isinstance(node, dict) or id(node) in seen:
-            continue
-        seen.add(id(node))
+    for node in _each_subschema(schema):
         for keyword in _NON_MONOTONE:
             if keyword in node:
                 return f"{keyword} (a stricter inner check would be a looser outer one)"
@@ -1067,7 +1061,6 @@ def _native_blocker(schema: dict[str, t.Any], cls: type[t.Any]) -> str | None:
             for pattern in patterns:
                 if blocker := _pattern_blocker(pattern, exact=True):
                     return blocker
-        stack.extend(sub for _, sub in _subschemas(node))
     if _has_ref_cycle(schema):
         return "a $ref cycle (recursion as deep as the arguments, in Rust)"
     return None
@@ -1132,8 +1125,8 @@ def _pointer_target(root: dict[str, t.Any], ref: str) -> object:
     return target
 
 
-def _used_formats(schema: dict[str, t.Any]) -> set[str]:
-    found: set[str] = set()
+def _each_subschema(schema: dict[str, t.Any]) -> c.Iterator[dict[str, t.Any]]:
+    """``schema`` and every subschema in it, each once (a ``$ref`` is not followed)."""
     seen: set[int] = set()
     stack: list[object] = [schema]
     while stack:
@@ -1141,10 +1134,14 @@ def _used_formats(schema: dict[str, t.Any]) -> set[str]:
         if not isinstance(node, dict) or id(node) in seen:
             continue
         seen.add(id(node))
-        if isinstance(node.get("format"), str):
-            found.add(node["format"])
+        yield node
         stack.extend(sub for _, sub in _subschemas(node))
-    return found
+
+
+def _used_formats(schema: dict[str, t.Any]) -> set[str]:
+    return {
+        node["format"] for node in _each_subschema(schema) if isinstance(node.get("format"), str)
+    }
 
 
 def _refuse_retrieval(uri: str) -> t.NoReturn:

@@ -287,20 +287,8 @@ class CeleryBackend:
         self._revoked = exceptions.TaskRevokedError
         self._lost = billiard.WorkerLostError
         self._time_limit = billiard.TimeLimitExceeded
-        self._lock = threading.Lock()
-        self._idle = threading.Condition(self._lock)
-        self._shutdown = False
-        self._counts = dict.fromkeys(
-            ("submitted", "completed", "timed_out", "died", "not_sent", "running"), 0
-        )
-
-    def _count(self, key: str, running: int = 0) -> None:
-        with self._lock:
-            self._counts[key] += 1
-            if running:
-                self._counts["running"] += running
-                if self._counts["running"] == 0:
-                    self._idle.notify_all()
+        self._tally = _remote.Tally()
+        self._count = self._tally.count
 
     def run(
         self,
@@ -311,7 +299,7 @@ class CeleryBackend:
     ) -> Outcome:
         """Run one attempt as a Celery task; revoke it with ``SIGKILL`` at
         ``deadline``. See :meth:`nous_tools.backend.Backend.run`."""
-        if self._shutdown:
+        if self._tally.closed:
             return shut_down()
         limit = self.max_timeout
         if limit is not None and tool.timeout is not None and tool.timeout > limit:
@@ -395,17 +383,12 @@ class CeleryBackend:
         """``submitted``, ``completed``, ``timed_out`` (revoked with SIGKILL at the
         deadline), ``died`` (pool processes lost), ``not_sent`` (refused before
         sending, or the broker/result backend failed), ``running``."""
-        with self._lock:
-            return dict(self._counts)
+        return self._tally.snapshot()
 
     def shutdown(self, wait: bool = True) -> None:
         """Send no more attempts; with ``wait``, wait for those under way (each ends
         by its deadline). The workers and the app are yours: left as they are."""
-        with self._lock:
-            self._shutdown = True
-            if wait:
-                while self._counts["running"]:
-                    self._idle.wait()
+        self._tally.close(wait)
 
     def __repr__(self) -> str:
         return f"<CeleryBackend app={self.app.main!r} max_timeout={self.max_timeout}>"

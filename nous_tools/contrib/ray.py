@@ -120,13 +120,9 @@ class RayBackend:
         task = _task(self._ray)
         # .options() checks the options now, not at the first call
         self._function = task.options(**self.remote_options) if self.remote_options else task
-        self._lock = threading.Lock()
+        self._tally = _remote.Tally()
+        self._count = self._tally.count
         self._started_ray = False
-        self._shutdown = False
-        self._counts = dict.fromkeys(
-            ("submitted", "completed", "timed_out", "died", "not_sent", "running"), 0
-        )
-        self._idle = threading.Condition(self._lock)
         ray = self._ray
         exceptions = ray.exceptions
         self._timeout_error = exceptions.GetTimeoutError
@@ -150,7 +146,7 @@ class RayBackend:
         ray = self._ray
         if ray.is_initialized():
             return None
-        with self._lock:
+        with self._tally.lock:
             if ray.is_initialized():
                 return None
             try:
@@ -159,14 +155,6 @@ class RayBackend:
                 return f"Ray could not be started (ray.init(address={self.address!r})): {exc}"
             self._started_ray = True
         return None
-
-    def _count(self, key: str, running: int = 0) -> None:
-        with self._lock:
-            self._counts[key] += 1
-            if running:
-                self._counts["running"] += running
-                if self._counts["running"] == 0:
-                    self._idle.notify_all()
 
     def run(
         self,
@@ -177,7 +165,7 @@ class RayBackend:
     ) -> Outcome:
         """Run one attempt as a Ray task; cancel it with ``force=True`` (killing its
         worker) at ``deadline``. See :meth:`nous_tools.backend.Backend.run`."""
-        if self._shutdown:
+        if self._tally.closed:
             return shut_down()
         try:
             request = _remote.encode(
@@ -249,19 +237,14 @@ class RayBackend:
         (cancelled at the deadline, their workers killed), ``died`` (workers that
         died), ``not_sent`` (refused before submission, or that Ray could not run),
         ``running`` (waited for now)."""
-        with self._lock:
-            return dict(self._counts)
+        return self._tally.snapshot()
 
     def shutdown(self, wait: bool = True) -> None:
         """Run no more attempts. With ``wait``, wait for those under way (each ends by
         its deadline); then, if this backend started Ray, shut Ray down. Idempotent."""
-        with self._lock:
-            self._shutdown = True
-            if wait:
-                while self._counts["running"]:
-                    self._idle.wait()
+        running = self._tally.close(wait)
+        with self._tally.lock:
             started, self._started_ray = self._started_ray, False
-            running = self._counts["running"]
         if started and not running:
             with contextlib.suppress(Exception):
                 self._ray.shutdown()
