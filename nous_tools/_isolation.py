@@ -143,6 +143,7 @@ def _context_bytes(ctx: RunContext[t.Any], dumps: c.Callable[[t.Any], bytes] = _
         "approval_gated": ctx.approval_gated,
         "sandbox": ctx.sandbox,
         "deadline": ctx.deadline,
+        "run_id": ctx.run_id,
     }
     try:
         return dumps(fields)

@@ -1491,6 +1491,8 @@ def execute(
     tool: Tool,
     arguments: c.Mapping[str, t.Any] | None = None,
     ctx: RunContext[t.Any] | None = None,
+    *,
+    call_id: str | None = None,
 ) -> Result:
     """Run ``tool`` on the process-wide default executor; see :meth:`ToolExecutor.execute`."""
     executor = _default
@@ -1498,9 +1500,9 @@ def execute(
         executor = default_executor()
     # ToolExecutor.execute, a frame shorter (this is the most common call of all).
     if here.nested:
-        return executor._shielded(tool, arguments, ctx, None, False)
+        return executor._shielded(tool, arguments, ctx, call_id, False)
     try:
-        return executor._execute(tool, arguments, ctx, None)
+        return executor._execute(tool, arguments, ctx, call_id)
     except BaseException as exc:  # a bug of ours must not reach the caller either
         if interrupts(exc):
             raise

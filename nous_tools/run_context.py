@@ -111,6 +111,13 @@ def _check_retry(instance: object, attribute: attrs.Attribute[int], value: int) 
         raise ValueError(f"RunContext option 'retry' must be an int >= 0, got {value!r}")
 
 
+def _check_run_id(instance: object, attribute: attrs.Attribute[t.Any], value: object) -> None:
+    if value is not None and (not isinstance(value, str) or not value):
+        raise ValueError(
+            f"RunContext option 'run_id' must be a non-empty str or None, got {value!r}"
+        )
+
+
 def _check_handler(instance: object, attribute: attrs.Attribute[t.Any], value: object) -> None:
     if value is not None and not callable(value):
         raise TypeError(
@@ -131,6 +138,9 @@ class RunContext(t.Generic[DepsT]):
     sandbox: SandboxPolicy | None = None
     deadline: float | None = None
     cancelled: threading.Event = attrs.field(default=_NEVER_CANCELLED)
+    #: The run (a conversation, a job) this call belongs to: with a call id, the key
+    #: of the call journal and of per-run budgets. Carried to attempts and nested calls.
+    run_id: str | None = attrs.field(default=None, validator=_check_run_id)
 
     @classmethod
     def new(
@@ -142,8 +152,10 @@ class RunContext(t.Generic[DepsT]):
         approval_handler: ApprovalHandler | None = None,
         approval_gated: bool = False,
         sandbox: t.Any = None,
+        run_id: str | None = None,
     ) -> RunContext[t.Any]:
-        """Build a context. ``sandbox`` may be a policy, a mode string or a mapping."""
+        """Build a context. ``sandbox`` may be a policy, a mode string or a mapping;
+        ``run_id`` names the run (a conversation, a job) the calls belong to."""
         if sandbox is not None:
             from .sandbox import SandboxPolicy
 
@@ -155,6 +167,7 @@ class RunContext(t.Generic[DepsT]):
             approval_handler=approval_handler,
             approval_gated=approval_gated,
             sandbox=sandbox,
+            run_id=run_id,
         )
 
     def time_left(self) -> float | None:
@@ -175,6 +188,7 @@ _set_gated = _slot["approval_gated"].__set__
 _set_sandbox = _slot["sandbox"].__set__
 _set_deadline = _slot["deadline"].__set__
 _set_cancelled = _slot["cancelled"].__set__
+_set_run_id = _slot["run_id"].__set__
 
 
 def for_attempt(
@@ -199,4 +213,5 @@ def for_attempt(
     _set_sandbox(new, ctx.sandbox)
     _set_deadline(new, deadline)
     _set_cancelled(new, ctx.cancelled if cancelled is None else cancelled)
+    _set_run_id(new, ctx.run_id)
     return new
