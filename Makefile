@@ -11,7 +11,7 @@ DEMO_VENV := .venv-demo
 DEMO_STAMP := $(DEMO_VENV)/.installed-$(CONFIG_SUM)
 SOURCES := $(shell find nous_tools -name '*.py' -o -name py.typed)
 
-.PHONY: test lint demo bench slow format docs docs-serve dist quickstart-matrix clean
+.PHONY: venv test lint demo bench slow format docs docs-serve dist quickstart-matrix clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,9 @@ $(STAMP): $(BIN)/python setup.cfg pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,dev]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
+
+# The development venv alone (make test makes it too).
+venv: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow" -q
