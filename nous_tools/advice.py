@@ -36,8 +36,13 @@ and the advice return passes through unchanged. The registry, whose core returns
 
 A ``before``/``after`` that raises is logged (warning, logger ``nous_tools``) and
 skipped: what it got passes through unchanged. After 5 consecutive failures that
-function is disabled until :meth:`Advice.reset_breakers` (or :meth:`Advice.reset`,
-which removes all advice); a success resets its count. An ``around``/``override``
+function is disabled — the circuit breaker opens — for ``breaker_cooldown``
+seconds (default 60; :meth:`Advice.retry_after` says how long is left, and the log
+line says it in the words of a rate limit: "retry after 60 s"); then it half-opens:
+the next call tries the function again, and a success closes the breaker while a
+failure opens it for another cooldown. ``Advice(breaker_cooldown=None)`` keeps it
+disabled until :meth:`Advice.reset_breakers` (or :meth:`Advice.reset`, which
+removes all advice). A success resets the count. An ``around``/``override``
 that raises turns the call into an ``Err(ToolError)`` naming the advice.
 
 When a name has no advice, :meth:`Advice.wrap` returns the core itself, and the
@@ -49,9 +54,12 @@ from __future__ import annotations
 
 import collections.abc as c
 import inspect
+import math
 import threading
+import time
 import typing as t
 
+from ._admission import retry_text
 from ._log import log as _safe_log
 from .errors import ToolCancelled, ToolError
 from .results import Err, NeedsApproval, Ok
@@ -67,6 +75,9 @@ Phase = t.Literal["before", "after", "around", "override"]
 
 #: Consecutive failures after which a ``before``/``after`` function is disabled.
 BREAKER_THRESHOLD = 5
+
+#: Seconds a tripped breaker stays open before it half-opens (``Advice``'s default).
+BREAKER_COOLDOWN = 60.0
 
 _ARITY = {"before": 1, "after": 1, "around": 2, "override": 1}
 _SHAPE = {
@@ -118,7 +129,7 @@ def _check_arity(phase: str, fn: c.Callable[..., t.Any]) -> None:
 class _Entry:
     """One registered function and its circuit-breaker state."""
 
-    __slots__ = ("disabled", "failures", "fn", "label", "name", "phase")
+    __slots__ = ("disabled", "failures", "fn", "label", "name", "opened_at", "phase")
 
     def __init__(self, phase: str, name: str, fn: c.Callable[..., t.Any]) -> None:
         self.phase = phase
@@ -126,7 +137,8 @@ class _Entry:
         self.fn = fn
         self.label = _label(fn)
         self.failures = 0
-        self.disabled = False
+        self.disabled = False  # the breaker is open (or half-open, once the cooldown passed)
+        self.opened_at = 0.0  # when it opened, on time.monotonic
 
 
 class _Chain:
@@ -177,7 +189,20 @@ class Advice:
     #: The valid phases.
     PHASES = PHASES
 
-    def __init__(self) -> None:
+    def __init__(self, *, breaker_cooldown: float | None = BREAKER_COOLDOWN) -> None:
+        if breaker_cooldown is not None and (
+            isinstance(breaker_cooldown, bool)
+            or not isinstance(breaker_cooldown, (int, float))
+            or not breaker_cooldown > 0
+            or math.isinf(breaker_cooldown)
+        ):
+            raise ValueError(
+                "Advice option 'breaker_cooldown' must be a number of seconds > 0 or None "
+                f"(disabled until reset_breakers()), got {breaker_cooldown!r}"
+            )
+        #: Seconds a tripped breaker stays open before it half-opens (None: until
+        #: :meth:`reset_breakers`).
+        self.breaker_cooldown = None if breaker_cooldown is None else float(breaker_cooldown)
         self._lock = threading.Lock()
         # name -> _Chain; a name is present only while it has at least one function.
         self._chains: dict[str, _Chain] = {}
@@ -256,12 +281,35 @@ class Advice:
         return chain is not None and bool(chain.entries(phase))
 
     def disabled(self, phase: Phase | str, name: str, fn: c.Callable[..., t.Any]) -> bool:
-        """True when the circuit breaker has disabled ``fn`` in ``phase`` of ``name``."""
+        """True when the circuit breaker has disabled ``fn`` in ``phase`` of ``name``
+        (it is open: the next call skips ``fn``; once the cooldown has passed it is
+        half-open, and the next call tries ``fn`` again)."""
+        return self.retry_after(phase, name, fn) is not None
+
+    def retry_after(
+        self, phase: Phase | str, name: str, fn: c.Callable[..., t.Any]
+    ) -> float | None:
+        """Seconds until the open breaker of ``fn`` in ``phase`` of ``name`` half-opens
+        (``math.inf`` with ``breaker_cooldown=None``: until :meth:`reset_breakers`);
+        None when ``fn`` is not disabled."""
         self._check_phase(phase)
         chain = self._chains.get(name)
         if chain is None:
-            return False
-        return any(e.disabled for e in chain.entries(phase) if e.fn is fn or e.fn == fn)
+            return None
+        left: float | None = None
+        for entry in chain.entries(phase):
+            if (entry.fn is fn or entry.fn == fn) and entry.disabled:
+                wait = self._open_for(entry)
+                if wait > 0 and (left is None or wait > left):
+                    left = wait
+        return left
+
+    def _open_for(self, entry: _Entry) -> float:
+        """Seconds the disabled ``entry`` stays skipped (0 once it is half-open)."""
+        cooldown = self.breaker_cooldown
+        if cooldown is None:
+            return math.inf
+        return max(entry.opened_at + cooldown - time.monotonic(), 0.0)
 
     def names(self) -> list[str]:
         """The advised names, sorted."""
@@ -313,7 +361,7 @@ class Advice:
     def _befores(self, chain: _Chain, arguments: t.Any, checked: bool) -> t.Any:
         expected = c.Mapping if checked else None
         for entry in chain.before:
-            if not entry.disabled:
+            if not entry.disabled or not self._open_for(entry):
                 arguments = self._step(entry, arguments, expected, "a mapping of arguments")
         return arguments
 
@@ -330,7 +378,7 @@ class Advice:
         result = call(arguments)
         expected = _RESULT_TYPES if checked else None
         for entry in chain.after:
-            if not entry.disabled:
+            if not entry.disabled or not self._open_for(entry):
                 result = self._step(entry, result, expected, "an Ok or Err")
         return result
 
@@ -369,23 +417,28 @@ class Advice:
             self._failed(entry)
             return value
         if entry.failures:
-            with self._lock:
+            with self._lock:  # a success closes the breaker (a half-open one too)
                 entry.failures = 0
+                entry.disabled = False
         return new
 
     def _failed(self, entry: _Entry) -> None:
         with self._lock:
             entry.failures += 1
-            trip = entry.failures >= BREAKER_THRESHOLD and not entry.disabled
+            trip = entry.failures >= BREAKER_THRESHOLD
+            again = entry.disabled  # a half-open breaker's trial failed: open again
             if trip:
                 entry.disabled = True
+                entry.opened_at = time.monotonic()
         if trip:
+            cooldown = self.breaker_cooldown
             _log.warning(
-                "Advice %s %s for tool '%s' failed %d times in a row; disabled until reset_breakers()",
+                "Advice %s %s for tool '%s' failed %s; disabled, %s",
                 entry.phase,
                 entry.label,
                 entry.name,
-                BREAKER_THRESHOLD,
+                "again after its cooldown" if again else f"{BREAKER_THRESHOLD} times in a row",
+                "until reset_breakers()" if cooldown is None else f"{retry_text(cooldown)}",
             )
 
     @staticmethod

@@ -22,6 +22,8 @@ __all__ = [
     "ChildProcessDied",
     "ExecutorSaturated",
     "ExecutorShutdown",
+    "RateLimited",
+    "ResultTooLarge",
     "SandboxViolation",
     "ToolCancelled",
     "ToolDenied",
@@ -164,6 +166,101 @@ class ExecutorSaturated(ToolError):
 
 class ExecutorShutdown(ToolError):
     """The executor was shut down and accepts no more calls."""
+
+
+class RateLimited(ToolError):
+    """The call was refused by one of its tool's limits, before it ran: it is not an
+    attempt and is never retried (see ``docs/concepts/limits.md``).
+
+    ``limit`` names the limit: ``"max_concurrency"`` (no slot came free before the
+    call's deadline), ``"rate_limit"`` (over the tool's rate) or
+    ``"max_calls_per_run"`` (the run's budget of calls is used up).
+    ``retry_after`` is how many seconds to wait before the limit lets a call
+    through again, when that is known (a rate's window), else None. The message
+    is written for the model, so that it can back off:
+    ``"rate limited: 'search' allows 10 calls a minute; retry after 12 s"``.
+    """
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        tool_name: str | None = None,
+        limit: str | None = None,
+        retry_after: float | None = None,
+        attempt: int | None = None,
+        original_error: object = None,
+    ) -> None:
+        self.limit = limit
+        self.retry_after = retry_after
+        if message is None:
+            message = f"rate limited: '{tool_name or 'unknown'}' is over its {limit or 'limit'}"
+            if retry_after is not None:
+                message += f"; retry after {retry_after:g} s"
+        super().__init__(
+            message, tool_name=tool_name, attempt=attempt, original_error=original_error
+        )
+
+    def __reduce__(self) -> tuple[t.Any, ...]:
+        return (
+            _rebuild_rate_limited,
+            (self.message, self.tool_name, self.limit, self.retry_after, self.original_error),
+        )
+
+
+def _rebuild_rate_limited(
+    message: str,
+    tool_name: str | None,
+    limit: str | None,
+    retry_after: float | None,
+    original_error: object,
+) -> RateLimited:
+    return RateLimited(
+        message,
+        tool_name=tool_name,
+        limit=limit,
+        retry_after=retry_after,
+        original_error=original_error,
+    )
+
+
+class ResultTooLarge(ToolError):
+    """A tool with ``on_result_overflow="error"`` returned a value whose text for the
+    model is longer than its ``max_result_chars``. ``size`` is that text's length in
+    characters, ``limit`` the limit."""
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        tool_name: str | None = None,
+        size: int | None = None,
+        limit: int | None = None,
+        attempt: int | None = None,
+        original_error: object = None,
+    ) -> None:
+        self.size = size
+        self.limit = limit
+        if message is None:
+            message = (
+                f"Tool '{tool_name or 'unknown'}' returned a result of {size or 0:,} characters, "
+                f"over its limit of {limit or 0:,} (max_result_chars)"
+            )
+        super().__init__(
+            message, tool_name=tool_name, attempt=attempt, original_error=original_error
+        )
+
+    def __reduce__(self) -> tuple[t.Any, ...]:
+        return (
+            _rebuild_too_large,
+            (self.message, self.tool_name, self.size, self.limit, self.attempt),
+        )
+
+
+def _rebuild_too_large(
+    message: str, tool_name: str | None, size: int | None, limit: int | None, attempt: int | None
+) -> ResultTooLarge:
+    return ResultTooLarge(message, tool_name=tool_name, size=size, limit=limit, attempt=attempt)
 
 
 class ApprovalAlreadyUsed(ToolError):

@@ -36,7 +36,7 @@ import typing as t
 
 import attrs
 
-from . import _isolation, _pool
+from . import _admission, _isolation, _pool
 from . import signals as _signals
 from ._clock import monotonic
 from ._log import log as _safe_log
@@ -271,6 +271,15 @@ class ToolExecutor:
     ``on_worker_start``, ``after_task`` and ``on_worker_exit`` are hooks run in
     the worker threads (see :class:`~nous_tools.backend.ThreadBackend`), e.g.
     ``after_task=nous_tools.contrib.django.close_connections``.
+
+    Limits (``docs/concepts/limits.md``): ``max_result_chars`` (default 100,000;
+    None: no limit) is the longest text of a result a model gets, for tools that
+    set none of their own; ``limits_storage`` (a ``limits`` storage URI such as
+    ``"redis://host:6379"``, or a ``limits`` storage) holds the tools'
+    ``rate_limit`` and ``max_calls_per_run`` counts where several processes share
+    them (default None: this executor counts them in memory);
+    ``rate_limit_strategy`` is the ``limits`` strategy of rates
+    (``"fixed-window"``, ``"moving-window"`` or ``"sliding-window-counter"``).
     """
 
     def __init__(
@@ -287,8 +296,22 @@ class ToolExecutor:
         on_worker_start: Hook | None = None,
         after_task: Hook | None = None,
         on_worker_exit: Hook | None = None,
+        max_result_chars: int | None = _admission.DEFAULT_MAX_RESULT_CHARS,
+        limits_storage: t.Any = None,
+        rate_limit_strategy: str = "fixed-window",
     ) -> None:
         _check_on_timeout(on_timeout)
+        if max_result_chars is not None and (
+            isinstance(max_result_chars, bool)
+            or not isinstance(max_result_chars, int)
+            or max_result_chars < 1
+        ):
+            raise ValueError(
+                "ToolExecutor option 'max_result_chars' must be an int >= 1 or None (no "
+                f"limit), got {max_result_chars!r}"
+            )
+        self._max_result_chars: int | None = max_result_chars
+        self._admission = _admission.Admission(limits_storage, rate_limit_strategy)
         check_option("ToolExecutor", "process_workers", process_workers)
         check_option("ToolExecutor", "max_tasks_per_child", max_tasks_per_child)
         named = self._check_backends(backend, backends)
@@ -379,6 +402,18 @@ class ToolExecutor:
     def max_abandoned(self) -> int:
         return self._pool.max_abandoned
 
+    @property
+    def max_result_chars(self) -> int | None:
+        """The longest text of a result a model gets, for tools that set no
+        ``max_result_chars`` of their own (None: no limit)."""
+        return self._max_result_chars
+
+    @property
+    def limits_storage(self) -> t.Any:
+        """The ``limits`` storage that holds the rates and budgets shared with other
+        processes, or None (this executor counts them in memory)."""
+        return self._admission.storage
+
     # -- public API ------------------------------------------------------------
 
     def execute(
@@ -446,9 +481,11 @@ class ToolExecutor:
         ctx: RunContext[t.Any] | None = None,
         *,
         resolve: c.Callable[[str], Tool | None] | None = None,
+        max_concurrency: int | None = None,
     ) -> list[Result]:
         """Run several calls concurrently (at most ``max_workers`` timed attempts at
-        once, shared with every other caller); results come back in input order and
+        once, shared with every other caller, and at most ``max_concurrency`` of this
+        batch's calls at once when given); results come back in input order and
         one call's failure never affects another's.
 
         A call is a ``(tool, arguments)`` pair or a :class:`ToolCall`; a
@@ -458,7 +495,11 @@ class ToolExecutor:
         the batch runs starts no further call of it, cancels the running ones as at
         a deadline, and re-raises.
         """
-        return self.run_jobs(_read_jobs(calls, lambda call: self._job(call, resolve)), ctx)
+        return self.run_jobs(
+            _read_jobs(calls, lambda call: self._job(call, resolve)),
+            ctx,
+            max_concurrency=max_concurrency,
+        )
 
     @staticmethod
     def _job(
@@ -505,12 +546,15 @@ class ToolExecutor:
         jobs: c.Sequence[tuple[Tool, t.Any, str | None] | Err],
         ctx: RunContext[t.Any] | None,
         run: c.Callable[[Tool, t.Any, RunContext[t.Any] | None, str | None], t.Any] | None = None,
+        *,
+        max_concurrency: int | None = None,
     ) -> list[t.Any]:
         """Run prepared ``(tool, arguments, call_id)`` jobs concurrently; an ``Err``
         in ``jobs`` is its own result. ``run`` replaces :meth:`execute` per job.
 
         The batch is a cancel scope, and at most ``max_workers`` of its jobs run at
-        once; each job's timed attempts take pool workers like any other call, so
+        once (at most ``max_concurrency``, when given: ``ValueError`` unless it is an
+        int >= 1); each job's timed attempts take pool workers like any other call, so
         ``max_workers`` bounds every batch and caller together. Without ``run``
         (``execute_many``) the caller hands each timed first attempt straight to a
         worker and waits for them all (see :meth:`_run_batch`); with ``run``, or for
@@ -520,6 +564,10 @@ class ToolExecutor:
         the cancellation of the attempt it works for), no further job starts, the
         running ones are cancelled as at a deadline, and the interruption propagates.
         """
+        limit = self._pool.max_workers
+        if max_concurrency is not None:
+            _check_batch_cap(max_concurrency)
+            limit = min(limit, max_concurrency)
         runner = run if run is not None else self._run_job
         results: list[t.Any] = [job if isinstance(job, Err) else None for job in jobs]
         todo = [i for i, job in enumerate(jobs) if not isinstance(job, Err)]
@@ -543,9 +591,9 @@ class ToolExecutor:
         token = _pool.shield() if run is None else None
         try:
             if run is None:
-                self._run_batch(jobs, todo, results, ctx, batch)
+                self._run_batch(jobs, todo, results, ctx, batch, limit)
             else:
-                self._run_lanes(jobs, todo, results, ctx, batch, runner)
+                self._run_lanes(jobs, todo, results, ctx, batch, runner, limit)
         finally:
             if parent is not None:
                 parent.release(batch)
@@ -564,9 +612,10 @@ class ToolExecutor:
         ctx: RunContext[t.Any] | None,
         batch: Scope,
         runner: c.Callable[[Tool, t.Any, RunContext[t.Any] | None, str | None], t.Any],
+        limit: int,
     ) -> None:
-        """The caller and up to ``max_workers - 1`` lane threads take jobs one at a
-        time and run each with ``runner``."""
+        """The caller and up to ``limit - 1`` lane threads (``limit``: at most
+        ``max_workers``) take jobs one at a time and run each with ``runner``."""
         pool = self._pool
         lock = threading.Lock()
         finished = threading.Event()
@@ -602,7 +651,7 @@ class ToolExecutor:
                             finished.set()
 
         try:
-            for _ in range(min(len(todo), pool.max_workers) - 1):
+            for _ in range(min(len(todo), limit) - 1):
                 try:
                     pool.start_lane(drain, batch)
                 except RuntimeError:  # no thread to be had: fewer lanes
@@ -625,18 +674,19 @@ class ToolExecutor:
         results: list[t.Any],
         ctx: RunContext[t.Any] | None,
         batch: Scope,
+        limit: int,
     ) -> None:
         """``execute_many``'s batch, run from the caller's thread without a thread per call.
 
-        For each call in turn, while fewer than ``max_workers`` of the batch's calls
+        For each call in turn, while fewer than ``limit`` (at most ``max_workers``) of the batch's calls
         run: approval, validation and conversion in the caller, in a copy of its
         ``contextvars`` context made for that call (where all the call's signals are
         sent), then its timed first attempt handed to a pool worker
         (:meth:`WorkerPool.submit`), not awaited. The caller then waits for whichever
         ends first — a task's ``notify`` queue, or the earliest deadline, at which the
         task is abandoned as ``execute`` would. A call that needs a thread of its own
-        (an inline or process-isolated tool, an approval handler to ask) runs whole
-        in a lane, and so do the attempts after a first one that failed and may be
+        (an inline or process-isolated tool, an approval handler to ask, a tool whose
+        attempts may wait for a ``max_concurrency`` slot) runs whole in a lane, and so do the attempts after a first one that failed and may be
         retried (``retry_wait`` sleeps there); a lane reports to the same queue.
         """
         state = _Batch(jobs, todo, results, ctx, batch)
@@ -647,7 +697,7 @@ class ToolExecutor:
             # CPython 3.11 an exception raised by the eval breaker at a loop's backward
             # jump can skip the try statement around that loop in the same function
             # (gh-107901), but never the one around the call.
-            self._coordinate(state)
+            self._coordinate(state, limit)
         except BaseException:
             self._pool.cancel(batch)
             if state.waiting:  # their signals and log lines, off the interrupted caller's path
@@ -656,7 +706,7 @@ class ToolExecutor:
         finally:
             here.scope = saved
 
-    def _coordinate(self, state: _Batch) -> None:
+    def _coordinate(self, state: _Batch, limit: int) -> None:
         """:meth:`_run_batch`'s loop: start calls while there is room, then take the
         next call that ends or whose deadline passes, until every call has ended."""
         pool = self._pool
@@ -667,7 +717,6 @@ class ToolExecutor:
             state.deadlines,
             state.notify,
         )
-        limit = pool.max_workers
         main = threading.current_thread() is threading.main_thread()
         gated = isinstance(ctx, RunContext) and ctx.approval_gated
         while True:
@@ -679,6 +728,7 @@ class ToolExecutor:
                     tool.timeout is None
                     or not self._on_threads(tool)
                     or (tool.approval == "ask" and not gated)
+                    or (tool._limits is not None and tool._limits.in_lane)
                 ):
                     job.tool = tool
 
@@ -992,7 +1042,10 @@ class ToolExecutor:
             if isinstance(converted, Err):
                 return converted
             arguments = converted
-        # 3. attempts
+        # 3. admission: the tool's limits (rate, budget, slots), once per call
+        if tool._limits is not None:
+            return self._admitted(tool, arguments, ctx, call_id, job)
+        # 4. attempts
         if job is not None and tool.timeout is not None and tool.isolation == "thread":
             return self._hand_off(job, tool, arguments, ctx, call_id, tool.retries + 1)  # type: ignore[no-any-return]
         if _logger.isEnabledFor(_DEBUG):
@@ -1037,6 +1090,83 @@ class ToolExecutor:
             return self._final_failure(tool, outcome)
         return self._retry(tool, arguments, ctx, outcome, total, call_id)
 
+    def _admitted(
+        self,
+        tool: Tool,
+        arguments: c.Mapping[str, t.Any],
+        ctx: RunContext[t.Any],
+        call_id: str | None,
+        job: _Job | None,
+    ) -> Result:
+        """Steps 3 and 4 for a tool with limits (``docs/concepts/limits.md``): its
+        ``max_calls_per_run`` and ``rate_limit`` admit the call or refuse it
+        (``Err(RateLimited)``: no attempt, no signal but ``tool_rate_limited``); each
+        attempt holds a ``max_concurrency`` slot; ``on_result_overflow="error"``
+        checks the final result."""
+        limits = t.cast(_admission.ToolLimits, tool._limits)
+        refused = self._admission.admit(tool, limits, ctx, call_id)
+        if refused is not None:
+            return refused
+        total = tool.retries + 1
+        if job is not None and tool.timeout is not None and tool.isolation == "thread":
+            # a batch's call (never one that runs in a lane: see _coordinate)
+            return self._hand_off(job, tool, arguments, ctx, call_id, total)  # type: ignore[no-any-return]
+        began = time.perf_counter() if _logger.isEnabledFor(_DEBUG) else None
+        if limits.max_concurrency is not None:
+            outcome = self._slotted(tool, arguments, ctx, 1, total, call_id)
+        else:
+            outcome = self._attempt(tool, arguments, ctx, 1, total, call_id)
+        if type(outcome) is _Failure:
+            if outcome.will_retry:
+                outcome = self._retry(tool, arguments, ctx, outcome, total, call_id)
+            else:
+                outcome = self._final_failure(tool, outcome)
+        elif began is not None and type(outcome) is Ok:
+            elapsed_ms = (time.perf_counter() - began) * 1000
+            _log.debug("Tool '%s' completed in %.1f ms", tool.name, elapsed_ms)
+        if limits.overflow_error and isinstance(outcome, Ok):
+            limit = _admission.result_limit(tool, self._max_result_chars)
+            too_large = _admission.overflow(tool, outcome, limit)
+            if too_large is not None:
+                return too_large
+        return t.cast(Result, outcome)
+
+    def _slotted(
+        self,
+        tool: Tool,
+        arguments: c.Mapping[str, t.Any],
+        ctx: RunContext[t.Any],
+        attempt: int,
+        total: int,
+        call_id: str | None,
+    ) -> Result | _Failure:
+        """One attempt of a ``max_concurrency`` tool: it waits for a slot until its
+        deadline (which the wait counts towards), runs holding it, then frees it."""
+        timeout = tool.timeout
+        deadline = None if timeout is None else monotonic() + timeout
+        scope = here.scope
+        if (
+            scope is not None
+            and scope.deadline is not None
+            and (deadline is None or scope.deadline < deadline)
+        ):
+            deadline = scope.deadline  # nested: never later than the enclosing attempt's
+        slot = self._admission.slot(tool, t.cast(int, tool.max_concurrency), deadline, call_id)
+        if type(slot) is Err:
+            return slot
+        try:
+            return self._attempt(
+                tool,
+                arguments,
+                ctx,
+                attempt,
+                total,
+                call_id,
+                deadline=deadline if timeout is not None else None,
+            )
+        finally:
+            t.cast(_admission.Slot, slot).release()
+
     def _retry(
         self,
         tool: Tool,
@@ -1050,6 +1180,7 @@ class ToolExecutor:
         that may be retried)."""
         import tenacity  # imported at the first retry, not with the package
 
+        step = self._slotted if tool.max_concurrency is not None else self._attempt
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(total),
             wait=tool.retry_wait if tool.retry_wait is not None else tenacity.wait_none(),
@@ -1062,7 +1193,7 @@ class ToolExecutor:
                     number = attempt.retry_state.attempt_number
                     if number == 1:
                         raise _Retry(first)
-                    outcome = self._attempt(tool, arguments, ctx, number, total, call_id)
+                    outcome = step(tool, arguments, ctx, number, total, call_id)
                     if type(outcome) is _Failure:
                         if outcome.will_retry:
                             raise _Retry(outcome)
@@ -1117,8 +1248,12 @@ class ToolExecutor:
         attempt: int,
         total: int,
         call_id: str | None = None,
+        *,
+        deadline: float | None = None,
     ) -> Result | _Failure:
-        """One attempt: its signals, the call (inline or in a worker), its outcome."""
+        """One attempt: its signals, the call (inline or in a worker), its outcome.
+        ``deadline``: a timed attempt's, when the call set it already (a wait for a
+        ``max_concurrency`` slot counts towards it)."""
         emit = bool(_start.receivers or _stop.receivers or _exception.receivers)
         began = self._started(tool, attempt, total, call_id) if emit else 0
         timeout = tool.timeout
@@ -1157,7 +1292,7 @@ class ToolExecutor:
                 if token is not None:
                     _pool.shield()
         else:
-            kind, value, text = self._timed(tool, arguments, ctx, attempt, timeout)
+            kind, value, text = self._timed(tool, arguments, ctx, attempt, timeout, deadline)
             if kind == RETURNED and not emit:
                 if type(value) is Ok or type(value) is Err or isinstance(value, (Ok, Err)):
                     return value
@@ -1258,8 +1393,10 @@ class ToolExecutor:
         ctx: RunContext[t.Any],
         attempt: int,
         timeout: float,
+        deadline: float | None = None,
     ) -> tuple[str, t.Any, t.Any]:
-        deadline = monotonic() + timeout
+        if deadline is None:
+            deadline = monotonic() + timeout
         scope = here.scope
         if scope is not None and scope.deadline is not None and scope.deadline < deadline:
             deadline = scope.deadline  # nested: never later than the enclosing attempt's
@@ -1461,6 +1598,13 @@ def _check_on_timeout(value: object) -> None:
         )
 
 
+def _check_batch_cap(value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(
+            f"batch option 'max_concurrency' must be an int >= 1 or None, got {value!r}"
+        )
+
+
 def _cancelled_before_start(job: object) -> Err:
     name = getattr(job[0], "name", None) if isinstance(job, tuple) else None
     return Err(
@@ -1512,6 +1656,8 @@ def execute(
 def execute_many(
     calls: c.Iterable[tuple[Tool, c.Mapping[str, t.Any] | None] | ToolCall],
     ctx: RunContext[t.Any] | None = None,
+    *,
+    max_concurrency: int | None = None,
 ) -> list[Result]:
     """Run calls concurrently on the default executor; see :meth:`ToolExecutor.execute_many`."""
-    return default_executor().execute_many(calls, ctx)
+    return default_executor().execute_many(calls, ctx, max_concurrency=max_concurrency)

@@ -46,7 +46,14 @@ from ._text import safe_str as _safe_str
 from .advice import Advice
 from .approval_store import ApprovalStore, InMemoryApprovalStore
 from .errors import ApprovalAlreadyUsed, ToolDenied, ToolError, ToolNotFound
-from .executor import ToolCall, ToolExecutor, _arguments_error, _read_jobs, default_executor
+from .executor import (
+    ToolCall,
+    ToolExecutor,
+    _arguments_error,
+    _check_batch_cap,
+    _read_jobs,
+    default_executor,
+)
 from .results import Err, NeedsApproval, Result, check_max_age
 from .run_context import RunContext
 from .tool import Tool
@@ -358,19 +365,24 @@ class Registry:
         self,
         calls: c.Iterable[tuple[str | Tool, c.Mapping[str, t.Any] | None] | ToolCall],
         ctx: RunContext[t.Any] | None = None,
+        *,
+        max_concurrency: int | None = None,
     ) -> list[RegistryResult]:
-        """Run several calls concurrently through the registry path; results come
-        back in input order (``Ok``, ``Err`` or ``NeedsApproval`` each), and one
-        call's failure never affects another's.
+        """Run several calls concurrently through the registry path (at most
+        ``max_concurrency`` at once, when given); results come back in input order
+        (``Ok``, ``Err`` or ``NeedsApproval`` each), and one call's failure never
+        affects another's.
 
         A call is a ``(name, arguments)`` pair (a :class:`Tool` in place of the name
         is run as given) or a :class:`ToolCall`, whose ``id`` reaches an approval
         handler as ``ApprovalRequest.id``.
         """
+        if max_concurrency is not None:
+            _check_batch_cap(max_concurrency)  # the program's error: a ValueError
         jobs = _read_jobs(calls, self._job)
         executor = self.executor
         try:
-            return executor.run_jobs(jobs, ctx, run=self._run_job)
+            return executor.run_jobs(jobs, ctx, run=self._run_job, max_concurrency=max_concurrency)
         except BaseException as exc:
             if interrupts(exc):
                 raise

@@ -1,4 +1,4 @@
-"""Telemetry as blinker signals: ``start``, ``stop``, ``exception`` and ``timeout``.
+"""Telemetry as blinker signals: ``start``, ``stop``, ``exception``, ``timeout`` and ``rate_limited``.
 
 Every signal is sent with the :class:`~nous_tools.Tool` as sender and two keyword
 arguments, ``measurements`` and ``metadata`` (dicts). Times are integer
@@ -29,7 +29,9 @@ metadata through :func:`scrub` first.
 The four signals are ``tool_execute_start``, ``tool_execute_stop``,
 ``tool_execute_exception`` and ``tool_execute_timeout``; ``tool_timeout`` is the
 older name of ``tool_execute_timeout`` and is the same signal object, so a
-receiver connected to either name gets every timeout.
+receiver connected to either name gets every timeout. ``tool_rate_limited`` is
+sent when a tool's limit refuses a call before its first attempt (see
+``docs/concepts/limits.md``).
 
 blinker holds receivers **weakly** by default: a receiver that nothing else
 refers to (a lambda, a function defined inside another and returned, a bound
@@ -65,6 +67,7 @@ __all__ = [
     "tool_execute_start",
     "tool_execute_stop",
     "tool_execute_timeout",
+    "tool_rate_limited",
     "tool_timeout",
 ]
 
@@ -95,6 +98,14 @@ tool_execute_timeout = blinker.NamedSignal("nous_tools.tool.execute.timeout")
 #: that code written against it goes on working.
 tool_timeout = tool_execute_timeout
 
+#: Sent when one of a tool's limits refuses a call (``Err(RateLimited)``), before
+#: any attempt: a refused call sends no ``start``. measurements: ``retry_after``
+#: (seconds, or None when unknown); metadata: ``tool_name``, ``limit``
+#: (``"max_concurrency"``, ``"rate_limit"`` or ``"max_calls_per_run"``), and
+#: ``call_id`` only when the call has one.
+tool_rate_limited = blinker.NamedSignal("nous_tools.tool.rate_limited")
+
+#: The four signals of an attempt (``tool_rate_limited`` is a call's, not an attempt's).
 ALL_SIGNALS = (
     tool_execute_start,
     tool_execute_stop,

@@ -46,12 +46,13 @@ if t.TYPE_CHECKING:
     # pays at every start.
     import referencing
 
-    from . import _convert
+    from . import _admission, _convert
     from .validation import ArgumentValidator
 
 __all__ = [
     "APPROVAL_LEVELS",
     "ISOLATION_MODES",
+    "ON_RESULT_OVERFLOW_MODES",
     "ON_TIMEOUT_MODES",
     "Tool",
     "ToolOptions",
@@ -61,10 +62,12 @@ __all__ = [
 APPROVAL_LEVELS = ("auto", "ask", "deny")
 ISOLATION_MODES = ("thread", "process")
 ON_TIMEOUT_MODES = ("interrupt", "abandon")
+ON_RESULT_OVERFLOW_MODES = ("truncate", "error")
 
 Approval = t.Literal["auto", "ask", "deny"]
 Isolation = t.Literal["thread", "process"]
 OnTimeout = t.Literal["interrupt", "abandon"]
+OnResultOverflow = t.Literal["truncate", "error"]
 
 #: The wrapped function's parameters and return type, for type checkers: ``@tool``
 #: on ``def f(a: int) -> str`` gives a ``Tool[[int], str]`` that is called like ``f``.
@@ -100,6 +103,11 @@ class ToolOptions(TypedDict, total=False):
     destructive: bool | None
     idempotent: bool | None
     backend: str | None
+    max_concurrency: int | None
+    rate_limit: str | None
+    max_calls_per_run: int | None
+    max_result_chars: int | t.Literal["executor"] | None
+    on_result_overflow: OnResultOverflow
 
 
 def _check_name(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
@@ -236,6 +244,39 @@ def _check_backend(instance: t.Any, attribute: object, value: object) -> None:
         )
 
 
+def _at_least_one(option: str) -> t.Callable[[object, t.Any, object], None]:
+    def check(instance: object, attribute: object, value: object) -> None:
+        if value is None:
+            return
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"Tool option '{option}' must be an int >= 1 or None, got {value!r}")
+
+    return check
+
+
+def _check_rate_limit(instance: object, attribute: object, value: t.Any) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise TypeError(
+            "Tool option 'rate_limit' must be a rate such as '10/minute' or None, "
+            f"got {type(value).__name__}"
+        )
+    from ._admission import parse_rate
+
+    parse_rate(value)  # a ValueError naming the option
+
+
+def _check_max_result_chars(instance: object, attribute: object, value: object) -> None:
+    if value is None or value == "executor":
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(
+            "Tool option 'max_result_chars' must be an int >= 1, None (no limit) or "
+            f"'executor' (the executor's), got {value!r}"
+        )
+
+
 def _to_description(value: object) -> str:
     return "" if value is None else str(value)
 
@@ -306,6 +347,21 @@ class Tool(t.Generic[P, R]):
     # resolved through ToolExecutor(backends={...}); None: the executor's default
     # (``isolation="process"``: the "process" backend).
     backend: str | None = attrs.field(default=None, validator=_check_backend)
+    # Limits (issue 23; nous_tools._admission, docs/concepts/limits.md): attempts at
+    # once, calls per time window, calls per run, the length of the result's text.
+    max_concurrency: int | None = attrs.field(
+        default=None, validator=_at_least_one("max_concurrency")
+    )
+    rate_limit: str | None = attrs.field(default=None, validator=_check_rate_limit)
+    max_calls_per_run: int | None = attrs.field(
+        default=None, validator=_at_least_one("max_calls_per_run")
+    )
+    max_result_chars: int | t.Literal["executor"] | None = attrs.field(
+        default="executor", validator=_check_max_result_chars
+    )
+    on_result_overflow: OnResultOverflow = attrs.field(
+        default="truncate", validator=_one_of("on_result_overflow", ON_RESULT_OVERFLOW_MODES)
+    )
     _requires_approval: bool | None = attrs.field(
         default=None, alias="requires_approval", repr=False
     )
@@ -313,9 +369,11 @@ class Tool(t.Generic[P, R]):
     _converter: _convert.ArgumentConverter | None = attrs.field(
         init=False, default=None, repr=False
     )
+    # None when the tool has no limit to enforce: the executor's one check for it.
+    _limits: _admission.ToolLimits | None = attrs.field(init=False, default=None, repr=False)
 
     def __attrs_post_init__(self) -> None:
-        from . import _convert, _schema
+        from . import _admission, _convert, _schema
 
         if self.takes_ctx is None:
             object.__setattr__(self, "takes_ctx", _schema.detect_takes_ctx(self.function))
@@ -334,6 +392,7 @@ class Tool(t.Generic[P, R]):
         if self.convert_args:
             converter = _convert.compile_converter(self.function, takes_ctx=self.takes_ctx)
             object.__setattr__(self, "_converter", converter)
+        object.__setattr__(self, "_limits", _admission.tool_limits(self))
 
     @property
     def requires_approval(self) -> bool:

@@ -56,6 +56,7 @@ import typing as t
 import attrs
 
 from . import _canonical as _c
+from ._admission import DEFAULT_MAX_RESULT_CHARS, clip_text, result_limit
 from ._log import log as _safe_log
 from ._scope import interrupts
 from ._text import RENDER_SECONDS, render_bounded
@@ -64,12 +65,13 @@ from .context_update import ContextUpdate
 from .errors import (
     ApprovalAlreadyUsed,
     BatchAlreadyResolved,
+    RateLimited,
     ToolDenied,
     ToolError,
     ToolNotFound,
     ToolTimeout,
 )
-from .executor import ToolCall, ToolExecutor
+from .executor import ToolCall, ToolExecutor, _check_batch_cap
 from .results import (
     _HMAC,
     Edit,
@@ -553,6 +555,8 @@ def _err_content(reason: object, name: str) -> str:
         return f"Error: tool '{name}' not found"
     if isinstance(reason, ToolDenied):
         return f"Error: tool '{name}' is denied and was not run"
+    if isinstance(reason, RateLimited):  # its message is written for the model
+        return _clip(f"Error: {reason.message}")
     if isinstance(reason, ToolError):
         message = _error_message(reason)
     elif isinstance(reason, BaseException):  # a tool returned Err(some exception)
@@ -569,8 +573,14 @@ def _err_content(reason: object, name: str) -> str:
     return _clip(f"Error: tool '{name}' failed: {message}")
 
 
-def format_tool_result(result: CallResult, name: str | None = None) -> str:
-    """The text a model gets for one outcome of the tool called ``name``.
+def format_tool_result(
+    result: CallResult,
+    name: str | None = None,
+    *,
+    max_chars: int | None = DEFAULT_MAX_RESULT_CHARS,
+) -> str:
+    """The text a model gets for one outcome of the tool called ``name``, at most
+    ``max_chars`` characters long (None: no limit).
 
     - ``Ok``: the value if it is a ``str``, else its JSON (values JSON cannot hold
       are written as their ``repr``).
@@ -581,6 +591,11 @@ def format_tool_result(result: CallResult, name: str | None = None) -> str:
       exception as a further argument or kept in an attribute stays out.
     - ``NeedsApproval``: ``Pending approval: tool 'x' needs a person's approval (id
       ...); it has not run yet.``
+
+    A text longer than ``max_chars`` (default 100,000: pass the tool's
+    ``max_result_chars``, as :class:`ToolCallResults` and the MCP server do) keeps
+    its head and its tail, with a notice in the middle: ``[... 123,456 characters
+    omitted: the result was 160,000 characters; the tool's limit is 20,000 ...]``.
 
     >>> from nous_tools import ToolError, ToolTimeout
     >>> format_tool_result(Ok({"temp": 21}))
@@ -594,19 +609,23 @@ def format_tool_result(result: CallResult, name: str | None = None) -> str:
     """
     if isinstance(result, NeedsApproval):
         tool_name = name or result.tool.name
-        return (
+        text = (
             f"Pending approval: tool '{tool_name}' needs a person's approval "
             f"(id {result.id}); it has not run yet."
         )
-    if isinstance(result, Ok):
-        return _value_content(result.value)
-    if isinstance(result, Err):
+    elif isinstance(result, Ok):
+        text = _value_content(result.value)
+    elif isinstance(result, Err):
         reason = result.reason
         if not name:
             known = getattr(reason, "tool_name", None)
             name = known if isinstance(known, str) else ""
-        return _err_content(reason, name)
-    return _value_content(result)
+        text = _err_content(reason, name)
+    else:
+        text = _value_content(result)
+    if max_chars is not None and len(text) > max_chars:
+        return clip_text(text, max_chars)
+    return text
 
 
 # -- a batch across requests ---------------------------------------------------------
@@ -829,6 +848,8 @@ class ToolCallResults:
     issued_at: int = attrs.field(factory=_now)
     # The model-facing text of results read back by from_dict (None: format the result).
     _contents: list[str | None] = attrs.field(factory=list, alias="_contents", repr=False)
+    # Each call's max_result_chars (missing: the default, 100,000).
+    _max_chars: list[int | None] = attrs.field(factory=list, alias="_max_chars", repr=False)
 
     @property
     def pending(self) -> list[NeedsApproval]:
@@ -861,7 +882,11 @@ class ToolCallResults:
     def _content(self, index: int, call: ToolCall, result: CallResult) -> str:
         contents = self._contents
         known = contents[index] if index < len(contents) else None
-        return known if known is not None else format_tool_result(result, call.name)
+        if known is not None:
+            return known
+        limits = self._max_chars
+        limit = limits[index] if index < len(limits) else DEFAULT_MAX_RESULT_CHARS
+        return format_tool_result(result, call.name, max_chars=limit)
 
     def _entries(self, include_pending: bool) -> c.Iterator[tuple[ToolCall, CallResult, str, str]]:
         for index, (call, result) in enumerate(zip(self.calls, self.results, strict=True)):
@@ -1180,9 +1205,15 @@ class ToolCallResults:
         contents = [
             self._contents[i] if i < len(self._contents) else None for i in range(len(results))
         ]
-        for (index, _, _), outcome in zip(plan, outcomes, strict=True):
+        default = registry.executor.max_result_chars
+        limits = [
+            self._max_chars[i] if i < len(self._max_chars) else DEFAULT_MAX_RESULT_CHARS
+            for i in range(len(results))
+        ]
+        for (index, _, na), outcome in zip(plan, outcomes, strict=True):
             results[index] = outcome
             contents[index] = None
+            limits[index] = result_limit(na.tool, default)
         context = _apply_updates(
             ctx,
             (
@@ -1200,6 +1231,7 @@ class ToolCallResults:
             registry=registry,
             issued_at=self.issued_at,
             _contents=contents,
+            _max_chars=limits,
         )
 
     def _plan(self, decisions: object) -> list[tuple[int, str, NeedsApproval]]:
@@ -1291,8 +1323,10 @@ def execute_tool_calls(
     ctx: RunContext[t.Any] | None = None,
     *,
     executor: ToolExecutor | None = None,
+    max_concurrency: int | None = None,
 ) -> ToolCallResults:
-    """Run the tool calls of a model response through ``registry``, concurrently.
+    """Run the tool calls of a model response through ``registry``, concurrently
+    (at most ``max_concurrency`` at once, when given, whatever the executor's size).
 
     ``tool_calls`` is what the model answered, as the SDK gives it or as a dict:
 
@@ -1323,12 +1357,17 @@ def execute_tool_calls(
     pipeline — with each call's id as ``ApprovalRequest.id``; an ``ask`` tool with no
     approval handler in an ungated ``ctx`` comes back as ``NeedsApproval``.
 
+    The text each call's messages carry is at most its tool's ``max_result_chars``
+    (or the executor's) long: see :func:`format_tool_result`.
+
     ``ctx`` defaults to ``RunContext.new()``; ``executor`` to the registry's. Never
     raises for anything a model sent (hostile JSON, items whose attributes raise, an
     iterable that breaks: each is an ``Err`` and the batch goes on); a ``registry`` or
     ``ctx`` of the wrong type, or a ``tool_calls`` of a shape it does not know, is a
-    ``TypeError``.
+    ``TypeError``; a ``max_concurrency`` that is not an int >= 1 a ``ValueError``.
     """
+    if max_concurrency is not None:
+        _check_batch_cap(max_concurrency)
     if ctx is None:
         ctx = RunContext.new()
     elif not isinstance(ctx, RunContext):
@@ -1451,7 +1490,10 @@ def execute_tool_calls(
             _observe_end(observer, seen, result)
             _current_call.reset(token)
 
-    results = t.cast(list[CallResult], runner.run_jobs(jobs, ctx, run=run))
+    results = t.cast(
+        list[CallResult], runner.run_jobs(jobs, ctx, run=run, max_concurrency=max_concurrency)
+    )
+    default = runner.max_result_chars
     return ToolCallResults(
         results=results,
         calls=calls,
@@ -1460,6 +1502,9 @@ def execute_tool_calls(
         kinds=kinds,
         provider=providers.pop() if len(providers) == 1 else None,
         registry=registry,
+        _max_chars=[
+            result_limit(job[0] if isinstance(job, tuple) else None, default) for job in jobs
+        ],
     )
 
 

@@ -22,6 +22,7 @@ semantic conventions for tool execution describe them ("Execute tool span" and t
   ``TimeoutError``), ``rejected`` (the approval step refused the call: ``deny``, a
   handler's rejection, no handler), ``invalid_arguments`` (arguments that are not
   JSON, not an object, or fail the schema), ``saturated`` (``ExecutorSaturated``),
+  ``rate_limited`` (``RateLimited``: one of the tool's limits refused the call),
   else the class name of the exception the tool raised (``ConnectionError``), or
   ``_OTHER`` for an ``Err`` that holds no exception;
 - the histogram ``gen_ai.execute_tool.duration`` (seconds, the span's duration, the
@@ -67,7 +68,7 @@ import typing as t
 
 from .. import signals as _signals
 from .. import tool_calls as _tool_calls
-from ..errors import ExecutorSaturated, ToolDenied, ToolError, ToolTimeout
+from ..errors import ExecutorSaturated, RateLimited, ToolDenied, ToolError, ToolTimeout
 from ..results import Err, NeedsApproval, Ok
 from ..tool import Tool
 from ..tool_calls import ToolCall, _exception_text, current_tool_call, format_tool_result
@@ -97,7 +98,7 @@ DURATION_BUCKETS: tuple[float, ...] = (
 )  # fmt: skip
 
 #: The ``error.type`` values this module reports besides exception class names.
-ERROR_TYPES = ("timeout", "rejected", "invalid_arguments", "saturated", "_OTHER")
+ERROR_TYPES = ("timeout", "rejected", "invalid_arguments", "saturated", "rate_limited", "_OTHER")
 
 _INVALID_PREFIXES = ("Invalid arguments for ", "Invalid JSON arguments for ")
 
@@ -120,6 +121,8 @@ def error_type(result: object) -> str | None:
         return "timeout"
     if isinstance(reason, ExecutorSaturated):
         return "saturated"
+    if isinstance(reason, RateLimited):
+        return "rate_limited"
     if isinstance(reason, ToolDenied):
         return "rejected"
     if isinstance(reason, ToolError):

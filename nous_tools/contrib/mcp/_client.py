@@ -26,6 +26,7 @@ import mcp_types as types
 from anyio.from_thread import BlockingPortal
 from mcp.shared.exceptions import MCPError
 
+from ..._admission import DEFAULT_MAX_RESULT_CHARS, clip_text, result_limit
 from ..._clock import monotonic
 from ...errors import ToolCancelled, ToolError
 from ...results import ApprovalRequest, Edit, Err, Ok
@@ -501,6 +502,8 @@ class MCPServer:
     def _to_result(
         self, tool: Tool, remote_name: str, result: types.CallToolResult
     ) -> Ok[t.Any] | Err:
+        # A remote server's text is a model's text: kept to the tool's max_result_chars.
+        limit = result_limit(tool, DEFAULT_MAX_RESULT_CHARS)
         texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
         if result.is_error:
             detail = "\n".join(texts) or "no details"
@@ -513,7 +516,7 @@ class MCPServer:
         if result.structured_content is not None:
             return Ok(result.structured_content)
         if len(texts) == len(result.content):
-            return Ok("\n".join(texts))
+            return Ok(clip_text("\n".join(texts), limit))
         return Ok(
             [
                 block.model_dump(mode="json", by_alias=True, exclude_none=True)

@@ -25,6 +25,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import is_version_at_least
 
+from ..._admission import DEFAULT_MAX_RESULT_CHARS, result_limit
 from ...errors import ToolError
 from ...registry import Registry
 from ...results import Err, NeedsApproval, Ok
@@ -156,21 +157,27 @@ def _error_result(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
 
 
-def _to_call_result(result: object, name: str, modern: bool) -> types.CallToolResult:
+def _to_call_result(
+    result: object, name: str, modern: bool, max_chars: int | None = DEFAULT_MAX_RESULT_CHARS
+) -> types.CallToolResult:
     """``Ok`` -> its text (and its value as structured content when it is JSON);
-    ``Err`` -> ``isError`` with the model-facing text."""
+    ``Err`` -> ``isError`` with the model-facing text. Both at most ``max_chars``
+    long (the tool's ``max_result_chars``): a longer text keeps its head and tail,
+    and a longer value is not sent as structured content."""
     if isinstance(result, Ok):
         value = result.value
-        text = format_tool_result(result, name)
+        text = format_tool_result(result, name, max_chars=max_chars)
         structured: t.Any = None
         if not isinstance(value, str) and (modern or isinstance(value, c.Mapping)):
             with contextlib.suppress(TypeError, ValueError, RecursionError):
-                structured = json.loads(json.dumps(value))
+                dumped = json.dumps(value)
+                if max_chars is None or len(dumped) <= max_chars:
+                    structured = json.loads(dumped)
         return types.CallToolResult(
             content=[types.TextContent(text=text)], structured_content=structured
         )
     if isinstance(result, (Err, NeedsApproval)):
-        return _error_result(format_tool_result(result, name))
+        return _error_result(format_tool_result(result, name, max_chars=max_chars))
     return _error_result(f"Error: tool '{name}' returned an unexpected result")
 
 
@@ -251,7 +258,8 @@ class _Serving:
             if asked is not None:
                 return asked
             result = await self._run(link, self.registry.execute_approved, result, run_ctx)
-        return _to_call_result(result, name, modern)
+        limit = result_limit(self.registry.lookup(name), self.registry.executor.max_result_chars)
+        return _to_call_result(result, name, modern, limit)
 
     @staticmethod
     async def _run(link: _CancelLink, fn: c.Callable[..., t.Any], *args: t.Any) -> t.Any:

@@ -1,0 +1,511 @@
+"""Per-tool limits: admission control and the size of a result's text (private).
+
+What users see are the options — ``Tool(max_concurrency=, rate_limit=,
+max_calls_per_run=, max_result_chars=, on_result_overflow=)``,
+``ToolExecutor(max_result_chars=, limits_storage=, rate_limit_strategy=)`` and the
+batch cap ``max_concurrency=`` — and the errors :class:`~nous_tools.RateLimited`
+and :class:`~nous_tools.ResultTooLarge`; ``docs/concepts/limits.md`` tells the
+rules. Here:
+
+- :func:`tool_limits`: a tool's limits, read once when the tool is made. A tool
+  without any has None, and the executor pays one ``is None`` check for it.
+- :class:`Admission`: one executor's books — a semaphore per tool name for
+  ``max_concurrency``, the ``limits`` library's rate limiter for ``rate_limit``
+  (in memory, or in a shared storage such as Redis), the counts of
+  ``max_calls_per_run``.
+- :func:`clip_text`: a result's model-facing text kept to ``max_result_chars``,
+  head and tail, with a notice in the middle.
+
+The ``limits`` library takes about as long to import as the rest of the package:
+it is imported when the first tool with a ``rate_limit`` is made, or the first
+executor with a ``limits_storage``.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextvars
+import functools
+import math
+import threading
+import time
+import typing as t
+
+from . import signals as _signals
+from ._clock import monotonic
+from ._log import log as _log
+from .errors import RateLimited, ResultTooLarge, ToolError
+from .results import Err
+
+if t.TYPE_CHECKING:
+    from limits import RateLimitItem
+    from limits.storage import Storage
+    from limits.strategies import RateLimiter
+
+    from .run_context import RunContext
+    from .tool import Tool
+
+__all__ = [
+    "DEFAULT_MAX_RESULT_CHARS",
+    "EXECUTOR",
+    "STRATEGIES",
+    "Admission",
+    "ToolLimits",
+    "clip_text",
+    "result_limit",
+    "retry_text",
+    "tool_limits",
+]
+
+#: ``ToolExecutor(max_result_chars=...)``'s default: the longest text of a result a
+#: model gets, in characters.
+DEFAULT_MAX_RESULT_CHARS = 100_000
+
+#: ``Tool(max_result_chars=...)``'s default: the executor's limit applies.
+EXECUTOR = "executor"
+
+#: The ``limits`` library's strategies ``ToolExecutor(rate_limit_strategy=...)`` takes.
+STRATEGIES = ("fixed-window", "moving-window", "sliding-window-counter")
+
+#: How long a shared storage keeps a run's ``max_calls_per_run`` count (seconds).
+RUN_BUDGET_SECONDS = 24 * 3600
+
+#: How many (tool, run) counts of ``max_calls_per_run`` an executor keeps in memory;
+#: past that the oldest run's count is forgotten.
+RUNS_REMEMBERED = 100_000
+
+_NAMESPACE = "nous_tools"
+
+_send = _signals.send
+_rate_limited = _signals.tool_rate_limited
+
+
+# -- a tool's limits -------------------------------------------------------------------
+
+
+class ToolLimits:
+    """The limits of one tool, as :func:`tool_limits` read them."""
+
+    __slots__ = ("in_lane", "max_calls_per_run", "max_concurrency", "overflow_error", "rates")
+
+    def __init__(
+        self,
+        max_concurrency: int | None,
+        rates: tuple[RateLimitItem, ...] | None,
+        max_calls_per_run: int | None,
+        overflow_error: bool,
+    ) -> None:
+        self.max_concurrency = max_concurrency
+        self.rates = rates
+        self.max_calls_per_run = max_calls_per_run
+        self.overflow_error = overflow_error
+        # A batch runs such a call whole in a lane: its attempts may wait for a slot,
+        # or its result is checked once the attempts are over.
+        self.in_lane = max_concurrency is not None or overflow_error
+
+
+def tool_limits(tool: Tool) -> ToolLimits | None:
+    """The limits of ``tool``, or None when it has none to enforce."""
+    rate = tool.rate_limit
+    overflow_error = tool.on_result_overflow == "error"
+    if (
+        tool.max_concurrency is None
+        and rate is None
+        and tool.max_calls_per_run is None
+        and not overflow_error
+    ):
+        return None
+    return ToolLimits(
+        tool.max_concurrency,
+        parse_rate(rate) if rate is not None else None,
+        tool.max_calls_per_run,
+        overflow_error,
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def parse_rate(value: str) -> tuple[RateLimitItem, ...]:
+    """The rate limits of a ``rate_limit`` string (the ``limits`` library's notation:
+    ``"10/minute"``, ``"5 per second"``, ``"100/hour; 1000/day"``); ``ValueError``
+    naming the option when it is not one."""
+    from limits import parse_many  # the first tool with a rate_limit imports it
+
+    try:
+        items = tuple(parse_many(value))
+    except ValueError:
+        items = ()
+    if not items:
+        raise ValueError(
+            "Tool option 'rate_limit' must be a rate such as '10/minute', '5 per second' "
+            f"or '100/hour; 1000/day', got {value!r}"
+        )
+    for item in items:
+        if item.amount < 1:
+            raise ValueError(f"Tool option 'rate_limit' must allow at least 1 call, got {value!r}")
+    return items
+
+
+def result_limit(tool: object, default: int | None) -> int | None:
+    """The ``max_result_chars`` that applies to ``tool``: its own, or ``default`` (the
+    executor's) when it says ``"executor"`` (or is not a tool)."""
+    own = getattr(tool, "max_result_chars", EXECUTOR)
+    return default if own == EXECUTOR else t.cast("int | None", own)
+
+
+# -- the words a model reads -----------------------------------------------------------
+
+
+def seconds_text(seconds: float) -> str:
+    """``seconds`` rounded up for a model: whole seconds from 10 s, else tenths."""
+    if seconds >= 10:
+        return f"{math.ceil(seconds):,}"
+    return f"{max(math.ceil(round(seconds * 10, 6)) / 10, 0.1):g}"
+
+
+def retry_text(seconds: float | None) -> str:
+    """``"retry after 12 s"``, or ``"retry later"`` when the time is not known."""
+    if seconds is None:
+        return "retry later"
+    return f"retry after {seconds_text(seconds)} s"
+
+
+def _calls(n: int) -> str:
+    return "1 call" if n == 1 else f"{n:,} calls"
+
+
+def rate_text(item: RateLimitItem) -> str:
+    """``"10 calls a minute"``, ``"1 call an hour"``, ``"100 calls per 5 minutes"``."""
+    unit = item.GRANULARITY.name
+    if item.multiples == 1:
+        per = f"an {unit}" if unit == "hour" else f"a {unit}"
+    else:
+        per = f"per {item.multiples} {unit}s"
+    return f"{_calls(item.amount)} {per}"
+
+
+# -- the executor's books --------------------------------------------------------------
+
+#: The tools whose ``max_concurrency`` slot the running call (and the calls it is
+#: nested in) holds: a nested call of one of them runs under that slot.
+_HELD: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
+    "nous_tools_held_slots", default=frozenset()
+)
+
+
+class Slot:
+    """A ``max_concurrency`` slot held by an attempt: :meth:`release` it after."""
+
+    __slots__ = ("semaphore", "token")
+
+    def __init__(
+        self,
+        semaphore: threading.Semaphore | None,
+        token: contextvars.Token[frozenset[str]] | None,
+    ) -> None:
+        self.semaphore = semaphore
+        self.token = token
+
+    def release(self) -> None:
+        if self.token is not None:
+            _HELD.reset(self.token)
+        if self.semaphore is not None:
+            self.semaphore.release()
+
+
+#: What a nested call of a tool whose slot an enclosing call holds gets.
+_REENTERED = Slot(None, None)
+
+
+class Admission:
+    """One executor's books of limits: see the module docstring.
+
+    ``storage``: None (rates counted in this executor's memory, budgets in a dict),
+    or a ``limits`` storage URI (``"redis://host:6379"``) or storage object, which
+    then holds the rates and the budgets of every executor that uses it.
+    """
+
+    def __init__(self, storage: object, strategy: object) -> None:
+        if strategy not in STRATEGIES:
+            raise ValueError(
+                "ToolExecutor option 'rate_limit_strategy' must be one of "
+                f"{', '.join(repr(s) for s in STRATEGIES)}, got {strategy!r}"
+            )
+        self._strategy: str = strategy
+        self._lock = threading.Lock()
+        self._semaphores: dict[str, tuple[int, threading.Semaphore]] = {}
+        self._budgets: collections.OrderedDict[tuple[str, str], int] = collections.OrderedDict()
+        self._limiter: RateLimiter | None = None
+        self._storage: Storage | None = None
+        self._rate_lock: threading.Lock | None = None
+        self.shared = storage is not None
+        if storage is not None:
+            self._storage = _make_storage(storage)
+            self._limiter = _make_limiter(self._storage, self._strategy)
+
+    @property
+    def storage(self) -> Storage | None:
+        """The shared ``limits`` storage, or None (counted in this executor)."""
+        return self._storage
+
+    # -- rate_limit and max_calls_per_run: once per call, before the first attempt
+
+    def admit(
+        self, tool: Tool, limits: ToolLimits, ctx: RunContext[t.Any], call_id: str | None
+    ) -> Err | None:
+        """None when the call may start, else the ``Err`` it gets (``RateLimited``, or
+        a ``ToolError`` when a shared storage cannot be reached: the call does not run)."""
+        budget = limits.max_calls_per_run
+        run_id = ctx.run_id if budget is not None else None
+        name = tool.name
+        try:
+            if run_id is not None and self._used(name, run_id) >= t.cast(int, budget):
+                return self._over_budget(tool, t.cast(int, budget), call_id)
+            rates = limits.rates
+            if rates is not None:
+                over = self._hit(name, rates)
+                if over is not None:
+                    item, retry_after = over
+                    return self.refuse(
+                        tool,
+                        "rate_limit",
+                        retry_after,
+                        f"rate limited: '{name}' allows {rate_text(item)}; {retry_text(retry_after)}",
+                        call_id,
+                    )
+            if run_id is not None and not self._spend(name, run_id, t.cast(int, budget)):
+                return self._over_budget(tool, t.cast(int, budget), call_id)
+        except Exception as exc:  # a shared storage that is down: fail closed
+            return self._unavailable(tool, exc)
+        return None
+
+    def _over_budget(self, tool: Tool, budget: int, call_id: str | None) -> Err:
+        return self.refuse(
+            tool,
+            "max_calls_per_run",
+            None,
+            f"rate limited: '{tool.name}' has its budget of {_calls(budget)} per run used up; "
+            "do not call it again in this run",
+            call_id,
+        )
+
+    def _unavailable(self, tool: Tool, exc: Exception) -> Err:
+        _log.error(
+            "Tool '%s' was not run: its limits could not be checked (%s)",
+            tool.name,
+            type(exc).__name__,
+            exc_info=True,
+        )
+        return Err(
+            ToolError(
+                f"Tool '{tool.name}' was not run: its limits could not be checked "
+                f"({type(exc).__name__})",
+                tool_name=tool.name,
+                original_error=exc,
+            )
+        )
+
+    def _limiter_now(self) -> RateLimiter:
+        """The rate limiter, made on first use (in memory: no storage was given)."""
+        with self._lock:
+            if self._limiter is None:
+                from limits.storage import MemoryStorage
+
+                self._rate_lock = threading.Lock()
+                self._limiter = _make_limiter(MemoryStorage(), self._strategy)
+            return self._limiter
+
+    def _hit(
+        self, name: str, rates: tuple[RateLimitItem, ...]
+    ) -> tuple[RateLimitItem, float] | None:
+        """Take one call from each rate of ``name``; the rate that refused it and the
+        seconds until its window lets a call through, or None."""
+        limiter = self._limiter
+        if limiter is None:
+            limiter = self._limiter_now()
+        lock = self._rate_lock  # in memory: the storage's own locking has gaps
+        for item in rates:
+            if lock is not None:
+                with lock:
+                    allowed = limiter.hit(item, _NAMESPACE, name)
+            else:
+                allowed = limiter.hit(item, _NAMESPACE, name)
+            if not allowed:
+                reset = limiter.get_window_stats(item, _NAMESPACE, name).reset_time
+                retry_after = min(max(reset - time.time(), 0.001), float(item.get_expiry()))
+                return item, retry_after
+        return None
+
+    def _used(self, name: str, run_id: str) -> int:
+        storage = self._storage
+        if storage is not None:
+            return int(storage.get(_budget_key(name, run_id)))
+        with self._lock:
+            return self._budgets.get((name, run_id), 0)
+
+    def _spend(self, name: str, run_id: str, budget: int) -> bool:
+        """Count one call of ``name`` in run ``run_id``; False when that is over ``budget``."""
+        storage = self._storage
+        if storage is not None:
+            return storage.incr(_budget_key(name, run_id), RUN_BUDGET_SECONDS) <= budget
+        key = (name, run_id)
+        budgets = self._budgets
+        with self._lock:
+            used = budgets.get(key, 0)
+            if used >= budget:
+                return False
+            budgets[key] = used + 1
+            budgets.move_to_end(key)
+            if len(budgets) > RUNS_REMEMBERED:
+                budgets.popitem(last=False)
+        return True
+
+    # -- max_concurrency: once per attempt
+
+    def slot(self, tool: Tool, cap: int, deadline: float | None, call_id: str | None) -> Slot | Err:
+        """A slot of ``tool`` for one attempt, waiting for one until ``deadline`` (on
+        the real monotonic clock; None: no deadline); the ``Err`` when none came free.
+
+        A call nested in a call that holds a slot of the same tool runs under that
+        slot (a tool that calls itself never waits for itself). A call that holds a
+        slot of another tool and has no deadline does not wait: waiting there could
+        close a cycle of calls each waiting for the other's slot, for ever.
+        """
+        name = tool.name
+        held = _HELD.get()
+        if name in held:
+            return _REENTERED
+        semaphore = self._semaphore(name, cap)
+        if not semaphore.acquire(False):
+            began = monotonic()
+            if deadline is None and not held:
+                semaphore.acquire()
+            elif deadline is None or not semaphore.acquire(
+                True, min(max(deadline - began, 0.0), threading.TIMEOUT_MAX)
+            ):
+                waited = monotonic() - began
+                within = f" within {seconds_text(waited)} s" if deadline is not None else ""
+                return self.refuse(
+                    tool,
+                    "max_concurrency",
+                    None,
+                    f"rate limited: '{name}' allows {_calls(cap)} at once, and no slot came "
+                    f"free{within}; retry later",
+                    call_id,
+                )
+        return Slot(semaphore, _HELD.set(held | {name}))
+
+    def _semaphore(self, name: str, cap: int) -> threading.Semaphore:
+        found = self._semaphores.get(name)
+        if found is not None and found[0] == cap:
+            return found[1]
+        with self._lock:
+            found = self._semaphores.get(name)
+            if found is None or found[0] != cap:  # a new tool of that name, another cap
+                found = (cap, threading.Semaphore(cap))
+                self._semaphores[name] = found
+            return found[1]
+
+    # -- refusals
+
+    @staticmethod
+    def refuse(
+        tool: Tool, limit: str, retry_after: float | None, message: str, call_id: str | None
+    ) -> Err:
+        """The ``Err(RateLimited)`` of a refused call, its log line and its signal."""
+        _log.warning("Tool '%s' was not run: over its %s", tool.name, limit)
+        if _rate_limited.receivers:
+            metadata: dict[str, t.Any] = {"tool_name": tool.name, "limit": limit}
+            if call_id is not None:
+                metadata["call_id"] = call_id
+            _send(_rate_limited, tool, {"retry_after": retry_after}, metadata)
+        return Err(RateLimited(message, tool_name=tool.name, limit=limit, retry_after=retry_after))
+
+
+def _budget_key(name: str, run_id: str) -> str:
+    return f"{_NAMESPACE}/max_calls_per_run/{name}/{run_id}"
+
+
+def _make_storage(value: object) -> Storage:
+    """A ``limits`` storage from a URI or a storage object; ``ValueError``/``TypeError``
+    naming the option when it cannot be one."""
+    import limits.errors
+    import limits.storage
+
+    if isinstance(value, limits.storage.Storage):
+        return value
+    if not isinstance(value, str):
+        raise TypeError(
+            "ToolExecutor option 'limits_storage' must be a storage URI ('redis://host:6379', "
+            f"'memcached://host:11211', 'memory://') or a limits Storage, got {type(value).__name__}"
+        )
+    try:
+        storage = limits.storage.storage_from_string(value)
+    except limits.errors.ConfigurationError as exc:
+        raise ValueError(
+            f"ToolExecutor option 'limits_storage' {value!r} cannot be used: {exc} "
+            "(for Redis: pip install 'nous-tools[redis]')"
+        ) from None
+    if not isinstance(storage, limits.storage.Storage):  # an async+... URI
+        raise ValueError(
+            f"ToolExecutor option 'limits_storage' {value!r} is an asynchronous storage; "
+            "give the synchronous one (without 'async+')"
+        )
+    return storage
+
+
+def _make_limiter(storage: Storage, strategy: str) -> RateLimiter:
+    from limits.strategies import STRATEGIES as known
+
+    try:
+        return known[strategy](storage)
+    except NotImplementedError:
+        raise ValueError(
+            f"ToolExecutor option 'rate_limit_strategy' {strategy!r} is not supported by "
+            f"the storage {type(storage).__name__}"
+        ) from None
+
+
+# -- results -------------------------------------------------------------------------
+
+
+def overflow(tool: Tool, result: object, limit: int | None) -> Err | None:
+    """``Err(ResultTooLarge)`` when the model-facing text of ``result`` is longer than
+    ``limit`` (for a tool with ``on_result_overflow="error"``), else None."""
+    if limit is None:
+        return None
+    from .tool_calls import format_tool_result
+
+    size = len(format_tool_result(t.cast(t.Any, result), tool.name, max_chars=None))
+    if size <= limit:
+        return None
+    _log.warning("Tool '%s' returned a result over its max_result_chars", tool.name)
+    return Err(ResultTooLarge(tool_name=tool.name, size=size, limit=limit))
+
+
+def _notice(omitted: int, size: int, limit: int) -> str:
+    return (
+        f"\n[... {omitted:,} characters omitted: the result was {size:,} characters; "
+        f"the tool's limit is {limit:,} ...]\n"
+    )
+
+
+def clip_text(text: str, limit: int | None) -> str:
+    """``text`` when it has at most ``limit`` characters (or ``limit`` is None); else
+    its head and its tail around a notice of what was left out, at most ``limit``
+    characters in all (only the notice when ``limit`` is shorter than it).
+
+    >>> clipped = clip_text("x" * 150 + "y" * 150, 200)
+    >>> len(clipped), clipped[:3], clipped[-3:]
+    (200, 'xxx', 'yyy')
+    >>> print(clipped.splitlines()[1])
+    [... 190 characters omitted: the result was 300 characters; the tool's limit is 200 ...]
+    """
+    size = len(text)
+    if limit is None or size <= limit:
+        return text
+    if text.startswith("\n[... ") and text.endswith(" ...]\n") and size < 256:
+        return text  # only a notice already: clipped before, at a limit shorter than it
+    keep = max(limit - len(_notice(size, size, limit)), 0)  # the longest the notice can be
+    tail = keep // 2
+    head = keep - tail
+    return text[:head] + _notice(size - keep, size, limit) + text[size - tail :]
