@@ -1305,12 +1305,98 @@ def measure_validation(settings: Settings) -> str:
     return "\n".join(lines) + "\n"
 
 
+def measure_limits(settings: Settings) -> str:
+    """What per-tool limits (issue 23) cost per call: a Markdown section.
+
+    The same timed tool (``timeout=5``, no validation) unlimited, with
+    ``max_concurrency=4`` (one caller: the slot is always free), and with a
+    ``rate_limit`` it never reaches (in memory, the default fixed window), each as
+    a ratio to the unlimited one measured in the same rounds; the inline
+    (``timeout=None``) pair as well, where a limit is a larger share of the call.
+    The timed cases run with every thread pinned to one CPU where the platform
+    allows (see :func:`measure_one_cpu`): on this shared 2-core machine the
+    as-scheduled round trip moves by 10x from run to run, the ratio with it."""
+    rate = "1000000000/second"
+    unlimited = Tool.from_function(echo, timeout=5, validate_args=False)
+    capped = Tool.from_function(echo, timeout=5, validate_args=False, max_concurrency=4)
+    rated = Tool.from_function(echo, timeout=5, validate_args=False, rate_limit=rate)
+    inline = Tool.from_function(echo, timeout=None, validate_args=False)
+    inline_capped = Tool.from_function(echo, timeout=None, validate_args=False, max_concurrency=4)
+    inline_rated = Tool.from_function(echo, timeout=None, validate_args=False, rate_limit=rate)
+    getaffinity = getattr(os, "sched_getaffinity", None)
+    setaffinity = getattr(os, "sched_setaffinity", None)
+    allowed = getaffinity(0) if getaffinity is not None else set()
+    pinned = setaffinity is not None and len(allowed) >= 2
+    runs = 2 if settings.quick else 3
+    per_run: list[dict[str, Timing]] = []
+    loads: list[str] = []
+    for run_index in range(runs):
+        print(f"timing the limits cases, run {run_index + 1} of {runs} ...", flush=True)
+        if pinned:
+            t.cast(t.Any, setaffinity)(0, {min(allowed)})  # threads started now inherit it
+        try:
+            with ToolExecutor(max_workers=CONTENTION_WORKERS) as executor:
+                execute = executor.execute
+                for tool in (unlimited, capped, rated, inline, inline_capped, inline_rated):
+                    assert execute(tool, ARGS) == Ok("x")
+                loops: dict[str, Loop] = {
+                    "L1": loop_execute(execute, unlimited, ARGS),
+                    "L2": loop_execute(execute, capped, ARGS),
+                    "L3": loop_execute(execute, rated, ARGS),
+                    "L4": loop_execute(execute, inline, ARGS),
+                    "L5": loop_execute(execute, inline_capped, ARGS),
+                    "L6": loop_execute(execute, inline_rated, ARGS),
+                }
+                per_run.append(measure(loops, settings))
+        finally:
+            if pinned:
+                t.cast(t.Any, setaffinity)(0, allowed)
+        loads.append(f"{os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else "?")
+    cases = [
+        ("L1", "timed tool, no limit (the plain timed call)", "L1"),
+        ("L2", "… `max_concurrency=4`", "L1"),
+        ("L3", f'… `rate_limit="{rate}"` (in memory, never reached)', "L1"),
+        ("L4", "inline tool (`timeout=None`), no limit", "L4"),
+        ("L5", "… `max_concurrency=4`", "L4"),
+        ("L6", f'… `rate_limit="{rate}"`', "L4"),
+    ]
+    where = "every thread pinned to one CPU" if pinned else "as scheduled"
+    lines = [
+        "## Limits (issue 23)",
+        "",
+        f"A fresh `ToolExecutor({CONTENTION_WORKERS})` per run, {where}; {runs} runs "
+        f"of {settings.rounds} interleaved rounds (1-minute load average after each run: "
+        f"{', '.join(loads)}).",
+        "",
+        "| # | case | µs/call (median of runs) | range over runs | x its unlimited case (median) |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for key, text, base in cases:
+        walls = [timings[key].wall for timings in per_run]
+        ratios = [timings[key].wall / timings[base].wall for timings in per_run]
+        lines.append(
+            f"| {key} | {text} | {_us(statistics.median(walls))} | "
+            f"{_us(min(walls))} to {_us(max(walls))} | {statistics.median(ratios):.2f}x |"
+        )
+    lines.append("")
+    for key, text in (("L2", "`max_concurrency`"), ("L3", "`rate_limit` (in memory)")):
+        ratios = [timings[key].wall / timings["L1"].wall for timings in per_run]
+        median = statistics.median(ratios)
+        verdict = "met" if median <= 1.1 else "**missed**"
+        lines.append(
+            f"- {verdict}: a timed call with {text} at most 1.1x the unlimited one — median "
+            f"{median:.2f}x, {min(ratios):.2f}x to {max(ratios):.2f}x over {runs} runs "
+            f"(met in {sum(r <= 1.1 for r in ratios)} of {runs})"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a fast smoke run (one run)")
     parser.add_argument(
         "--only",
-        choices=["conversion", "validation"],
+        choices=["conversion", "validation", "limits"],
         help="run one section only (printed; written only with --output)",
     )
     parser.add_argument("--runs", type=int, help="whole runs to aggregate (default 5, quick 1)")
@@ -1337,6 +1423,8 @@ def main(argv: list[str] | None = None) -> int:
         text = measure_conversion(settings)
     elif options.only == "validation":
         text = measure_validation(settings)
+    elif options.only == "limits":
+        text = measure_limits(settings)
     else:
         info = RunInfo()
         runs = [run_once(settings, i, info) for i in range(settings.runs)]
@@ -1345,6 +1433,7 @@ def main(argv: list[str] | None = None) -> int:
                 report(runs, info, settings),
                 measure_conversion(settings),
                 measure_validation(settings),
+                measure_limits(settings),
             )
         )
     print()

@@ -27,6 +27,7 @@ import collections
 import contextvars
 import functools
 import math
+import queue
 import threading
 import time
 import typing as t
@@ -86,7 +87,14 @@ _rate_limited = _signals.tool_rate_limited
 class ToolLimits:
     """The limits of one tool, as :func:`tool_limits` read them."""
 
-    __slots__ = ("in_lane", "max_calls_per_run", "max_concurrency", "overflow_error", "rates")
+    __slots__ = (
+        "admits",
+        "in_lane",
+        "max_calls_per_run",
+        "max_concurrency",
+        "overflow_error",
+        "rates",
+    )
 
     def __init__(
         self,
@@ -99,6 +107,8 @@ class ToolLimits:
         self.rates = rates
         self.max_calls_per_run = max_calls_per_run
         self.overflow_error = overflow_error
+        # Whether the call is admitted (or refused) before its first attempt.
+        self.admits = rates is not None or max_calls_per_run is not None
         # A batch runs such a call whole in a lane: its attempts may wait for a slot,
         # or its result is checked once the attempts are over.
         self.in_lane = max_concurrency is not None or overflow_error
@@ -187,29 +197,32 @@ def rate_text(item: RateLimitItem) -> str:
 
 #: The tools whose ``max_concurrency`` slot the running call (and the calls it is
 #: nested in) holds: a nested call of one of them runs under that slot.
-_HELD: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
-    "nous_tools_held_slots", default=frozenset()
+_HELD: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(
+    "nous_tools_held_slots", default=()
 )
+
+#: One free slot in a tool's queue of slots.
+_TOKEN = object()
 
 
 class Slot:
     """A ``max_concurrency`` slot held by an attempt: :meth:`release` it after."""
 
-    __slots__ = ("semaphore", "token")
+    __slots__ = ("slots", "token")
 
     def __init__(
         self,
-        semaphore: threading.Semaphore | None,
-        token: contextvars.Token[frozenset[str]] | None,
+        slots: queue.SimpleQueue[object] | None,
+        token: contextvars.Token[tuple[str, ...]] | None,
     ) -> None:
-        self.semaphore = semaphore
+        self.slots = slots
         self.token = token
 
     def release(self) -> None:
         if self.token is not None:
             _HELD.reset(self.token)
-        if self.semaphore is not None:
-            self.semaphore.release()
+        if self.slots is not None:
+            self.slots.put(_TOKEN)
 
 
 #: What a nested call of a tool whose slot an enclosing call holds gets.
@@ -232,7 +245,13 @@ class Admission:
             )
         self._strategy: str = strategy
         self._lock = threading.Lock()
-        self._semaphores: dict[str, tuple[int, threading.Semaphore]] = {}
+        # A tool name's cap and its free slots: a queue of tokens (C code, no lock of
+        # ours on the way: the path of every attempt of such a tool).
+        self._slots: dict[str, tuple[int, queue.SimpleQueue[object]]] = {}
+        # A tool name's rates with their storage keys, made once.
+        self._keys: dict[
+            tuple[str, tuple[RateLimitItem, ...]], tuple[tuple[RateLimitItem, str], ...]
+        ] = {}
         self._budgets: collections.OrderedDict[tuple[str, str], int] = collections.OrderedDict()
         self._limiter: RateLimiter | None = None
         self._storage: Storage | None = None
@@ -308,10 +327,8 @@ class Admission:
         """The rate limiter, made on first use (in memory: no storage was given)."""
         with self._lock:
             if self._limiter is None:
-                from limits.storage import MemoryStorage
-
                 self._rate_lock = threading.Lock()
-                self._limiter = _make_limiter(MemoryStorage(), self._strategy)
+                self._limiter = _make_limiter(_memory_storage(self._strategy), self._strategy)
             return self._limiter
 
     def _hit(
@@ -322,13 +339,24 @@ class Admission:
         limiter = self._limiter
         if limiter is None:
             limiter = self._limiter_now()
+        keyed = self._keys.get((name, rates))
+        if keyed is None:
+            keyed = tuple((item, item.key_for(_NAMESPACE, name)) for item in rates)
+            self._keys[(name, rates)] = keyed
         lock = self._rate_lock  # in memory: the storage's own locking has gaps
-        for item in rates:
+        fixed = self._strategy == "fixed-window"
+        storage = limiter.storage
+        for item, key in keyed:
             if lock is not None:
-                with lock:
+                lock.acquire()
+            try:
+                if fixed:  # FixedWindowRateLimiter.hit, with the key made once
+                    allowed = storage.incr(key, item.get_expiry()) <= item.amount
+                else:
                     allowed = limiter.hit(item, _NAMESPACE, name)
-            else:
-                allowed = limiter.hit(item, _NAMESPACE, name)
+            finally:
+                if lock is not None:
+                    lock.release()
             if not allowed:
                 reset = limiter.get_window_stats(item, _NAMESPACE, name).reset_time
                 retry_after = min(max(reset - time.time(), 0.001), float(item.get_expiry()))
@@ -374,15 +402,12 @@ class Admission:
         held = _HELD.get()
         if name in held:
             return _REENTERED
-        semaphore = self._semaphore(name, cap)
-        if not semaphore.acquire(False):
-            began = monotonic()
-            if deadline is None and not held:
-                semaphore.acquire()
-            elif deadline is None or not semaphore.acquire(
-                True, min(max(deadline - began, 0.0), threading.TIMEOUT_MAX)
-            ):
-                waited = monotonic() - began
+        slots = self._free(name, cap)
+        try:
+            slots.get(False)
+        except queue.Empty:
+            waited = _wait_for(slots, deadline, bool(held))
+            if waited is not None:
                 within = f" within {seconds_text(waited)} s" if deadline is not None else ""
                 return self.refuse(
                     tool,
@@ -392,17 +417,21 @@ class Admission:
                     f"free{within}; retry later",
                     call_id,
                 )
-        return Slot(semaphore, _HELD.set(held | {name}))
+        return Slot(slots, _HELD.set((*held, name)))
 
-    def _semaphore(self, name: str, cap: int) -> threading.Semaphore:
-        found = self._semaphores.get(name)
+    def _free(self, name: str, cap: int) -> queue.SimpleQueue[object]:
+        """The queue of free slots of the tool ``name`` (made on first use)."""
+        found = self._slots.get(name)
         if found is not None and found[0] == cap:
             return found[1]
         with self._lock:
-            found = self._semaphores.get(name)
+            found = self._slots.get(name)
             if found is None or found[0] != cap:  # a new tool of that name, another cap
-                found = (cap, threading.Semaphore(cap))
-                self._semaphores[name] = found
+                slots: queue.SimpleQueue[object] = queue.SimpleQueue()
+                for _ in range(cap):
+                    slots.put(_TOKEN)
+                found = (cap, slots)
+                self._slots[name] = found
             return found[1]
 
     # -- refusals
@@ -419,6 +448,25 @@ class Admission:
                 metadata["call_id"] = call_id
             _send(_rate_limited, tool, {"retry_after": retry_after}, metadata)
         return Err(RateLimited(message, tool_name=tool.name, limit=limit, retry_after=retry_after))
+
+
+def _wait_for(
+    slots: queue.SimpleQueue[object], deadline: float | None, holding: bool
+) -> float | None:
+    """Wait for a free slot: None once taken, else the seconds waited in vain.
+    Without a deadline: for ever, unless the call holds a slot already (then not
+    at all: see :meth:`Admission.slot`)."""
+    began = monotonic()
+    try:
+        if deadline is None:
+            if holding:
+                return 0.0
+            slots.get()
+        else:
+            slots.get(True, min(max(deadline - began, 0.0), threading.TIMEOUT_MAX))
+    except queue.Empty:
+        return monotonic() - began
+    return None
 
 
 def _budget_key(name: str, run_id: str) -> str:
@@ -451,6 +499,34 @@ def _make_storage(value: object) -> Storage:
             "give the synchronous one (without 'async+')"
         )
     return storage
+
+
+def _memory_storage(strategy: str) -> Storage:
+    """The ``limits`` in-memory storage of an executor's rates.
+
+    For the fixed window (the default) without its expiry thread: ``MemoryStorage``
+    restarts a timer thread every 10 ms while it is hit, to drop expired counters,
+    and a thread start on the path of a call costs more than the rest of a
+    limited call (a tenth of a timed call on a busy machine). A fixed window needs
+    none of it: ``incr`` reads its counter through ``get``, which drops it when its
+    window has passed. The other strategies keep lists the timer trims, and keep it.
+    """
+    from limits.storage import MemoryStorage
+
+    if strategy != "fixed-window":
+        return MemoryStorage()
+    return _fixed_window_memory()()
+
+
+@functools.cache
+def _fixed_window_memory() -> type[Storage]:
+    from limits.storage import MemoryStorage
+
+    class FixedWindowMemory(MemoryStorage):
+        def _MemoryStorage__schedule_expiry(self) -> None:  # the base's (mangled) name
+            pass
+
+    return FixedWindowMemory
 
 
 def _make_limiter(storage: Storage, strategy: str) -> RateLimiter:

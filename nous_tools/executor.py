@@ -1104,9 +1104,10 @@ class ToolExecutor:
         attempt holds a ``max_concurrency`` slot; ``on_result_overflow="error"``
         checks the final result."""
         limits = t.cast(_admission.ToolLimits, tool._limits)
-        refused = self._admission.admit(tool, limits, ctx, call_id)
-        if refused is not None:
-            return refused
+        if limits.admits:
+            refused = self._admission.admit(tool, limits, ctx, call_id)
+            if refused is not None:
+                return refused
         total = tool.retries + 1
         if job is not None and tool.timeout is not None and tool.isolation == "thread":
             # a batch's call (never one that runs in a lane: see _coordinate)
