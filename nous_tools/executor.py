@@ -1042,9 +1042,15 @@ class ToolExecutor:
             if isinstance(converted, Err):
                 return converted
             arguments = converted
-        # 3. admission: the tool's limits (rate, budget, slots), once per call
-        if tool._limits is not None:
-            return self._admitted(tool, arguments, ctx, call_id, job)
+        # 3. admission: the tool's limits (docs/concepts/limits.md), once per call
+        limits = tool._limits
+        if limits is not None:
+            if limits.admits:  # max_calls_per_run, rate_limit
+                refused = self._admission.admit(tool, limits, ctx, call_id)
+                if refused is not None:
+                    return refused
+            if limits.in_lane:  # max_concurrency slots, on_result_overflow="error"
+                return self._limited(tool, arguments, ctx, call_id, limits)
         # 4. attempts
         if job is not None and tool.timeout is not None and tool.isolation == "thread":
             return self._hand_off(job, tool, arguments, ctx, call_id, tool.retries + 1)  # type: ignore[no-any-return]
@@ -1090,28 +1096,19 @@ class ToolExecutor:
             return self._final_failure(tool, outcome)
         return self._retry(tool, arguments, ctx, outcome, total, call_id)
 
-    def _admitted(
+    def _limited(
         self,
         tool: Tool,
         arguments: c.Mapping[str, t.Any],
         ctx: RunContext[t.Any],
         call_id: str | None,
-        job: _Job | None,
+        limits: _admission.ToolLimits,
     ) -> Result:
-        """Steps 3 and 4 for a tool with limits (``docs/concepts/limits.md``): its
-        ``max_calls_per_run`` and ``rate_limit`` admit the call or refuse it
-        (``Err(RateLimited)``: no attempt, no signal but ``tool_rate_limited``); each
-        attempt holds a ``max_concurrency`` slot; ``on_result_overflow="error"``
-        checks the final result."""
-        limits = t.cast(_admission.ToolLimits, tool._limits)
-        if limits.admits:
-            refused = self._admission.admit(tool, limits, ctx, call_id)
-            if refused is not None:
-                return refused
+        """Step 4 for a tool whose attempts each hold a ``max_concurrency`` slot, or
+        whose final result is checked (``on_result_overflow="error"``); see
+        ``docs/concepts/limits.md``. Never a batch's hand-off: a batch runs such a
+        call whole in a lane (:meth:`_coordinate`)."""
         total = tool.retries + 1
-        if job is not None and tool.timeout is not None and tool.isolation == "thread":
-            # a batch's call (never one that runs in a lane: see _coordinate)
-            return self._hand_off(job, tool, arguments, ctx, call_id, total)  # type: ignore[no-any-return]
         began = time.perf_counter() if _logger.isEnabledFor(_DEBUG) else None
         if limits.max_concurrency is not None:
             outcome = self._slotted(tool, arguments, ctx, 1, total, call_id)
