@@ -553,3 +553,13 @@ def test_a_batch_calls_span_is_the_parent_of_the_spans_its_tool_makes(
     for span in tool_by_id.values():
         assert span.parent is not None
         assert span.parent.span_id == turn.get_span_context().span_id
+
+
+def test_a_rate_limited_model_tool_call_has_a_span_with_error_type_rate_limited(exporter):
+    registry = Registry([Tool.from_function(search, timeout=None, rate_limit="1/hour")])
+    calls = [ToolCall(f"call_{i}", "search", {"query": "x"}) for i in range(2)]
+    results = execute_tool_calls(registry, calls)
+    assert [r.is_ok() for r in results] == [True, False]
+    spans = sorted(tool_spans(exporter), key=lambda s: s.attributes["gen_ai.tool.call.id"])
+    assert [s.attributes.get("error.type") for s in spans] == [None, "rate_limited"]
+    assert spans[1].status.status_code is StatusCode.ERROR
