@@ -35,6 +35,7 @@ import typing as t
 from . import signals as _signals
 from ._clock import monotonic
 from ._log import log as _log
+from ._scope import here
 from .errors import RateLimited, ResultTooLarge, ToolError
 from .results import Err
 
@@ -98,13 +99,23 @@ class ToolLimits:
 
     def __init__(
         self,
+        name: str,
         max_concurrency: int | None,
         rates: tuple[RateLimitItem, ...] | None,
         max_calls_per_run: int | None,
         overflow_error: bool,
     ) -> None:
         self.max_concurrency = max_concurrency
-        self.rates = rates
+        # Each rate with its storage key, its window (s) and its number of calls:
+        # what a call takes from it, made once.
+        self.rates: tuple[tuple[RateLimitItem, str, int, int], ...] | None = (
+            None
+            if rates is None
+            else tuple(
+                (item, item.key_for(_NAMESPACE, name), item.get_expiry(), item.amount)
+                for item in rates
+            )
+        )
         self.max_calls_per_run = max_calls_per_run
         self.overflow_error = overflow_error
         # Whether the call is admitted (or refused) before its first attempt.
@@ -126,6 +137,7 @@ def tool_limits(tool: Tool) -> ToolLimits | None:
     ):
         return None
     return ToolLimits(
+        tool.name,
         tool.max_concurrency,
         parse_rate(rate) if rate is not None else None,
         tool.max_calls_per_run,
@@ -206,17 +218,21 @@ _TOKEN = object()
 
 
 class Slot:
-    """A ``max_concurrency`` slot held by an attempt: :meth:`release` it after."""
+    """A ``max_concurrency`` slot held by an attempt: :meth:`release` it after.
+    ``deadline``: the attempt's, when it had to wait for the slot (the wait counts
+    towards it), else None."""
 
-    __slots__ = ("slots", "token")
+    __slots__ = ("deadline", "slots", "token")
 
     def __init__(
         self,
         slots: queue.SimpleQueue[object] | None,
         token: contextvars.Token[tuple[str, ...]] | None,
+        deadline: float | None = None,
     ) -> None:
         self.slots = slots
         self.token = token
+        self.deadline = deadline
 
     def release(self) -> None:
         if self.token is not None:
@@ -244,14 +260,11 @@ class Admission:
                 f"{', '.join(repr(s) for s in STRATEGIES)}, got {strategy!r}"
             )
         self._strategy: str = strategy
+        self._fixed = strategy == "fixed-window"
         self._lock = threading.Lock()
         # A tool name's cap and its free slots: a queue of tokens (C code, no lock of
         # ours on the way: the path of every attempt of such a tool).
         self._slots: dict[str, tuple[int, queue.SimpleQueue[object]]] = {}
-        # A tool name's rates with their storage keys, made once.
-        self._keys: dict[
-            tuple[str, tuple[RateLimitItem, ...]], tuple[tuple[RateLimitItem, str], ...]
-        ] = {}
         self._budgets: collections.OrderedDict[tuple[str, str], int] = collections.OrderedDict()
         self._limiter: RateLimiter | None = None
         self._storage: Storage | None = None
@@ -332,35 +345,29 @@ class Admission:
             return self._limiter
 
     def _hit(
-        self, name: str, rates: tuple[RateLimitItem, ...]
+        self, name: str, rates: tuple[tuple[RateLimitItem, str, int, int], ...]
     ) -> tuple[RateLimitItem, float] | None:
         """Take one call from each rate of ``name``; the rate that refused it and the
         seconds until its window lets a call through, or None."""
         limiter = self._limiter
         if limiter is None:
             limiter = self._limiter_now()
-        keyed = self._keys.get((name, rates))
-        if keyed is None:
-            keyed = tuple((item, item.key_for(_NAMESPACE, name)) for item in rates)
-            self._keys[(name, rates)] = keyed
         lock = self._rate_lock  # in memory: the storage's own locking has gaps
-        fixed = self._strategy == "fixed-window"
-        storage = limiter.storage
-        for item, key in keyed:
-            if lock is not None:
-                lock.acquire()
-            try:
-                if fixed:  # FixedWindowRateLimiter.hit, with the key made once
-                    allowed = storage.incr(key, item.get_expiry()) <= item.amount
+        for item, key, expiry, amount in rates:
+            if self._fixed:  # FixedWindowRateLimiter.hit, with the key made once
+                if lock is None:
+                    allowed = limiter.storage.incr(key, expiry) <= amount
                 else:
+                    with lock:
+                        allowed = limiter.storage.incr(key, expiry) <= amount
+            elif lock is None:
+                allowed = limiter.hit(item, _NAMESPACE, name)
+            else:
+                with lock:
                     allowed = limiter.hit(item, _NAMESPACE, name)
-            finally:
-                if lock is not None:
-                    lock.release()
             if not allowed:
                 reset = limiter.get_window_stats(item, _NAMESPACE, name).reset_time
-                retry_after = min(max(reset - time.time(), 0.001), float(item.get_expiry()))
-                return item, retry_after
+                return item, min(max(reset - time.time(), 0.001), float(expiry))
         return None
 
     def _used(self, name: str, run_id: str) -> int:
@@ -389,9 +396,11 @@ class Admission:
 
     # -- max_concurrency: once per attempt
 
-    def slot(self, tool: Tool, cap: int, deadline: float | None, call_id: str | None) -> Slot | Err:
-        """A slot of ``tool`` for one attempt, waiting for one until ``deadline`` (on
-        the real monotonic clock; None: no deadline); the ``Err`` when none came free.
+    def slot(self, tool: Tool, cap: int, call_id: str | None) -> Slot | Err:
+        """A slot of ``tool`` for one attempt, waiting for one until the attempt's
+        deadline (its ``timeout`` from now, never later than an enclosing attempt's;
+        a tool without either waits as long as it takes); the ``Err`` when none
+        came free.
 
         A call nested in a call that holds a slot of the same tool runs under that
         slot (a tool that calls itself never waits for itself). A call that holds a
@@ -406,6 +415,7 @@ class Admission:
         try:
             slots.get(False)
         except queue.Empty:
+            deadline = _deadline(tool.timeout)
             waited = _wait_for(slots, deadline, bool(held))
             if waited is not None:
                 within = f" within {seconds_text(waited)} s" if deadline is not None else ""
@@ -417,6 +427,7 @@ class Admission:
                     f"free{within}; retry later",
                     call_id,
                 )
+            return Slot(slots, _HELD.set((*held, name)), deadline)
         return Slot(slots, _HELD.set((*held, name)))
 
     def _free(self, name: str, cap: int) -> queue.SimpleQueue[object]:
@@ -448,6 +459,16 @@ class Admission:
                 metadata["call_id"] = call_id
             _send(_rate_limited, tool, {"retry_after": retry_after}, metadata)
         return Err(RateLimited(message, tool_name=tool.name, limit=limit, retry_after=retry_after))
+
+
+def _deadline(timeout: float | None) -> float | None:
+    """The deadline of an attempt that starts now (None: none)."""
+    deadline = None if timeout is None else monotonic() + timeout
+    scope = here.scope
+    limit = scope.deadline if scope is not None else None
+    if limit is not None and (deadline is None or limit < deadline):
+        deadline = limit  # nested: never later than the enclosing attempt's
+    return deadline
 
 
 def _wait_for(

@@ -1140,30 +1140,15 @@ class ToolExecutor:
     ) -> Result | _Failure:
         """One attempt of a ``max_concurrency`` tool: it waits for a slot until its
         deadline (which the wait counts towards), runs holding it, then frees it."""
-        timeout = tool.timeout
-        deadline = None if timeout is None else monotonic() + timeout
-        scope = here.scope
-        if (
-            scope is not None
-            and scope.deadline is not None
-            and (deadline is None or scope.deadline < deadline)
-        ):
-            deadline = scope.deadline  # nested: never later than the enclosing attempt's
-        slot = self._admission.slot(tool, t.cast(int, tool.max_concurrency), deadline, call_id)
-        if type(slot) is Err:
+        slot = self._admission.slot(tool, t.cast(int, tool.max_concurrency), call_id)
+        if isinstance(slot, Err):
             return slot
         try:
             return self._attempt(
-                tool,
-                arguments,
-                ctx,
-                attempt,
-                total,
-                call_id,
-                deadline=deadline if timeout is not None else None,
+                tool, arguments, ctx, attempt, total, call_id, deadline=slot.deadline
             )
         finally:
-            t.cast(_admission.Slot, slot).release()
+            slot.release()
 
     def _retry(
         self,
