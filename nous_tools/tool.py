@@ -303,6 +303,13 @@ class Tool(t.Generic[P, R]):
     handler must approve each call) or ``"deny"`` (never run);
     ``requires_approval=True`` is the same as ``approval="ask"``.
 
+    Limits (``docs/concepts/limits.md``): ``max_concurrency`` (attempts at once in
+    the executor), ``rate_limit`` (``"10/minute"``), ``max_calls_per_run`` (per
+    ``RunContext.run_id``) refuse a call with ``Err(RateLimited)`` before it runs;
+    ``max_result_chars`` (default ``"executor"``: the executor's, 100,000) caps the
+    text of a result a model gets, and ``on_result_overflow="error"`` makes a longer
+    one ``Err(ResultTooLarge)``.
+
     Tools compare and hash by identity.
     """
 
