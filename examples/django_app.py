@@ -25,7 +25,8 @@ The signing secret is the ``NOUS_TOOLS_APPROVAL_SECRET`` setting. Single use com
 from ``nous_tools.contrib.django.CacheApprovalStore`` on Django's cache: with a
 cache that all the site's processes share (Redis, Memcached, the database cache),
 a batch decided in one process is refused in every other. This single-file demo
-uses ``LocMemCache``, which is per process.
+uses ``LocMemCache``, which is per process: ``runserver`` is one process, so it says
+``single_process=True`` (without it the store refuses ``LocMemCache``).
 
 What the batch cannot do for you: know *who* decides. In a real project the
 resolve view must require a logged-in person allowed to approve
@@ -110,7 +111,9 @@ def example_registry() -> Registry:
         name="django-example",
         executor=EXECUTOR,
         approval_max_age=APPROVAL_MAX_AGE,
-        approval_store=CacheApprovalStore(timeout=APPROVAL_MAX_AGE),
+        # One process (runserver): LocMemCache will do. A real site shares Redis,
+        # Memcached or the database cache between its processes, without single_process.
+        approval_store=CacheApprovalStore(timeout=APPROVAL_MAX_AGE, single_process=True),
     )
 
 

@@ -63,7 +63,7 @@ def registry(executor: ToolExecutor, deleted: Deleted) -> t.Iterator[Registry]:
         executor=executor,
         name="django-example",
         approval_max_age=django_app.APPROVAL_MAX_AGE,
-        approval_store=CacheApprovalStore(timeout=django_app.APPROVAL_MAX_AGE),
+        approval_store=CacheApprovalStore(timeout=django_app.APPROVAL_MAX_AGE, single_process=True),
     )
     caches["default"].clear()
     django_app.configure(registry)
@@ -210,7 +210,7 @@ def test_single_use_is_kept_in_the_django_cache(
     twin = Registry(
         [registry.lookup("get_weather"), registry.lookup("delete_file")],  # type: ignore[list-item]
         name="django-example",
-        approval_store=CacheApprovalStore(),
+        approval_store=CacheApprovalStore(single_process=True),  # LocMemCache here
     )
     django_app.configure(twin)
     assert decide(client, batch, {"call_d": "approve"}).status_code == 409

@@ -2,8 +2,9 @@
 hooks that keep the ORM's connections in order.
 
 ``pip install 'nous-tools[django]'``, then give the registry a store that every
-process of the site shares (any cache backend that several processes share:
-Redis, Memcached, the database cache — not ``LocMemCache``, which is per process)::
+process of the site shares — a cache whose ``add`` is atomic across processes:
+Redis (``django.core.cache.backends.redis.RedisCache``), Memcached
+(``PyMemcacheCache``, ``PyLibMCCache``) or the database cache (``DatabaseCache``)::
 
     from nous_tools import Registry
     from nous_tools.contrib.django import CacheApprovalStore
@@ -11,8 +12,13 @@ Redis, Memcached, the database cache — not ``LocMemCache``, which is per proce
     registry = Registry(tools, name="support-bot", approval_store=CacheApprovalStore())
 
 Each approval id is claimed with ``cache.add`` — which sets a key only when it is
-absent, atomically on the shared backends — so a token replayed to another process
-is refused as it is in the one that ran it. See ``docs/concepts/approval.md``.
+absent, atomically on those backends — so a token replayed to another process is
+refused as it is in the one that ran it. The backends whose ``add`` is not atomic
+across processes are refused with an error that says so (they would let one
+approval run several times): ``DummyCache`` (its ``add`` stores nothing and always
+answers True), ``FileBasedCache`` (its ``add`` checks for the file, then writes it)
+and ``LocMemCache`` (per process), unless you say the site runs in one process
+(``CacheApprovalStore(single_process=True)``). See ``docs/concepts/approval.md``.
 
 **Database connections in worker threads.** Django keeps one connection per
 thread, and closes it (when it is broken, or older than ``CONN_MAX_AGE``) at the
@@ -46,11 +52,73 @@ class _Cache(t.Protocol):
     def add(self, key: str, value: t.Any, timeout: t.Any = ..., version: t.Any = None) -> bool: ...
 
 
+#: Django's cache backends whose ``add`` is not atomic across processes, and why.
+_UNSAFE_BACKENDS: dict[str, str] = {
+    "django.core.cache.backends.dummy.DummyCache": (
+        "its add() stores nothing and always answers True, so every replay would run"
+    ),
+    "django.core.cache.backends.filebased.FileBasedCache": (
+        "its add() checks whether the file exists, then writes it: two processes (or "
+        "threads) both see no file and both run the tool"
+    ),
+    "django.core.cache.backends.locmem.LocMemCache": (
+        "it lives in one process's memory, so another process of the site would run a "
+        "replayed approval again"
+    ),
+}
+
+_SAFE = (
+    "Redis (django.core.cache.backends.redis.RedisCache), Memcached (PyMemcacheCache, "
+    "PyLibMCCache) or the database cache (DatabaseCache)"
+)
+
+
+def _unsafe_backend(cache: object, single_process: bool) -> tuple[str, str] | None:
+    """``(backend path, why)`` when ``cache`` is (a subclass of) a backend whose
+    ``add`` cannot make a claim single-use, else None."""
+    for cls in type(cache).__mro__:
+        path = f"{cls.__module__}.{cls.__qualname__}"
+        why = _UNSAFE_BACKENDS.get(path)
+        if why is None:
+            continue
+        if single_process and path.endswith(".LocMemCache"):
+            return None
+        return path, why
+    return None
+
+
+def _refuse(cache: object, where: str, single_process: bool) -> None:
+    found = _unsafe_backend(cache, single_process)
+    if found is None:
+        return
+    path, why = found
+    shown = type(cache).__module__ + "." + type(cache).__qualname__
+    backend = path if shown == path else f"{shown} (a {path})"
+    fix = f"use a cache that every process of the site shares, with an atomic add: {_SAFE}"
+    if path.endswith(".LocMemCache"):
+        fix += "; or, when the site runs in a single process, pass single_process=True"
+    message = (
+        f"CacheApprovalStore cannot keep approvals single-use on {where}, a {backend}: "
+        f"{why}. The fix: {fix}."
+    )
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(message)
+
+
 class CacheApprovalStore:
     """An :class:`~nous_tools.ApprovalStore` on a Django cache.
 
     ``cache`` is a Django cache object (default: ``django.core.cache.caches[alias]``,
-    looked up at the first claim, ``alias`` defaulting to ``"default"``).
+    looked up at the first claim, ``alias`` defaulting to ``"default"``). Its
+    ``add`` must be atomic across the site's processes: Redis
+    (``RedisCache``), Memcached (``PyMemcacheCache``, ``PyLibMCCache``) and the
+    database cache (``DatabaseCache``) are. ``DummyCache``, ``FileBasedCache`` and
+    ``LocMemCache`` are refused with ``ImproperlyConfigured`` (given as ``cache``:
+    at once; looked up by ``alias``: at the first claim, which the registry then
+    refuses to run) — ``LocMemCache`` is accepted with ``single_process=True``, for a
+    site that runs in one process.
+
     ``timeout`` (seconds; default one day; None keeps claims as long as the
     cache does) is how long a claim is remembered: make it at least the registry's
     ``approval_max_age``, since older tokens are refused anyway. Keys are
@@ -69,21 +137,30 @@ class CacheApprovalStore:
         alias: str = "default",
         timeout: float | None = DEFAULT_TIMEOUT,
         key_prefix: str = "nous-tools:approval:",
+        single_process: bool = False,
     ) -> None:
         if timeout is not None and (type(timeout) not in (int, float) or not timeout > 0):
             raise ValueError(f"timeout must be a number of seconds > 0 or None, got {timeout!r}")
+        if type(single_process) is not bool:
+            raise TypeError(f"single_process must be a bool, got {type(single_process).__name__}")
+        if cache is not None:
+            _refuse(cache, "the cache given", single_process)
         self._cache = cache
         self.alias = alias
         self.timeout = timeout
         self.key_prefix = key_prefix
+        self.single_process = single_process
 
     @property
     def cache(self) -> _Cache:
-        """The Django cache the claims are kept in."""
+        """The Django cache the claims are kept in (``ImproperlyConfigured`` when its
+        backend cannot keep a claim single-use; see the class docs)."""
         if self._cache is None:
             from django.core.cache import caches
 
-            self._cache = t.cast(_Cache, caches[self.alias])
+            cache = caches[self.alias]
+            _refuse(cache, f"cache {self.alias!r}", self.single_process)
+            self._cache = t.cast(_Cache, cache)
         return self._cache
 
     def key(self, approval_id: str) -> str:
