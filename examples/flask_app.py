@@ -91,7 +91,8 @@ def example_registry() -> Registry:
         ],
         name="flask-example",
         approval_max_age=APPROVAL_MAX_AGE,
-        approval_store=InMemoryApprovalStore(max_entries=10_000, ttl=APPROVAL_MAX_AGE),
+        # Each claim is kept until its token expires (the registry says when).
+        approval_store=InMemoryApprovalStore(max_entries=10_000),
     )
 
 

@@ -44,7 +44,7 @@ from ._log import log as _safe_log
 from ._scope import here, interrupts
 from ._text import safe_str as _safe_str
 from .advice import Advice
-from .approval_store import ApprovalStore, InMemoryApprovalStore
+from .approval_store import ApprovalStore, InMemoryApprovalStore, claimer
 from .errors import ApprovalAlreadyUsed, ToolDenied, ToolError, ToolNotFound
 from .executor import (
     ToolCall,
@@ -54,7 +54,14 @@ from .executor import (
     _read_jobs,
     default_executor,
 )
-from .results import Err, NeedsApproval, Result, check_max_age
+from .results import (
+    DEFAULT_MAX_CLOCK_SKEW,
+    Err,
+    NeedsApproval,
+    Result,
+    check_clock_skew,
+    check_max_age,
+)
 from .run_context import RunContext
 from .tool import Tool
 
@@ -109,8 +116,12 @@ class Registry:
     tokens this registry issues — a registry with another name refuses them.
     ``approval_max_age`` (seconds; default one day; None for no limit) is how old a
     token :meth:`NeedsApproval.from_dict` accepts unless told otherwise.
+    ``approval_max_clock_skew`` (seconds; default 60) is how far in the future, by
+    this server's clock, a token may say it was issued (another server's clock may
+    be a little ahead; a token from further ahead is refused).
     ``approval_store`` (an :class:`ApprovalStore`; default a new
-    :class:`InMemoryApprovalStore`) makes each approval single-use.
+    :class:`InMemoryApprovalStore`) makes each approval single-use: it is asked to
+    remember each claim until the approval's token expires.
 
     Writes take a lock and change the table in place: one dict store or removal,
     which a reader sees whole or not at all, so lookups take no lock and
@@ -127,12 +138,14 @@ class Registry:
         name: str | None = None,
         approval_max_age: float | None = DEFAULT_APPROVAL_MAX_AGE,
         approval_store: ApprovalStore | None = None,
+        approval_max_clock_skew: float = DEFAULT_MAX_CLOCK_SKEW,
     ) -> None:
         if name is not None and (type(name) is not str or not name):
             raise TypeError(f"Registry name must be a non-empty str or None, got {name!r}")
         if approval_store is not None and not callable(getattr(approval_store, "claim", None)):
             raise TypeError(
-                "approval_store must have a claim(approval_id) -> bool method, got "
+                "approval_store must have a claim(approval_id, expires_at=None) -> bool "
+                "method, got "
                 f"{type(approval_store).__name__}"
             )
         self._lock = threading.Lock()
@@ -140,9 +153,11 @@ class Registry:
         self._executor = executor
         self._name = name
         self._approval_max_age = check_max_age(approval_max_age)
+        self._approval_max_clock_skew = check_clock_skew(approval_max_clock_skew)
         self._approval_store: ApprovalStore = (
             approval_store if approval_store is not None else InMemoryApprovalStore()
         )
+        self._claim = claimer(self._approval_store)
         #: The advice table of this registry.
         self.advice: Advice = advice if advice is not None else Advice()
         for tool in tools:
@@ -157,6 +172,11 @@ class Registry:
     def approval_max_age(self) -> float | None:
         """How old (seconds) an approval token may be, unless ``from_dict`` says otherwise."""
         return self._approval_max_age
+
+    @property
+    def approval_max_clock_skew(self) -> float:
+        """How far in the future (seconds) a token's ``issued_at`` may be."""
+        return self._approval_max_clock_skew
 
     @property
     def approval_store(self) -> ApprovalStore:
@@ -502,7 +522,7 @@ class Registry:
             return refused
         tool, name = na.tool, na.tool.name
         try:
-            claimed = self._approval_store.claim(na.id)
+            claimed = self._claim(na.id, na._claim_expiry(self))
         except BaseException as exc:  # fail closed
             if interrupts(exc):
                 raise
@@ -588,4 +608,7 @@ class Registry:
             )
         if registered.approval == "deny":
             return Err(ToolDenied(name))
+        why = na._refused_now(self)
+        if why is not None:
+            return Err(ToolError(f"Tool '{name}' was not run: its approval {why}", tool_name=name))
         return None

@@ -23,6 +23,7 @@ from __future__ import annotations
 import collections.abc as c
 import functools
 import json
+import math
 import time
 import typing as t
 
@@ -248,18 +249,68 @@ def check_max_age(value: object) -> float | None:
     return float(t.cast(float, value))
 
 
-def expiry(issued_at: float, registry: object, max_age: object) -> tuple[float | None, str | None]:
-    """The ``max_age`` that applies (the one given, checked, else the registry's
-    ``approval_max_age``) and, when a token issued at ``issued_at`` has outlived it,
-    how long ago it was issued against that limit (else None)."""
-    limit = (
-        getattr(registry, "approval_max_age", None) if max_age is None else check_max_age(max_age)
-    )
-    if limit is not None:
-        age = time.time() - issued_at
-        if age > limit:
-            return limit, f"issued {age:.0f} s ago; max_age {limit} s"
-    return limit, None
+#: How far in the future (seconds) a token's ``issued_at`` may be by default: the
+#: clocks of two servers of one site disagree by less than that.
+DEFAULT_MAX_CLOCK_SKEW = 60.0
+
+
+def check_clock_skew(value: object) -> float:
+    """``value`` as a number of seconds >= 0 (finite); ``ValueError`` otherwise."""
+    if type(value) not in (int, float) or not 0 <= t.cast(float, value) < math.inf:
+        raise ValueError(
+            f"an approval max_clock_skew must be a finite number of seconds >= 0, got {value!r}"
+        )
+    return float(t.cast(float, value))
+
+
+def limits(registry: object, max_age: object, max_clock_skew: object) -> tuple[float | None, float]:
+    """The ``max_age`` and ``max_clock_skew`` that apply: the ones given (checked),
+    else the registry's ``approval_max_age`` / ``approval_max_clock_skew``."""
+    age = getattr(registry, "approval_max_age", None) if max_age is None else check_max_age(max_age)
+    if max_clock_skew is None:
+        skew = getattr(registry, "approval_max_clock_skew", DEFAULT_MAX_CLOCK_SKEW)
+    else:
+        skew = check_clock_skew(max_clock_skew)
+    return age, skew
+
+
+def _seconds(later: float, earlier: float) -> str:
+    """``later - earlier`` in whole seconds, for a message, however large the numbers."""
+    try:
+        return f"{later - earlier:.0f}"
+    except OverflowError:  # an int beyond a float's range
+        return str(int(later) - int(earlier))
+
+
+def refusal(
+    issued_at: int, max_age: float | None, max_clock_skew: float, now: float | None = None
+) -> str | None:
+    """Why something issued at ``issued_at`` (Unix seconds) is not valid ``now``:
+    ``"has expired (...)"`` past ``max_age``, ``"was issued in the future (...)"`` more
+    than ``max_clock_skew`` ahead of this clock; else None. Never raises for a huge
+    ``issued_at`` (ints compare with floats exactly)."""
+    if now is None:
+        now = time.time()
+    if issued_at > now + max_clock_skew:
+        return (
+            f"was issued in the future ({_seconds(issued_at, now)} s ahead of this server's "
+            f"clock; max_clock_skew {max_clock_skew} s)"
+        )
+    if max_age is not None and issued_at < now - max_age:
+        return f"has expired (issued {_seconds(now, issued_at)} s ago; max_age {max_age} s)"
+    return None
+
+
+def claim_expiry(issued_at: int, max_age: float | None, max_clock_skew: float) -> float | None:
+    """Until when (Unix seconds) a store must remember a claim of an approval issued
+    at ``issued_at``: as long as a server whose clock is up to ``max_clock_skew``
+    behind would still accept it. None: it never expires."""
+    if max_age is None:
+        return None
+    try:
+        return issued_at + max_age + max_clock_skew
+    except OverflowError:  # an absurd issued_at: remember the claim for good
+        return None
 
 
 #: The version of the wire format that :meth:`NeedsApproval.to_dict` writes.
@@ -351,6 +402,11 @@ class NeedsApproval:
     issued_at: int = attrs.field(factory=_now, validator=_check_issued_at, repr=False)
     call_id: str | None = attrs.field(default=None, validator=_check_optional_str)
     audience: str | None = attrs.field(default=None, validator=_check_optional_str, repr=False)
+    # (max_age, max_clock_skew) it was accepted under by from_dict; None: the
+    # registry's, looked up when it runs.
+    _limits: tuple[float | None, float] | None = attrs.field(
+        init=False, default=None, eq=False, repr=False
+    )
 
     @fingerprint.default
     def _default_fingerprint(self) -> str:
@@ -426,6 +482,7 @@ class NeedsApproval:
         *,
         max_age: float | None = None,
         allow_unsigned: bool = False,
+        max_clock_skew: float | None = None,
     ) -> NeedsApproval:
         """Read back a token that :meth:`to_dict` wrote, for a tool of ``registry``.
 
@@ -440,13 +497,16 @@ class NeedsApproval:
           ``allow_unsigned=True`` (for trusted storage only, e.g. your own database),
           and then only its checksum is checked;
         - it is older than ``max_age`` seconds (default: ``registry.approval_max_age``;
-          None there means no limit);
+          None there means no limit), or was issued more than ``max_clock_skew``
+          seconds in the future by this server's clock (default:
+          ``registry.approval_max_clock_skew``, 60 s);
         - it was issued by another registry (``audience`` is not ``registry.name``);
         - its tool is no longer registered, is now ``"deny"``, or is different code
           under the same name (its :func:`tool_digest` changed).
 
         A token whose ``id`` was already used is still read; running it with
-        ``registry.execute_approved`` is what fails (the store remembers ids).
+        ``registry.execute_approved`` is what fails (the store remembers ids, until
+        the token's own expiry: ``issued_at + max_age``, plus the clock skew allowed).
         """
         if not isinstance(data, c.Mapping):
             raise _refused(None, f"a token must be a mapping, got {type(data).__name__}")
@@ -494,9 +554,10 @@ class NeedsApproval:
                 "with another secret)",
             )
 
-        max_age, expired = expiry(payload["issued_at"], registry, max_age)
-        if expired is not None:
-            raise _refused(name, f"the token has expired ({expired})")
+        max_age, max_clock_skew = limits(registry, max_age, max_clock_skew)
+        why = refusal(payload["issued_at"], max_age, max_clock_skew)
+        if why is not None:
+            raise _refused(name, f"the token {why}")
         own = getattr(registry, "name", None)
         if payload["audience"] != own:
             raise _refused(
@@ -521,7 +582,7 @@ class NeedsApproval:
         if type(arguments) is not _c.FrozenDict:
             raise _refused(name, "'arguments' must be an object")
         try:
-            return cls(
+            approval = cls(
                 tool=tool,
                 arguments=arguments,
                 id=payload["id"],
@@ -531,3 +592,21 @@ class NeedsApproval:
             )
         except (TypeError, ValueError) as exc:  # argument names that are not str, say
             raise _refused(name, str(exc)) from None
+        object.__setattr__(approval, "_limits", (max_age, max_clock_skew))
+        return approval
+
+    def _refused_now(self, registry: object) -> str | None:
+        """Why this approval may not run now in ``registry`` — ``"has expired (...)"``
+        or ``"was issued in the future (...)"`` — else None."""
+        max_age, skew = self._limits_in(registry)
+        return refusal(self.issued_at, max_age, skew)
+
+    def _claim_expiry(self, registry: object) -> float | None:
+        """Until when (Unix seconds) ``registry``'s store must remember this approval's
+        claim: its token's expiry plus the clock skew allowed (None: never)."""
+        max_age, skew = self._limits_in(registry)
+        return claim_expiry(self.issued_at, max_age, skew)
+
+    def _limits_in(self, registry: object) -> tuple[float | None, float]:
+        known = self._limits
+        return known if known is not None else limits(registry, None, None)

@@ -83,7 +83,9 @@ from .results import (
     _new_id,
     _now,
     _same,
-    expiry,
+    claim_expiry,
+    limits,
+    refusal,
 )
 from .run_context import RunContext
 
@@ -715,6 +717,7 @@ def _read_entry(
     secret: str | bytes | None,
     max_age: float | None,
     allow_unsigned: bool,
+    max_clock_skew: float | None,
 ) -> tuple[ToolCall, str, CallResult, str | None]:
     """One call of a batch being read: the call, its kind, its result, and the text
     a model gets for it when it is finished (None when it is pending)."""
@@ -742,7 +745,12 @@ def _read_entry(
     token = entry["approval"]
     try:
         approval = NeedsApproval.from_dict(
-            token, registry, secret, max_age=max_age, allow_unsigned=allow_unsigned
+            token,
+            registry,
+            secret,
+            max_age=max_age,
+            allow_unsigned=allow_unsigned,
+            max_clock_skew=max_clock_skew,
         )
     except ValueError as exc:
         raise _batch_refused(f"call {call_id!r}: {exc}") from None
@@ -779,6 +787,7 @@ def _decided(call_id: str, decision: object, na: NeedsApproval) -> tuple[str, Ne
         )
     except (TypeError, ValueError) as exc:
         raise ValueError(f"cannot resolve: the edit of call {call_id!r}: {exc}") from None
+    object.__setattr__(approval, "_limits", na._limits)  # accepted under the same limits
     validator = na.tool.validator
     if validator is not None:
         failure = validator.validate(_c.thaw(approval.arguments))
@@ -794,7 +803,7 @@ def _reject(registry: Registry, na: NeedsApproval) -> Err:
     """The outcome of a rejected call: it does not run, and its approval is used up."""
     name = na.tool.name
     try:
-        claimed = registry.approval_store.claim(na.id)
+        claimed = registry._claim(na.id, na._claim_expiry(registry))
     except BaseException as exc:  # rejected all the same: the tool does not run
         if interrupts(exc):
             raise
@@ -1017,6 +1026,7 @@ class ToolCallResults:
         *,
         max_age: float | None = None,
         allow_unsigned: bool = False,
+        max_clock_skew: float | None = None,
     ) -> ToolCallResults:
         """Read back a batch that :meth:`to_dict` wrote, for ``registry``.
 
@@ -1033,7 +1043,9 @@ class ToolCallResults:
           without ``secret`` the batch is refused unless ``allow_unsigned=True`` (for
           trusted storage only, e.g. your own database);
         - it is older than ``max_age`` seconds (default
-          ``registry.approval_max_age``; None there means no limit);
+          ``registry.approval_max_age``; None there means no limit), or was made more
+          than ``max_clock_skew`` seconds in the future by this server's clock
+          (default ``registry.approval_max_clock_skew``);
         - it was made by another registry (``audience`` is not ``registry.name``);
         - a pending call's token is refused by :meth:`NeedsApproval.from_dict` (its
           tool is gone, ``"deny"`` now, or different code).
@@ -1080,9 +1092,10 @@ class ToolCallResults:
                 "with another secret)"
             )
 
-        max_age, expired = expiry(payload["issued_at"], registry, max_age)
-        if expired is not None:
-            raise _batch_refused(f"the batch has expired ({expired})")
+        max_age, max_clock_skew = limits(registry, max_age, max_clock_skew)
+        why = refusal(payload["issued_at"], max_age, max_clock_skew)
+        if why is not None:
+            raise _batch_refused(f"the batch {why}")
         own = getattr(registry, "name", None)
         if payload["audience"] != own:
             raise _batch_refused(
@@ -1098,7 +1111,7 @@ class ToolCallResults:
         contents: list[str | None] = []
         for position, entry in enumerate(payload["calls"], 1):
             call, kind, result, content = _read_entry(
-                entry, position, registry, secret, max_age, allow_unsigned
+                entry, position, registry, secret, max_age, allow_unsigned, max_clock_skew
             )
             calls.append(call)
             kinds.append(kind)
@@ -1170,7 +1183,7 @@ class ToolCallResults:
         plan = self._plan(decisions)
         if not plan:
             return attrs.evolve(self, context=ctx)
-        if registry.approval_store.claim(_BATCH_CLAIM + self.id) is not True:
+        if registry._claim(_BATCH_CLAIM + self.id, self._claim_expiry(registry, plan)) is not True:
             raise BatchAlreadyResolved(
                 f"cannot resolve: tool call batch {self.id} was already resolved "
                 "(a replay or a second submit); nothing was run"
@@ -1233,6 +1246,16 @@ class ToolCallResults:
             _contents=contents,
             _max_chars=limits,
         )
+
+    def _claim_expiry(
+        self, registry: Registry, plan: list[tuple[int, str, NeedsApproval]]
+    ) -> float | None:
+        """Until when the store must remember that this batch was resolved: the
+        batch's own expiry, or its approvals' when one is later."""
+        expiries = [claim_expiry(self.issued_at, *limits(registry, None, None))]
+        expiries += [na._claim_expiry(registry) for _, _, na in plan]
+        known = [expiry for expiry in expiries if expiry is not None]
+        return max(known) if len(known) == len(expiries) else None
 
     def _plan(self, decisions: object) -> list[tuple[int, str, NeedsApproval]]:
         """``(index, "approve" | "edit" | "reject", the approval to run)`` per decided

@@ -93,4 +93,6 @@ def refused_aliases(caches: dict[str, t.Any], runs_path: str, results: t.Any) ->
         registry = make_registry(CacheApprovalStore(alias=alias))
         pending = registry.execute("refund", {"order": 1})
         outcome = registry.execute_approved(pending)
-        results.put((alias, outcome.is_ok(), str(getattr(outcome, "reason", ""))))
+        reason = getattr(outcome, "reason", None)
+        why = str(getattr(reason, "original_error", ""))
+        results.put((alias, outcome.is_ok(), str(reason), why))

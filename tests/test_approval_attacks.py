@@ -606,12 +606,13 @@ def test_the_in_memory_store_is_bounded_and_forgets_expired_claims(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     now = [1000.0]
-    monkeypatch.setattr("nous_tools.approval_store.time.monotonic", lambda: now[0])
+    # the wall clock: the one tokens are checked against (issue 21)
+    monkeypatch.setattr("nous_tools.approval_store.time.time", lambda: now[0])
     store = InMemoryApprovalStore(max_entries=3, ttl=60)
     assert [store.claim(i) for i in "abc"] == [True, True, True]
     with caplog.at_level(logging.WARNING, logger="nous_tools"):
         assert store.claim("d") is True  # full: "a" is forgotten, with a warning
-    assert "forgot the oldest claim before it expired" in caplog.text
+    assert "forgot the claim that expires soonest before it expired" in caplog.text
     assert len(store) == 3 and "a" not in store and "d" in store
     now[0] += 61
     assert len(store) == 3 and "b" not in store  # expired claims are forgotten

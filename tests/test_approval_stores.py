@@ -16,13 +16,13 @@ import pytest
 
 pytest.importorskip("django")
 
+import approval_race
 from django.core.cache.backends.db import DatabaseCache
 from django.core.cache.backends.dummy import DummyCache
 from django.core.cache.backends.filebased import FileBasedCache
 from django.core.cache.backends.locmem import LocMemCache
 from django.core.exceptions import ImproperlyConfigured
 
-import approval_race
 from nous_tools.contrib.django import CacheApprovalStore
 
 RACERS = 8
@@ -33,9 +33,7 @@ SPAWN = multiprocessing.get_context("spawn")
 def _token() -> dict[str, t.Any]:
     registry = approval_race.make_registry()
     pending = registry.execute("refund", {"order": 42})
-    return t.cast(
-        dict[str, t.Any], json.loads(json.dumps(pending.to_dict(approval_race.SECRET)))
-    )
+    return t.cast(dict[str, t.Any], json.loads(json.dumps(pending.to_dict(approval_race.SECRET))))
 
 
 def _join(processes: list[t.Any]) -> None:
@@ -147,14 +145,12 @@ def test_a_refused_backend_looked_up_by_alias_refuses_the_call_and_the_tool_does
         "local": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     }
     results = SPAWN.Queue()
-    process = SPAWN.Process(
-        target=approval_race.refused_aliases, args=(caches, str(runs), results)
-    )
+    process = SPAWN.Process(target=approval_race.refused_aliases, args=(caches, str(runs), results))
     process.start()
     answers = {}
     for _ in caches:
-        alias, ok, reason = results.get(timeout=WAIT)
-        answers[alias] = (ok, reason)
+        alias, ok, reason, why = results.get(timeout=WAIT)
+        answers[alias] = (ok, reason, why)
     _join([process])
     assert not runs.exists()  # the tool never ran
     for alias, backend in (
@@ -162,9 +158,11 @@ def test_a_refused_backend_looked_up_by_alias_refuses_the_call_and_the_tool_does
         ("files", "FileBasedCache"),
         ("local", "LocMemCache"),
     ):
-        ok, reason = answers[alias]
+        ok, reason, why = answers[alias]
         assert ok is False
         assert "the approval store failed (ImproperlyConfigured)" in reason, reason
+        assert f"on cache {alias!r}, a django.core.cache.backends." in why
+        assert backend in why and "The fix: " in why
 
 
 # -- real processes racing on a real shared cache --------------------------------------
@@ -209,4 +207,3 @@ def test_processes_racing_to_redeem_one_token_on_redis_run_the_tool_once(
         }
         outcomes, runs = _race(tmp_path, caches)
     _assert_ran_once(outcomes, runs)
-

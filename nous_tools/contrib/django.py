@@ -40,6 +40,8 @@ This module imports without Django; the cache is looked up at the first claim.
 from __future__ import annotations
 
 import hashlib
+import math
+import time
 import typing as t
 
 __all__ = ["CacheApprovalStore", "close_all_connections", "close_connections"]
@@ -119,9 +121,10 @@ class CacheApprovalStore:
     refuses to run) — ``LocMemCache`` is accepted with ``single_process=True``, for a
     site that runs in one process.
 
-    ``timeout`` (seconds; default one day; None keeps claims as long as the
-    cache does) is how long a claim is remembered: make it at least the registry's
-    ``approval_max_age``, since older tokens are refused anyway. Keys are
+    A claim is remembered until the token it comes from expires (the registry
+    passes that time to :meth:`claim`); ``timeout`` (seconds; default one day; None
+    keeps claims as long as the cache does) is how long a claim made without an
+    expiry is remembered. Keys are
     ``key_prefix`` followed by the SHA-256 of the id, so any id is a valid key on
     every backend (Memcached's 250-character, no-space keys included).
 
@@ -167,11 +170,24 @@ class CacheApprovalStore:
         """The cache key of ``approval_id``."""
         return self.key_prefix + hashlib.sha256(approval_id.encode("utf-8")).hexdigest()
 
-    def claim(self, approval_id: str) -> bool:
-        """True the first time ``approval_id`` is claimed (``cache.add`` stored it)."""
+    def claim(self, approval_id: str, expires_at: float | None = None) -> bool:
+        """True the first time ``approval_id`` is claimed (``cache.add`` stored it).
+        The key lives until ``expires_at`` (Unix seconds: the token's expiry, which
+        the registry passes), else for ``timeout``."""
         if type(approval_id) is not str:
             raise TypeError(f"approval ids are str, got {type(approval_id).__name__}")
-        return self.cache.add(self.key(approval_id), 1, timeout=self.timeout) is True
+        return self.cache.add(self.key(approval_id), 1, timeout=self._timeout(expires_at)) is True
+
+    def _timeout(self, expires_at: float | None) -> float | None:
+        if expires_at is None:
+            return self.timeout
+        if type(expires_at) not in (int, float) or math.isnan(expires_at):
+            raise TypeError(f"expires_at must be Unix seconds or None, got {expires_at!r}")
+        if expires_at == math.inf:
+            return None  # the token never expires: keep the claim as long as the cache does
+        # Whole seconds, rounded up (Memcached counts whole seconds), and at least one
+        # (0 would not store the key at all).
+        return max(1, math.ceil(expires_at - time.time()))
 
     def __repr__(self) -> str:
         return f"<CacheApprovalStore alias={self.alias!r} timeout={self.timeout}>"
