@@ -86,7 +86,7 @@ class ToolOptions(TypedDict, total=False):
     description: str | None
     parameters: c.Mapping[str, t.Any] | None
     takes_ctx: bool | None
-    retries: int
+    retries: int | None
     timeout: float | None
     validate_args: bool
     approval: Approval
@@ -120,7 +120,9 @@ def _check_function(instance: object, attribute: attrs.Attribute[t.Any], value: 
         raise TypeError(f"Tool option 'function' must be callable, got {type(value).__name__}")
 
 
-def _check_retries(instance: object, attribute: attrs.Attribute[int], value: object) -> None:
+def _check_retries(instance: object, attribute: attrs.Attribute[t.Any], value: object) -> None:
+    if value is None:
+        return  # not given: the default for this tool (see Tool)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"Tool option 'retries' must be an int >= 0, got {value!r}")
 
@@ -294,7 +296,9 @@ class Tool(t.Generic[P, R]):
     """A callable with a name, a JSON Schema and the options that govern its execution.
 
     ``retries`` counts *extra* attempts (total attempts = retries + 1): **a tool is
-    retried once by default**. ``retry_on`` narrows which failures are retried (a
+    retried once by default** — except a tool that is ``approval="ask"`` or
+    ``destructive=True``, which is not retried unless ``retries`` is given: an
+    approved side effect is never repeated behind the person's back. ``retry_on`` narrows which failures are retried (a
     tuple of exception classes, or a tenacity retry strategy; default: every
     ``Exception``) — a tool that charges a card can say
     ``retry_on=(ConnectionRefusedError,)``. ``timeout``
@@ -320,7 +324,12 @@ class Tool(t.Generic[P, R]):
         default=None, validator=_check_parameters
     )
     takes_ctx: bool = attrs.field(default=None)
-    retries: int = attrs.field(default=1, validator=_check_retries)
+    # The retries option as given (None: not given); ``retries`` is what applies.
+    # attrs.evolve passes this on, so an explicit value stays and a default is
+    # worked out again for the evolved tool.
+    _retries_option: int | None = attrs.field(
+        default=None, validator=_check_retries, alias="retries", repr=False
+    )
     timeout: float | None = attrs.field(default=30.0, converter=_convert_timeout)
     validate_args: bool = attrs.field(default=True, converter=bool)
     approval: Approval = attrs.field(default="auto", validator=_one_of("approval", APPROVAL_LEVELS))
@@ -372,6 +381,9 @@ class Tool(t.Generic[P, R]):
     _requires_approval: bool | None = attrs.field(
         default=None, alias="requires_approval", repr=False
     )
+    #: Extra attempts after the first: the ``retries`` given, else 1 — or 0 for a tool
+    #: that is ``approval="ask"`` or ``destructive=True``.
+    retries: int = attrs.field(init=False, default=1)
     _validator: ArgumentValidator | None = attrs.field(init=False, default=None, repr=False)
     _converter: _convert.ArgumentConverter | None = attrs.field(
         init=False, default=None, repr=False
@@ -388,6 +400,10 @@ class Tool(t.Generic[P, R]):
             object.__setattr__(self, "takes_ctx", bool(self.takes_ctx))
         if self._requires_approval and self.approval == "auto":
             object.__setattr__(self, "approval", "ask")
+        retries = self._retries_option
+        if retries is None:
+            retries = 0 if self.approval == "ask" or self.destructive is True else 1
+        object.__setattr__(self, "retries", retries)
         if self.module is None:
             module = getattr(self.function, "__module__", None)
             object.__setattr__(self, "module", module if isinstance(module, str) else None)

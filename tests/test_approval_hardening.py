@@ -11,6 +11,7 @@ import logging
 import threading
 import typing as t
 
+import attrs
 import freezegun
 import pytest
 
@@ -24,6 +25,7 @@ from nous_tools import (
     Tool,
     ToolCallResults,
     execute_tool_calls,
+    tool,
 )
 from nous_tools.contrib.django import CacheApprovalStore
 
@@ -302,3 +304,73 @@ def test_the_django_store_keeps_a_claim_until_the_token_expires(refunds: Refunds
         store.claim("past", T0_UNIX - 5.0)
     # 600 + 60 - 540 s left when it was claimed
     assert cache.timeouts == [120, 120, 30, None, 1]
+
+
+# -- item 6: an approved side effect is never repeated by a retry ------------------------
+
+
+class SideEffectThenRaise:
+    """Sends the refund, then fails (the receipt e-mail, say)."""
+
+    def __init__(self) -> None:
+        self.sent: list[int] = []
+
+    def __call__(self, order: int) -> str:
+        self.sent.append(order)
+        raise ConnectionError("receipt mailer unreachable")
+
+
+def test_an_approved_tool_that_fails_after_its_side_effect_runs_once() -> None:
+    body = SideEffectThenRaise()
+    registry = Registry([Tool.from_function(body, name="refund", approval="ask", timeout=5)])
+    pending = registry.execute("refund", {"order": 42})
+    assert isinstance(pending, NeedsApproval)
+    outcome = registry.execute_approved(pending)
+    assert isinstance(outcome, Err) and outcome.reason.attempt == 1
+    assert body.sent == [42]
+    # the approval handler's path too
+    from nous_tools import RunContext, execute
+
+    approved = RunContext.new(approval_handler=lambda request: "approve")
+    assert execute(registry.lookup("refund"), {"order": 43}, approved).is_ok() is False
+    assert body.sent == [42, 43]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda f, **kw: Tool(name="f", function=f, **kw),
+        lambda f, **kw: Tool.from_function(f, **kw),
+        lambda f, **kw: tool(**kw)(f),
+    ],
+    ids=["Tool", "Tool.from_function", "@tool"],
+)
+def test_ask_and_destructive_tools_default_to_no_retry_unless_retries_is_given(
+    make: t.Callable[..., Tool],
+) -> None:
+    def f(x: int = 0) -> int:
+        return x
+
+    assert make(f).retries == 1
+    assert make(f, approval="ask").retries == 0
+    assert make(f, requires_approval=True).retries == 0
+    assert make(f, destructive=True).retries == 0
+    assert make(f, destructive=False).retries == 1
+    assert make(f, approval="deny").retries == 1  # never runs anyway
+    assert make(f, approval="ask", retries=2).retries == 2
+    assert make(f, destructive=True, retries=1).retries == 1
+    assert make(f, approval="ask", retries=None).retries == 0  # None: not given
+
+
+def test_evolve_keeps_an_explicit_retries_and_works_a_default_out_again() -> None:
+    def f() -> None:
+        return None
+
+    explicit = Tool(name="f", function=f, approval="ask", retries=2)
+    assert attrs.evolve(explicit, approval="auto").retries == 2
+    assert attrs.evolve(explicit, timeout=5).retries == 2
+    default = Tool(name="f", function=f)
+    assert attrs.evolve(default, approval="ask").retries == 0
+    assert attrs.evolve(attrs.evolve(default, approval="ask"), approval="auto").retries == 1
+    assert attrs.evolve(default, retries=0, approval="auto").retries == 0
+    assert repr(Tool(name="f", function=f, approval="ask")).endswith("retries=0)")

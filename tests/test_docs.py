@@ -92,6 +92,11 @@ def test_the_tool_options_table_lists_every_option_with_its_default() -> None:
             continue  # required, or detected from the function (the table says how)
         if field.alias == "requires_approval":
             continue  # a constructor keyword read back as a property
+        if field.alias == "retries":  # not given (None): 1, or 0 for ask/destructive tools
+            assert rows["retries"][1] == (
+                '`1`; `0` for a tool that is `approval="ask"` or `destructive=True`'
+            )
+            continue
         assert rows[field.alias][1].startswith(_shown(field.default)), (field.alias, rows)
 
 
@@ -101,6 +106,7 @@ def test_the_tool_options_table_states_the_two_defaults_that_matter() -> None:
     assert "**Every tool with the default 30 s timeout runs in a worker thread**" in page
     defaults = Tool(name="t", function=lambda: None)
     assert (defaults.retries, defaults.timeout) == (1, 30.0)
+    assert '**but a tool that is `approval="ask"` or `destructive=True` is not retried' in page
 
 
 def _emitted_keys() -> dict[str, set[str]]:

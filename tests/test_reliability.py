@@ -1199,7 +1199,6 @@ def test_a_schema_that_is_not_a_mapping_fails_at_construction_naming_parameters(
         ("retries", 1.5, ValueError),
         ("retries", "2", ValueError),
         ("retries", True, ValueError),
-        ("retries", None, ValueError),
         ("function", None, TypeError),
         ("function", 42, TypeError),
         ("function", "print", TypeError),
