@@ -216,28 +216,63 @@ def _check_issued_at(instance: object, attribute: object, value: object) -> None
 
 def tool_digest(tool: Tool) -> str:
     """SHA-256 hex of what makes a tool *this* tool: its function's module and
-    qualified name and its parameters schema.
+    qualified name, its code (bytecode and constants, recursively for nested code),
+    its defaults and the values its closure captured (see below), and its parameters
+    schema.
 
     A token carries it, so a tool re-registered under the same name as different
-    code (another function, or a changed schema) does not redeem an old approval.
-    Two lambdas of one module share a qualified name (``<lambda>``); give tools
-    that matter a named function. A ``functools.partial`` is named by the function
-    it wraps, a callable object by its class.
+    code — another function, a redeployed body, a closure or ``functools.partial``
+    configured otherwise, a changed schema — does not redeem an old approval. Line
+    numbers and file names are not part of it (moving code changes nothing); the
+    Python version is, in effect (bytecode differs between versions).
+
+    Captured values and defaults must be representable canonically: ``None``,
+    ``bool``, ``int``, ``float``, ``str``, ``bytes``, and lists, tuples, dicts,
+    sets and frozensets of them; functions (followed the same way); classes,
+    modules, builtins and enum members (by name). Anything else — a client object a
+    closure captured, say — raises ``ValueError`` saying which value it is: two
+    such tools configured differently could not be told apart, so no token is
+    issued or accepted for them. Pass such objects in ``ctx.deps`` instead. A
+    closure that keeps *state* in a captured dict or list (a cache, a counter)
+    changes its digest as it runs, which refuses the tokens issued before: keep
+    such state in ``ctx.deps`` or at module level. A
+    callable object is identified by its class and the code of its ``__call__`` (not
+    its attributes), a bound method by its function and its instance's class.
+
+    The digest is cached per :class:`Tool`, and recomputed when the function's
+    code, defaults or captured values are no longer the same objects (or, for
+    mutable ones, always).
     """
+    from . import _identity
+
     function: t.Any = tool.function
+    cached = tool._digest
+    if cached is not None and _identity.unchanged(function, cached[0]):
+        return cached[1]
+    try:
+        tree, snapshot = _identity.identity(function)
+    except _identity.Unrepresentable as exc:
+        raise ValueError(
+            f"tool '{tool.name}' cannot be approved with a token: {exc}. Capture plain "
+            "values only, or pass such objects to the tool in ctx.deps"
+        ) from None
     while isinstance(function, functools.partial):
         function = function.func
     named = function if hasattr(function, "__qualname__") else type(function)
     identity = {
         "module": str(getattr(named, "__module__", None)),
         "qualname": str(getattr(named, "__qualname__", None)),
+        "function": tree,
         "parameters": json.dumps(
             tool.parameters, sort_keys=True, separators=(",", ":"), default=repr
         ),
     }
     import hashlib
 
-    return hashlib.sha256(_c.dumps(identity)).hexdigest()
+    digest = hashlib.sha256(_c.dumps(identity)).hexdigest()
+    if snapshot is not None:
+        object.__setattr__(tool, "_digest", (snapshot, digest))
+    return digest
 
 
 def check_max_age(value: object) -> float | None:
@@ -569,11 +604,15 @@ class NeedsApproval:
             raise _refused(name, f"tool '{name}' is not registered")
         if tool.approval == "deny":
             raise _refused(name, f"tool '{name}' is denied")
-        if not _same(tool_digest(tool), payload["tool_digest"]):
+        try:
+            digest = tool_digest(tool)
+        except ValueError as exc:  # its configuration cannot be told apart
+            raise _refused(name, str(exc)) from None
+        if not _same(digest, payload["tool_digest"]):
             raise _refused(
                 name,
-                f"tool '{name}' is not the tool that was approved (its code or schema "
-                "changed since the token was issued)",
+                f"tool '{name}' is not the tool that was approved (its code, the values "
+                "it captured or its schema changed since the token was issued)",
             )
         try:
             arguments = _c.decode(payload["arguments"])

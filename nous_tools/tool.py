@@ -390,6 +390,10 @@ class Tool(t.Generic[P, R]):
     )
     # None when the tool has no limit to enforce: the executor's one check for it.
     _limits: _admission.ToolLimits | None = attrs.field(init=False, default=None, repr=False)
+    # The approval token digest, cached by results.tool_digest: (snapshot, digest).
+    _digest: tuple[tuple[t.Any, ...], str] | None = attrs.field(
+        init=False, default=None, repr=False
+    )
 
     def __attrs_post_init__(self) -> None:
         from . import _admission, _convert, _schema

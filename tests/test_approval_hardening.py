@@ -6,6 +6,7 @@ decorator order (item 11) and a name whose ``__hash__`` raises (item 12).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -374,3 +375,157 @@ def test_evolve_keeps_an_explicit_retries_and_works_a_default_out_again() -> Non
     assert attrs.evolve(attrs.evolve(default, approval="ask"), approval="auto").retries == 1
     assert attrs.evolve(default, retries=0, approval="auto").retries == 0
     assert repr(Tool(name="f", function=f, approval="ask")).endswith("retries=0)")
+
+
+# -- item 9: the tool digest covers the code and its configuration -------------------
+
+
+def compiled(source: str, name: str, module: str = "shop.refunds") -> t.Any:
+    """A function compiled from ``source`` as if defined in ``module`` (a redeploy)."""
+    namespace: dict[str, t.Any] = {"__name__": module}
+    exec(compile(source, f"/srv/{module.replace('.', '/')}.py", "exec"), namespace)
+    return namespace[name]
+
+
+V1 = '''
+def refund(order: int) -> str:
+    """Refund an order."""
+    return f"refunded {order}"
+'''
+V2 = '''
+def refund(order: int) -> str:
+    """Refund an order."""
+    return f"refunded {order} and closed the account"
+'''
+
+
+def test_an_old_token_for_a_redeployed_function_with_a_changed_body_is_refused() -> None:
+    before = Registry([Tool.from_function(compiled(V1, "refund"), approval="ask")], name="shop")
+    data = json.loads(json.dumps(before.execute("refund", {"order": 7}).to_dict(SECRET)))
+    redeployed = Registry([Tool.from_function(compiled(V2, "refund"), approval="ask")], name="shop")
+    with pytest.raises(ValueError, match="not the tool that was approved"):
+        NeedsApproval.from_dict(data, redeployed, SECRET)
+    # the same body moved down the file (a restart after an unrelated edit) still redeems it
+    moved = Registry(
+        [Tool.from_function(compiled("\n\n\n# a comment\n" + V1, "refund"), approval="ask")],
+        name="shop",
+    )
+    assert redeem(moved, data) == Ok("refunded 7")
+
+
+def make_refund(account: str, limit: int = 100) -> t.Callable[..., str]:
+    def refund(order: int, *, note: str = "") -> str:
+        """Refund an order from one account."""
+        return f"refunded {order} from {account} (limit {limit})"
+
+    return refund
+
+
+def refund_from(order: int, account: str = "A") -> str:
+    """Refund an order from an account."""
+    return f"refunded {order} from {account}"
+
+
+def test_two_closures_of_one_factory_with_different_configuration_do_not_share_a_digest() -> None:
+    from nous_tools.results import tool_digest
+
+    def digest(function: t.Any) -> str:
+        return tool_digest(Tool.from_function(function, name="refund", approval="ask"))
+
+    assert digest(make_refund("A")) == digest(make_refund("A"))
+    assert digest(make_refund("A")) != digest(make_refund("B"))
+    assert digest(make_refund("A")) != digest(make_refund("A", limit=5))
+    assert digest(functools.partial(refund_from, account="A")) != digest(
+        functools.partial(refund_from, account="B")
+    )
+    a_default = compiled('def f(order, account="A"):\n    return account\n', "f")
+    b_default = compiled('def f(order, account="B"):\n    return account\n', "f")
+    assert digest(a_default) != digest(b_default)
+    # and an approval for one does not run the other
+    shop_a = Registry([Tool.from_function(make_refund("A"), approval="ask")], name="shop")
+    data = json.loads(json.dumps(shop_a.execute("refund", {"order": 1}).to_dict(SECRET)))
+    shop_b = Registry([Tool.from_function(make_refund("B"), approval="ask")], name="shop")
+    with pytest.raises(ValueError, match="not the tool that was approved"):
+        NeedsApproval.from_dict(data, shop_b, SECRET)
+    assert redeem(shop_a, data) == Ok("refunded 1 from A (limit 100)")
+
+
+def test_the_digest_follows_a_rebound_closure_variable_new_code_and_new_defaults() -> None:
+    from nous_tools.results import tool_digest
+
+    account = "A"
+    config = {"limit": 10}
+
+    def refund(order: int) -> str:
+        return f"{order} from {account} up to {config['limit']}"
+
+    tool_ = Tool.from_function(refund)
+    first = tool_digest(tool_)
+    assert tool_digest(tool_) == first  # cached, and still right
+    account = "B"
+    second = tool_digest(tool_)
+    assert second != first
+    config["limit"] = 20  # a mutable value changed in place
+    third = tool_digest(tool_)
+    assert third not in (first, second)
+    refund.__defaults__ = (5,)
+    assert tool_digest(tool_) != third
+    refund.__code__ = make_refund("A").__code__.replace(co_freevars=refund.__code__.co_freevars)
+    assert tool_digest(tool_) != third
+    assert account == "B"
+
+
+def test_a_closure_with_a_value_a_token_cannot_represent_gets_a_clear_refusal() -> None:
+    lock = threading.Lock()
+
+    def make_send(client: object) -> t.Callable[..., str]:
+        def send_email(to: str) -> str:
+            """Send an e-mail."""
+            with lock:
+                return f"sent to {to} by {client}"
+
+        return send_email
+
+    registry = Registry(
+        [Tool.from_function(make_send(object()), approval="ask", timeout=None)], name="mail"
+    )
+    pending = registry.execute("send_email", {"to": "a@example.com"})
+    assert isinstance(pending, NeedsApproval)
+    with pytest.raises(ValueError) as raised:
+        pending.to_dict(SECRET)
+    message = str(raised.value)
+    assert message.startswith("tool 'send_email' cannot be approved with a token: ")
+    assert "the variable 'client' captured by " in message
+    assert "make_send.<locals>.send_email is a builtins.object" in message
+    assert "which a token cannot represent faithfully" in message
+    assert "pass such objects to the tool in ctx.deps" in message
+    # a token made before the tool captured such a value is refused, saying why
+    plain = Registry(
+        [Tool.from_function(make_refund("A"), name="send_email", approval="ask")], name="mail"
+    )
+    data = json.loads(json.dumps(plain.execute("send_email", {"order": 1}).to_dict(SECRET)))
+    with pytest.raises(ValueError, match="refused: tool 'send_email' cannot be approved with a"):
+        NeedsApproval.from_dict(data, registry, SECRET)
+    # in memory (no token) the approval still runs once
+    assert registry.execute_approved(pending).is_ok()
+
+
+def test_the_digest_is_the_same_in_another_process_whatever_its_hash_seed() -> None:
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    import approval_race
+
+    here = pathlib.Path(approval_race.__file__).resolve().parent
+    digests = {approval_race.digest_of_classify()}
+    for seed in ("1", "2"):
+        done = subprocess.run(
+            [sys.executable, "-c", "import approval_race; print(approval_race.digest_of_classify())"],
+            capture_output=True, text=True, timeout=120, cwd=str(here),
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        digests.add(done.stdout.strip())
+    assert len(digests) == 1, digests

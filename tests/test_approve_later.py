@@ -418,14 +418,16 @@ def test_approved_calls_run_in_the_given_context_and_their_updates_apply_in_call
     second_done = threading.Event()
     seen: dict[str, t.Any] = {}
 
+    # The event reaches the tool in deps: a closure capturing it would have no
+    # approval token (a token cannot tell two events apart; issue 21).
     def note(ctx: RunContext[t.Any], text: str) -> Ok[str]:
         call = current_tool_call()
         assert call is not None
-        seen[text] = (ctx.deps["user"], call.id, ctx.approval_gated)
+        ctx.deps["seen"][text] = (ctx.deps["user"], call.id, ctx.approval_gated)
         if text == "first":  # the first call in order finishes last
-            assert second_done.wait(WAIT)
+            assert ctx.deps["second_done"].wait(WAIT)
         else:
-            second_done.set()
+            ctx.deps["second_done"].set()
         return Ok(text, ContextUpdate().append("notes", text))
 
     registry = Registry([make(note, approval="ask")], executor=executor)
@@ -434,11 +436,12 @@ def test_approved_calls_run_in_the_given_context_and_their_updates_apply_in_call
     )
     wire = json.dumps(execute_tool_calls(registry, response).to_dict(SECRET))
     batch = ToolCallResults.from_dict(json.loads(wire), registry, SECRET)
-    ctx = RunContext.new(deps={"user": "ann", "notes": []})
+    shared = {"seen": seen, "second_done": second_done}
+    ctx = RunContext.new(deps={"user": "ann", "notes": [], **shared})
     resolved = batch.resolve({"c2": "approve", "c1": "approve"}, ctx)
-    assert resolved.context.deps == {"user": "ann", "notes": ["first", "second"]}
+    assert resolved.context.deps == {"user": "ann", "notes": ["first", "second"], **shared}
     assert seen == {"first": ("ann", "c1", True), "second": ("ann", "c2", True)}
-    assert ctx.deps == {"user": "ann", "notes": []}  # never mutated
+    assert ctx.deps == {"user": "ann", "notes": [], **shared}  # never mutated
 
 
 # -- refusals --------------------------------------------------------------------------
