@@ -35,6 +35,7 @@ from __future__ import annotations
 import collections.abc as c
 import threading
 import typing as t
+import weakref
 
 import attrs
 
@@ -77,6 +78,39 @@ _GATED_CONTEXT: RunContext[t.Any] = RunContext(approval_gated=True)
 #: How old (seconds) an approval token may be by default: one day.
 DEFAULT_APPROVAL_MAX_AGE = 24 * 60 * 60.0
 
+# The tools ``register`` made of a plain function, and the registry that holds each:
+# ``@tool(...)`` written above ``@registry.register`` finds its tool here (see
+# ``redecorate``).
+_made_by_register: weakref.WeakKeyDictionary[Tool, weakref.ReferenceType[Registry]] = (
+    weakref.WeakKeyDictionary()
+)
+_made_lock = threading.Lock()
+
+
+def redecorate(made: Tool, options: c.Mapping[str, t.Any]) -> Tool:
+    """``Tool.from_function(made, **options)`` for a tool that is already a Tool.
+
+    When ``made`` is the tool ``registry.register`` made of a plain function —
+    ``@tool(...)`` written above ``@registry.register`` — the options apply to that
+    function and the registry gets the new tool in place of the default one: both
+    orders register what the user wrote. Any other Tool is a ``TypeError`` that says
+    which order to use (options would otherwise be merged by guesswork).
+    """
+    with _made_lock:
+        owner = _made_by_register.get(made)
+    registry = owner() if owner is not None else None
+    if owner is None:
+        raise TypeError(
+            f"@tool(...) / Tool.from_function got a Tool ({made.name!r}), not a function: "
+            "give all the options in one @tool(...), directly above the function, and put "
+            "@registry.register above it:\n\n    @registry.register\n    @tool(...)\n"
+            f"    def {made.name}(...): ..."
+        )
+    new = Tool.from_function(made.function, **options)
+    if registry is not None:
+        registry._replace(made, new)
+    return new
+
 
 def _internal_error(name: object, exc: BaseException) -> Err:
     shown = name if isinstance(name, str) else "unknown"
@@ -92,7 +126,15 @@ def _internal_error(name: object, exc: BaseException) -> Err:
 
 
 def _not_found(name: object) -> Err:
-    return Err(ToolNotFound(name if isinstance(name, str) else repr(name)))
+    return Err(ToolNotFound(name if isinstance(name, str) else _shown(name)))
+
+
+def _shown(name: object) -> str:
+    """A name that is not a str, shown in a message whatever its ``__repr__`` does."""
+    try:
+        return repr(name)
+    except Exception:
+        return f"<a {type(name).__name__}>"
 
 
 def _gated(ctx: RunContext[t.Any] | None) -> RunContext[t.Any] | None:
@@ -197,12 +239,23 @@ class Registry:
     def register(self, tool: Tool | c.Callable[..., t.Any]) -> Tool:
         """Add ``tool`` (a plain function is made a :class:`Tool` with
         :meth:`Tool.from_function`), replacing any tool of the same name, and return
-        it — so ``@registry.register`` works as a decorator."""
+        it — so ``@registry.register`` works as a decorator, in either order with
+        ``@tool(...)``: above it, the options apply to the tool registered here."""
         if not isinstance(tool, Tool):
             tool = Tool.from_function(tool)
+            with _made_lock:
+                _made_by_register[tool] = weakref.ref(self)
         with self._lock:
             self._tools[tool.name] = tool
         return tool
+
+    def _replace(self, old: Tool, new: Tool) -> None:
+        """``new`` in place of ``old``, if ``old`` is still registered here."""
+        with self._lock:
+            if self._tools.get(old.name) is not old:
+                return
+            del self._tools[old.name]
+            self._tools[new.name] = new
 
     def unregister(self, name: str) -> Tool | None:
         """Remove the tool called ``name``; return it, or None when there was none."""
@@ -210,10 +263,11 @@ class Registry:
             return self._tools.pop(name, None)
 
     def lookup(self, name: str) -> Tool | None:
-        """The tool called ``name``, or None."""
+        """The tool called ``name``, or None (also for a name that cannot be looked
+        up: unhashable, or whose ``__hash__`` or ``__eq__`` raises)."""
         try:
             return self._tools.get(name)
-        except TypeError:  # an unhashable "name"
+        except Exception:  # an unhashable "name", or one whose __hash__ raises
             return None
 
     def all(self) -> list[Tool]:
@@ -232,7 +286,7 @@ class Registry:
             return self._tools.get(item.name) is item
         try:
             return item in self._tools
-        except TypeError:
+        except Exception:  # unhashable, or a __hash__/__eq__ that raises
             return False
 
     def __len__(self) -> int:
@@ -291,7 +345,7 @@ class Registry:
         """
         try:
             tool = self._tools.get(name)
-        except TypeError:  # an unhashable "name"
+        except Exception:  # an unhashable "name", or one whose __hash__ raises
             return _not_found(name)
         try:
             if tool is None:

@@ -439,11 +439,20 @@ class Tool(t.Generic[P, R]):
         ``parameters`` come from it unless given in ``overrides``.
 
         Raises ``TypeError`` when a required parameter's annotation has no JSON Schema
-        (see ``docs/concepts/types.md``), naming the parameter and the type."""
+        (see ``docs/concepts/types.md``), naming the parameter and the type.
+
+        ``function`` may be a tool that ``registry.register`` made of a plain
+        function (``@tool(...)`` written above ``@registry.register``): the options
+        apply to that function, and the registry gets the new tool in its place. Any
+        other :class:`Tool` is a ``TypeError`` saying which order to write."""
         if not callable(function):
             raise TypeError(
                 f"Tool option 'function' must be callable, got {type(function).__name__}"
             )
+        if isinstance(function, Tool):  # @tool(...) above @registry.register, say
+            from .registry import redecorate
+
+            return t.cast("Tool[_P, _R]", redecorate(function, overrides))
         from . import _schema
 
         options: dict[str, t.Any] = dict(overrides)

@@ -1475,7 +1475,8 @@ def execute_tool_calls(
         providers.add(provider)
         tool = lookup(call.name)
         if tool is None:
-            add(call, kind, Err(ToolNotFound(call.name)))
+            name = call.name
+            add(call, kind, Err(ToolNotFound(name if isinstance(name, str) else _safe_repr(name))))
             continue
         if kind == "custom":
             arguments = _custom_arguments(tool, call.arguments)

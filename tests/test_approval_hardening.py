@@ -529,3 +529,116 @@ def test_the_digest_is_the_same_in_another_process_whatever_its_hash_seed() -> N
         assert done.returncode == 0, done.stderr[-2000:]
         digests.add(done.stdout.strip())
     assert len(digests) == 1, digests
+
+
+# -- item 11: decorator order never drops options -----------------------------------
+
+
+def test_tool_above_registry_register_registers_the_options_written() -> None:
+    registry = Registry(name="ops")
+
+    @tool(approval="ask", timeout=5)
+    @registry.register
+    def wipe(path: str) -> str:
+        """Wipe a path."""
+        return f"wiped {path}"
+
+    registered = registry.lookup("wipe")
+    assert registered is wipe  # the registry holds the tool with the options written
+    assert (wipe.approval, wipe.timeout, wipe.retries) == ("ask", 5.0, 0)
+    assert wipe.description == "Wipe a path." and wipe("/x") == "wiped /x"
+    assert isinstance(registry.execute("wipe", {"path": "/tmp"}), NeedsApproval)
+    assert registry.names() == ["wipe"]
+
+
+def test_registry_register_above_tool_registers_the_options_written() -> None:
+    registry = Registry(name="ops")
+
+    @registry.register
+    @tool(approval="ask", timeout=5)
+    def wipe(path: str) -> str:
+        """Wipe a path."""
+        return f"wiped {path}"
+
+    assert registry.lookup("wipe") is wipe
+    assert (wipe.approval, wipe.timeout, wipe.retries) == ("ask", 5.0, 0)
+    assert isinstance(registry.execute("wipe", {"path": "/tmp"}), NeedsApproval)
+
+
+def test_a_renaming_tool_above_registry_register_moves_the_registration() -> None:
+    registry = Registry()
+
+    @tool(name="wipe_disk", approval="deny")
+    @registry.register
+    def wipe(path: str) -> str:
+        return path
+
+    assert registry.names() == ["wipe_disk"]
+    assert registry.lookup("wipe_disk") is wipe and wipe.approval == "deny"
+
+
+def test_options_on_a_tool_that_is_already_a_tool_raise_saying_which_order_to_use() -> None:
+    def wipe(path: str) -> str:
+        return path
+
+    made = tool(timeout=5)(wipe)
+    for attempt in (
+        lambda: tool(approval="ask")(made),
+        lambda: Tool.from_function(made, approval="ask"),
+        lambda: tool(made),
+    ):
+        with pytest.raises(TypeError) as raised:
+            attempt()
+        message = str(raised.value)
+        assert "got a Tool ('wipe'), not a function" in message
+        assert "@registry.register\n    @tool(...)\n    def wipe(...)" in message
+    # two option decorators above a register: the second would have to guess
+    registry = Registry()
+    with pytest.raises(TypeError, match="give all the options in one @tool"):
+
+        @tool(timeout=5)
+        @tool(approval="ask")
+        @registry.register
+        def erase(path: str) -> str:
+            return path
+
+    erased = registry.lookup("erase")
+    assert erased is not None and erased.approval == "ask"  # what the first one wrote
+
+
+# -- item 12: a name whose __hash__ raises is bad input, not a crash --------------------
+
+
+class BadHash:
+    """A "name" whose hash raises something other than TypeError (and whose repr too)."""
+
+    def __hash__(self) -> int:
+        raise RuntimeError("no hash for you")
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr either")
+
+
+class BadHashStr(str):
+    __slots__ = ()
+
+    def __hash__(self) -> int:
+        raise ValueError("no hash for this str")
+
+
+@pytest.mark.parametrize("name", [BadHash(), BadHashStr("refund")], ids=["object", "str"])
+def test_a_name_whose_hash_raises_is_an_err_on_every_path(refunds: Refunds, name: t.Any) -> None:
+    from nous_tools import ToolCall, ToolNotFound
+
+    registry = refund_registry(refunds)
+    outcome = registry.execute(name, {"order": 1})
+    assert isinstance(outcome, Err) and isinstance(outcome.reason, ToolNotFound)
+    approved = registry.execute_approved(name, {"order": 1})
+    assert isinstance(approved, Err) and "internal error" not in approved.reason.message
+    assert registry.lookup(name) is None
+    assert (name in registry) is False
+    for result in registry.execute_many([(name, {"order": 1}), ToolCall("c1", name, {})]):
+        assert isinstance(result, Err) and isinstance(result.reason, ToolNotFound)
+    batch = execute_tool_calls(registry, [ToolCall("c1", name, {"order": 1})])
+    assert isinstance(batch.results[0], Err)
+    assert refunds.calls == []
