@@ -149,29 +149,48 @@ class FrozenSet(set[t.Any]):
         return repr(set(self))
 
 
+# The built-in constructors and mutators, for filling a frozen container once,
+# without the Python-level __init__ (what decode does for every container it reads).
+_new_dict = dict.__new__
+_update = dict.update
+_new_list = list.__new__
+_extend = list.extend
+
 _SCALARS = (type(None), bool, int, float, str, bytes)
 _DICTS = (dict, FrozenDict)
 _LISTS = (list, FrozenList)
 _SETS = (set, FrozenSet)
 
 
-def _where(path: str, key: object) -> str:
-    return f"{path}[{key!r}]"
+# Where a value is, for error messages: a str ("arguments"), or a tuple made as the
+# walk goes down — (0, parent, key) for ``parent[key]`` (an index or a dict key),
+# (1, parent, None) for "a key of parent", (2, parent, None) for "an item of parent"
+# — turned into text only when an error is raised.
+Path = t.Union[str, tuple[int, t.Any, t.Any]]  # noqa: UP007
 
 
-def _unsupported(value: object, path: str) -> ValueError:
+def _text(path: Path) -> str:
+    if type(path) is str:
+        return path
+    kind, parent, key = t.cast(tuple[int, t.Any, t.Any], path)
+    if kind == 0:
+        return f"{_text(parent)}[{key!r}]"
+    return f"{'a key' if kind == 1 else 'an item'} of {_text(parent)}"
+
+
+def _unsupported(value: object, path: Path) -> ValueError:
     return ValueError(
-        f"{path} is a {type(value).__module__}.{type(value).__qualname__}, which an approval "
-        "cannot represent faithfully (supported: None, bool, int, float, str, bytes, list, "
-        "tuple, dict, set, frozenset, by exact type)"
+        f"{_text(path)} is a {type(value).__module__}.{type(value).__qualname__}, which an "
+        "approval cannot represent faithfully (supported: None, bool, int, float, str, bytes, "
+        "list, tuple, dict, set, frozenset, by exact type)"
     )
 
 
-def _too_deep(path: str) -> ValueError:
-    return ValueError(f"{path} is nested more than {MAX_DEPTH} deep (or is a cycle)")
+def _too_deep(path: Path) -> ValueError:
+    return ValueError(f"{_text(path)} is nested more than {MAX_DEPTH} deep (or is a cycle)")
 
 
-def freeze(value: t.Any, path: str = "arguments", depth: int = 0) -> t.Any:
+def freeze(value: t.Any, path: Path = "arguments", depth: int = 0) -> t.Any:
     """A deep, read-only copy of ``value``; ``ValueError`` for what cannot be represented."""
     kind = type(value)
     if kind in _SCALARS:
@@ -182,16 +201,16 @@ def freeze(value: t.Any, path: str = "arguments", depth: int = 0) -> t.Any:
     if kind in _DICTS:
         items = {}
         for key, item in value.items():
-            items[freeze(key, f"a key of {path}", depth)] = freeze(item, _where(path, key), depth)
+            items[freeze(key, (1, path, None), depth)] = freeze(item, (0, path, key), depth)
         return FrozenDict(items)
     if kind in _LISTS:
-        return FrozenList(freeze(item, f"{path}[{i}]", depth) for i, item in enumerate(value))
+        return FrozenList([freeze(item, (0, path, i), depth) for i, item in enumerate(value)])
     if kind is tuple:
-        return tuple(freeze(item, f"{path}[{i}]", depth) for i, item in enumerate(value))
+        return tuple([freeze(item, (0, path, i), depth) for i, item in enumerate(value)])
     if kind in _SETS:
-        return FrozenSet(freeze(item, f"an item of {path}", depth) for item in value)
+        return FrozenSet([freeze(item, (2, path, None), depth) for item in value])
     if kind is frozenset:
-        return frozenset(freeze(item, f"an item of {path}", depth) for item in value)
+        return frozenset([freeze(item, (2, path, None), depth) for item in value])
     raise _unsupported(value, path)
 
 
@@ -213,18 +232,22 @@ def thaw(value: t.Any) -> t.Any:
     return value  # pragma: no cover - freeze admits nothing else
 
 
+_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+)
+_encode_json = _ENCODER.encode
+
+
 def dumps(tree: t.Any) -> bytes:
     """The canonical bytes of a JSON tree: sorted keys, no spaces, ASCII, no NaN."""
-    return json.dumps(
-        tree, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
-    ).encode("ascii")
+    return _encode_json(tree).encode("ascii")
 
 
 def _sorted_by_encoding(trees: t.Iterable[t.Any]) -> list[t.Any]:
     return sorted(trees, key=dumps)
 
 
-def encode(value: t.Any, path: str = "arguments", depth: int = 0) -> t.Any:
+def encode(value: t.Any, path: Path = "arguments", depth: int = 0) -> t.Any:
     """The JSON tree of ``value`` (plain or frozen); ``ValueError`` for what cannot be
     represented faithfully."""
     kind = type(value)
@@ -241,37 +264,40 @@ def encode(value: t.Any, path: str = "arguments", depth: int = 0) -> t.Any:
     if depth >= MAX_DEPTH:
         raise _too_deep(path)
     depth += 1
-    if kind in _LISTS:
-        return [encode(item, f"{path}[{i}]", depth) for i, item in enumerate(value)]
-    if kind is tuple:
-        return {"$tuple": [encode(item, f"{path}[{i}]", depth) for i, item in enumerate(value)]}
-    if kind in _SETS or kind is frozenset:
-        tag = "$frozenset" if kind is frozenset else "$set"
-        return {
-            tag: _sorted_by_encoding(encode(item, f"an item of {path}", depth) for item in value)
-        }
     if kind in _DICTS:
-        if all(type(key) is str and not key.startswith("$") for key in value):
-            return {key: encode(item, _where(path, key), depth) for key, item in value.items()}
+        for key in value:
+            if type(key) is not str or key.startswith("$"):
+                break
+        else:
+            return {key: encode(item, (0, path, key), depth) for key, item in value.items()}
         pairs = [
-            [encode(key, f"a key of {path}", depth), encode(item, _where(path, key), depth)]
+            [encode(key, (1, path, None), depth), encode(item, (0, path, key), depth)]
             for key, item in value.items()
         ]
         return {"$dict": sorted(pairs, key=lambda pair: dumps(pair[0]))}
+    if kind in _LISTS:
+        return [encode(item, (0, path, i), depth) for i, item in enumerate(value)]
+    if kind is tuple:
+        return {"$tuple": [encode(item, (0, path, i), depth) for i, item in enumerate(value)]}
+    if kind in _SETS or kind is frozenset:
+        tag = "$frozenset" if kind is frozenset else "$set"
+        return {tag: _sorted_by_encoding([encode(item, (2, path, None), depth) for item in value])}
     raise _unsupported(value, path)
 
 
-def _malformed(path: str, why: str) -> ValueError:
-    return ValueError(f"{path} is not a canonical approval value: {why}")
+def _malformed(path: Path, why: str) -> ValueError:
+    return ValueError(f"{_text(path)} is not a canonical approval value: {why}")
 
 
-def _decode_items(tree: object, path: str, depth: int) -> list[t.Any]:
+def _decode_items(
+    tree: object, path: Path, depth: int, tagged: list[bool], frozen: bool
+) -> list[t.Any]:
     if type(tree) is not list:
         raise _malformed(path, f"expected a list, got {type(tree).__name__}")
-    return [_decode(item, f"{path}[{i}]", depth) for i, item in enumerate(tree)]
+    return [_decode(item, (0, path, i), depth, tagged, frozen) for i, item in enumerate(tree)]
 
 
-def _hashable(value: t.Any, path: str) -> t.Any:
+def _hashable(value: t.Any, path: Path) -> t.Any:
     try:
         hash(value)
     except TypeError:
@@ -279,7 +305,10 @@ def _hashable(value: t.Any, path: str) -> t.Any:
     return value
 
 
-def _decode(tree: t.Any, path: str, depth: int) -> t.Any:
+def _decode(tree: t.Any, path: Path, depth: int, tagged: list[bool], frozen: bool) -> t.Any:
+    """The value of ``tree`` (frozen, or plain and mutable as :func:`thaw` makes it);
+    ``tagged`` becomes ``[True]`` when a ``$`` tag was read (only a tagged tree can be
+    in a form that is not canonical)."""
     kind = type(tree)
     if tree is None or kind is bool or kind is str:
         return tree
@@ -295,16 +324,30 @@ def _decode(tree: t.Any, path: str, depth: int) -> t.Any:
         raise _too_deep(path)
     depth += 1
     if kind is list:
-        return FrozenList(_decode_items(tree, path, depth))
+        elements = _decode_items(tree, path, depth, tagged, frozen)
+        if not frozen:
+            return elements
+        frozen_list = _new_list(FrozenList)
+        _extend(frozen_list, elements)  # list's own extend: FrozenList refuses it
+        return frozen_list
     if kind is not dict:
         raise _malformed(path, f"unexpected {kind.__name__}")
+    for key in tree:
+        if type(key) is not str or key.startswith("$"):
+            break
+    else:
+        mapping = {
+            key: _decode(item, (0, path, key), depth, tagged, frozen) for key, item in tree.items()
+        }
+        if not frozen:
+            return mapping
+        frozen_dict = _new_dict(FrozenDict)
+        _update(frozen_dict, mapping)  # dict's own update: FrozenDict refuses it
+        return frozen_dict
     tags = [key for key in tree if type(key) is not str or key.startswith("$")]
-    if not tags:
-        return FrozenDict(
-            {key: _decode(item, _where(path, key), depth) for key, item in tree.items()}
-        )
     if len(tree) != 1 or tags[0] not in _TAGS:
         raise _malformed(path, f"unknown or mixed tag(s) {sorted(map(str, tags))}")
+    tagged[0] = True
     tag, body = next(iter(tree.items()))
     if tag in ("$int", "$float", "$bytes"):
         if type(body) is not str:
@@ -318,32 +361,43 @@ def _decode(tree: t.Any, path: str, depth: int) -> t.Any:
         except (ValueError, binascii.Error, UnicodeEncodeError) as exc:
             raise _malformed(path, f"bad {tag} {body[:40]!r}") from exc
     if tag == "$tuple":
-        return tuple(_decode_items(body, path, depth))
-    if tag == "$set":
-        return FrozenSet(_hashable(item, path) for item in _decode_items(body, path, depth))
-    if tag == "$frozenset":
-        return frozenset(_hashable(item, path) for item in _decode_items(body, path, depth))
-    pairs = _decode_items(body, path, depth)  # $dict
+        return tuple(_decode_items(body, path, depth, tagged, frozen))
+    if tag in ("$set", "$frozenset"):
+        members = _decode_items(body, path, depth, tagged, frozen)
+        kind_of_set: type[set[t.Any] | frozenset[t.Any]] = (
+            frozenset if tag == "$frozenset" else FrozenSet if frozen else set
+        )
+        return kind_of_set(_hashable(item, path) for item in members)
+    pairs = _decode_items(body, path, depth, tagged, frozen)  # $dict
+    pair_kind = FrozenList if frozen else list
     items: dict[t.Any, t.Any] = {}
     for pair in pairs:
-        if type(pair) is not FrozenList or len(pair) != 2:
+        if type(pair) is not pair_kind or len(pair) != 2:
             raise _malformed(path, "$dict needs [key, value] pairs")
         items[_hashable(pair[0], path)] = pair[1]
-    return FrozenDict(items)
+    return FrozenDict(items) if frozen else items
 
 
-def decode(tree: t.Any, path: str = "arguments") -> t.Any:
-    """The frozen value of a JSON tree made by :func:`encode`.
+def decode(tree: t.Any, path: Path = "arguments", *, frozen: bool = True) -> t.Any:
+    """The frozen value of a JSON tree made by :func:`encode` (with ``frozen=False``,
+    the plain mutable value, as :func:`thaw` would make it, in one walk).
 
     Raises ``ValueError`` for a tree that :func:`encode` would not have written
     (unknown tags, bad base64, an integral float written as a plain number, a
     duplicate set item, keys out of order in ``$dict``...): each value has exactly
     one encoding, so ``encode(decode(tree)) == tree``.
     """
-    value = _decode(tree, path, 0)
+    tagged = [False]
+    value = _decode(tree, path, 0, tagged, frozen)
+    if not tagged[0]:
+        # Plain JSON that _decode accepted (str keys without "$", no integral or
+        # non-finite float, no integer beyond 2**53) is its own encoding.
+        return value
     try:
-        again = encode(value, path)
-        same = dumps(again) == dumps(tree)
+        # Compared as trees, not as their JSON text: decode keeps every scalar's
+        # exact type (a bool stays a bool, an int an int, a float a float), so the two
+        # trees can only differ in structure, order or tags, which == sees.
+        same = encode(value, path) == tree
     except (TypeError, ValueError) as exc:
         raise _malformed(path, str(exc)) from exc
     if not same:

@@ -236,6 +236,13 @@ def identity(function: t.Any) -> tuple[t.Any, tuple[t.Any, ...] | None]:
 
 def unchanged(function: t.Any, snapshot: tuple[t.Any, ...]) -> bool:
     """True when ``function`` still reads the very objects of ``snapshot``."""
+    if (
+        len(snapshot) == 3  # a function whose defaults hold no function: the common case
+        and type(function) is types.FunctionType
+        and function.__closure__ is None
+        and function.__kwdefaults__ is None
+    ):
+        return snapshot[0] is function.__code__ and snapshot[1] is function.__defaults__
     walk = _Walk(encode=False)
     try:
         walk.callable(function, "the tool's function", 0)

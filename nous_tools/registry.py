@@ -62,6 +62,8 @@ from .results import (
     Result,
     check_clock_skew,
     check_max_age,
+    claim_expiry,
+    refusal,
 )
 from .run_context import RunContext
 from .tool import Tool
@@ -137,10 +139,25 @@ def _shown(name: object) -> str:
         return f"<a {type(name).__name__}>"
 
 
+# (name, slot setter) of every RunContext field.
+_context_slots: list[tuple[str, c.Callable[[object, object], None]]] = [
+    (f.name, RunContext.__dict__[f.name].__set__) for f in attrs.fields(RunContext)
+]
+_set_gated: c.Callable[[object, object], None] = RunContext.__dict__["approval_gated"].__set__
+
+
 def _gated(ctx: RunContext[t.Any] | None) -> RunContext[t.Any] | None:
     """``ctx`` with ``approval_gated=True`` (what ``execute_approved`` runs with)."""
     if ctx is None:
         return _GATED_CONTEXT
+    if type(ctx) is RunContext and not ctx.approval_gated:
+        # attrs.evolve, field by field through the slots: the values are a valid
+        # context's already, so no validator needs to run again.
+        gated = object.__new__(RunContext)
+        for name, set_slot in _context_slots:
+            set_slot(gated, getattr(ctx, name))
+        _set_gated(gated, True)
+        return gated
     if isinstance(ctx, RunContext) and not ctx.approval_gated:
         return attrs.evolve(ctx, approval_gated=True)
     return ctx  # already gated, or not a RunContext: the executor reports that
@@ -575,8 +592,12 @@ class Registry:
         if refused is not None:
             return refused
         tool, name = na.tool, na.tool.name
+        max_age, skew = na._limits_in(self)
+        why = refusal(na.issued_at, max_age, skew)
+        if why is not None:
+            return Err(ToolError(f"Tool '{name}' was not run: its approval {why}", tool_name=name))
         try:
-            claimed = self._claim(na.id, na._claim_expiry(self))
+            claimed = self._claim(na.id, claim_expiry(na.issued_at, max_age, skew))
         except BaseException as exc:  # fail closed
             if interrupts(exc):
                 raise
@@ -641,7 +662,7 @@ class Registry:
                     tool_name=name,
                 )
             )
-        if not na.verify():
+        if not (na._verified or na.verify()):
             return Err(
                 ToolError(
                     f"Tool '{name}' was not run: its arguments changed after approval "
@@ -662,7 +683,4 @@ class Registry:
             )
         if registered.approval == "deny":
             return Err(ToolDenied(name))
-        why = na._refused_now(self)
-        if why is not None:
-            return Err(ToolError(f"Tool '{name}' was not run: its approval {why}", tool_name=name))
         return None

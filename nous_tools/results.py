@@ -24,6 +24,7 @@ import collections.abc as c
 import functools
 import json
 import math
+import os
 import time
 import typing as t
 
@@ -138,6 +139,13 @@ def _key(secret: object) -> bytes:
 # hashlib, hmac and uuid are imported on the approval path, not with the package.
 
 
+def _fingerprint_of_tree(name: str, tree: object) -> str:
+    """The plain fingerprint of arguments whose canonical encoding is ``tree``."""
+    import hashlib
+
+    return hashlib.sha256(_c.dumps({"tool": name, "arguments": tree})).hexdigest()
+
+
 def _digest(name: str, arguments: object, secret: str | bytes | None) -> str:
     import hashlib
     import hmac
@@ -158,9 +166,11 @@ def _same(expected: str, given: object) -> bool:
 
 
 def _new_id() -> str:
-    import uuid
-
-    return uuid.uuid4().hex
+    """A random (version 4) UUID in hex, as ``uuid.uuid4().hex`` writes it, faster."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+    raw[8] = (raw[8] & 0x3F) | 0x80  # the RFC 4122 variant
+    return raw.hex()
 
 
 def _now() -> int:
@@ -214,6 +224,14 @@ def _check_issued_at(instance: object, attribute: object, value: object) -> None
         )
 
 
+@functools.cache
+def _identity_module() -> t.Any:
+    """The ``_identity`` module, imported at the first digest, not with the package."""
+    from . import _identity
+
+    return _identity
+
+
 def tool_digest(tool: Tool) -> str:
     """SHA-256 hex of what makes a tool *this* tool: its function's module and
     qualified name, its code (bytecode and constants, recursively for nested code),
@@ -243,10 +261,9 @@ def tool_digest(tool: Tool) -> str:
     code, defaults or captured values are no longer the same objects (or, for
     mutable ones, always).
     """
-    from . import _identity
-
     function: t.Any = tool.function
     cached = tool._digest
+    _identity = _identity_module()
     if cached is not None and _identity.unchanged(function, cached[0]):
         return cached[1]
     try:
@@ -442,6 +459,9 @@ class NeedsApproval:
     _limits: tuple[float | None, float] | None = attrs.field(
         init=False, default=None, eq=False, repr=False
     )
+    # True when from_dict computed the fingerprint from these very (frozen)
+    # arguments: the registry need not check it again.
+    _verified: bool = attrs.field(init=False, default=False, eq=False, repr=False)
 
     @fingerprint.default
     def _default_fingerprint(self) -> str:
@@ -543,7 +563,23 @@ class NeedsApproval:
         ``registry.execute_approved`` is what fails (the store remembers ids, until
         the token's own expiry: ``issued_at + max_age``, plus the clock skew allowed).
         """
-        if not isinstance(data, c.Mapping):
+        return cls._read(data, registry, secret, max_age, allow_unsigned, max_clock_skew)
+
+    @classmethod
+    def _read(
+        cls,
+        data: c.Mapping[str, t.Any],
+        registry: Registry,
+        secret: str | bytes | None,
+        max_age: float | None,
+        allow_unsigned: bool,
+        max_clock_skew: float | None,
+        sealed: bool = False,
+    ) -> NeedsApproval:
+        """:meth:`from_dict`; ``sealed``: the token came inside a batch whose HMAC
+        under ``secret`` was checked, which covers every byte of it, so its own
+        signature is not computed again."""
+        if type(data) is not dict and not isinstance(data, c.Mapping):
             raise _refused(None, f"a token must be a mapping, got {type(data).__name__}")
         name = data.get("tool")
         if type(name) is not str or not name:
@@ -578,16 +614,17 @@ class NeedsApproval:
                 "unsigned tokens are refused: pass the secret it was signed with "
                 "(or allow_unsigned=True, for trusted storage only)",
             )
-        try:
-            expected = _seal(payload, secret)
-        except (TypeError, ValueError, RecursionError) as exc:  # not JSON, NaN, too deep
-            raise _refused(name, f"the token cannot be read ({type(exc).__name__})") from None
-        if not _same(expected, signature):
-            raise _refused(
-                name,
-                "the signature does not match (the token was changed, forged, or signed "
-                "with another secret)",
-            )
+        if not sealed:
+            try:
+                expected = _seal(payload, secret)
+            except (TypeError, ValueError, RecursionError) as exc:  # not JSON, NaN, too deep
+                raise _refused(name, f"the token cannot be read ({type(exc).__name__})") from None
+            if not _same(expected, signature):
+                raise _refused(
+                    name,
+                    "the signature does not match (the token was changed, forged, or signed "
+                    "with another secret)",
+                )
 
         max_age, max_clock_skew = limits(registry, max_age, max_clock_skew)
         why = refusal(payload["issued_at"], max_age, max_clock_skew)
@@ -614,31 +651,36 @@ class NeedsApproval:
                 f"tool '{name}' is not the tool that was approved (its code, the values "
                 "it captured or its schema changed since the token was issued)",
             )
+        tree = payload["arguments"]
         try:
-            arguments = _c.decode(payload["arguments"])
+            arguments = _c.decode(tree)
         except ValueError as exc:
             raise _refused(name, str(exc)) from None
         if type(arguments) is not _c.FrozenDict:
             raise _refused(name, "'arguments' must be an object")
-        try:
-            approval = cls(
-                tool=tool,
-                arguments=arguments,
-                id=payload["id"],
-                issued_at=payload["issued_at"],
-                call_id=payload["call_id"],
-                audience=payload["audience"],
-            )
-        except (TypeError, ValueError) as exc:  # argument names that are not str, say
-            raise _refused(name, str(exc)) from None
-        object.__setattr__(approval, "_limits", (max_age, max_clock_skew))
+        for key in arguments:
+            if type(key) is not str:
+                raise _refused(
+                    name,
+                    f"the argument names of an approval must be str, got {type(key).__name__} "
+                    f"{_safe_repr(key)}",
+                )
+        # Built as __init__ would build it, without copying again what decode made
+        # (frozen already) or encoding the arguments again: the tree is their
+        # canonical encoding (decode checked it), so the fingerprint is computed
+        # from it, and it is known to match them.
+        approval: NeedsApproval = _new(cls)
+        setattr_ = object.__setattr__
+        setattr_(approval, "tool", tool)
+        setattr_(approval, "arguments", arguments)
+        setattr_(approval, "id", payload["id"])
+        setattr_(approval, "fingerprint", _fingerprint_of_tree(name, tree))
+        setattr_(approval, "issued_at", payload["issued_at"])
+        setattr_(approval, "call_id", payload["call_id"])
+        setattr_(approval, "audience", payload["audience"])
+        setattr_(approval, "_limits", (max_age, max_clock_skew))
+        setattr_(approval, "_verified", True)
         return approval
-
-    def _refused_now(self, registry: object) -> str | None:
-        """Why this approval may not run now in ``registry`` — ``"has expired (...)"``
-        or ``"was issued in the future (...)"`` — else None."""
-        max_age, skew = self._limits_in(registry)
-        return refusal(self.issued_at, max_age, skew)
 
     def _claim_expiry(self, registry: object) -> float | None:
         """Until when (Unix seconds) ``registry``'s store must remember this approval's

@@ -653,6 +653,10 @@ _BATCH_FIELDS: tuple[tuple[str, tuple[type, ...]], ...] = (
 )
 
 
+#: The context of a batch read back by from_dict (``RunContext.new()``).
+_FRESH_CONTEXT: RunContext[t.Any] = RunContext.new()
+
+
 def _seal_batch(payload: c.Mapping[str, t.Any], secret: str | bytes | None) -> str:
     data = _BATCH_DOMAIN + _c.dumps(payload)
     if secret is None:
@@ -721,7 +725,7 @@ def _read_entry(
 ) -> tuple[ToolCall, str, CallResult, str | None]:
     """One call of a batch being read: the call, its kind, its result, and the text
     a model gets for it when it is finished (None when it is pending)."""
-    if not isinstance(entry, c.Mapping):
+    if type(entry) is not dict and not isinstance(entry, c.Mapping):
         raise _batch_refused(f"call #{position} must be an object, got {type(entry).__name__}")
     call_id = _entry_field(entry, "id", (str, _NONE), position)
     name = _entry_field(entry, "name", (str,), position)
@@ -731,7 +735,7 @@ def _read_entry(
     if "arguments" not in entry:
         raise _batch_refused(f"call #{position} has no 'arguments'")
     try:
-        arguments = _c.thaw(_c.decode(entry["arguments"]))
+        arguments = _c.decode(entry["arguments"], frozen=False)
     except ValueError as exc:
         raise _batch_refused(f"call #{position}: {exc}") from None
     call = ToolCall(call_id, name, arguments)
@@ -744,13 +748,9 @@ def _read_entry(
         return call, kind, _restored(content, is_error, name), content
     token = entry["approval"]
     try:
-        approval = NeedsApproval.from_dict(
-            token,
-            registry,
-            secret,
-            max_age=max_age,
-            allow_unsigned=allow_unsigned,
-            max_clock_skew=max_clock_skew,
+        # With a secret, the batch's HMAC (checked) covers the token's every byte.
+        approval = NeedsApproval._read(
+            token, registry, secret, max_age, allow_unsigned, max_clock_skew, secret is not None
         )
     except ValueError as exc:
         raise _batch_refused(f"call {call_id!r}: {exc}") from None
@@ -1057,7 +1057,7 @@ class ToolCallResults:
         A batch that was already resolved is still read; :meth:`resolve` is what
         refuses it (``BatchAlreadyResolved``).
         """
-        if not isinstance(data, c.Mapping):
+        if type(data) is not dict and not isinstance(data, c.Mapping):
             raise _batch_refused(f"a batch must be a mapping, got {type(data).__name__}")
         version = _batch_field(data, "v", (int,))
         if version != BATCH_VERSION:
@@ -1120,7 +1120,7 @@ class ToolCallResults:
         return cls(
             results=results,
             calls=calls,
-            context=RunContext.new(),
+            context=_FRESH_CONTEXT,  # RunContext.new(): frozen, no deps, so one will do
             kinds=kinds,
             provider=t.cast("Provider | None", provider),
             registry=registry,
@@ -1272,15 +1272,15 @@ class ToolCallResults:
                 if call.id in where:
                     twice.add(call.id)
                 where.setdefault(call.id, index)
-        waiting = [
-            call.id
-            for call, result in zip(self.calls, self.results, strict=True)
-            if isinstance(result, NeedsApproval) and call.id is not None
-        ]
         plan: list[tuple[int, str, NeedsApproval]] = []
         for call_id, decision in decisions.items():
             found = where.get(call_id) if type(call_id) is str else None
             if found is None:
+                waiting = [
+                    call.id
+                    for call, result in zip(self.calls, self.results, strict=True)
+                    if isinstance(result, NeedsApproval) and call.id is not None
+                ]
                 shown = ", ".join(map(repr, waiting)) or "none"
                 raise ValueError(
                     f"cannot resolve: unknown call id {_short(call_id)} (waiting for a "

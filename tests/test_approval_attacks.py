@@ -803,3 +803,31 @@ def shared_registry() -> t.Iterator[Registry]:
             executor=executor,
             name="props",
         )
+
+
+def _exact(value: t.Any) -> t.Any:
+    """``value`` with every container's exact type written out, for comparing values
+    that ``==`` would call equal across types (a list and a FrozenList, 1 and True)."""
+    kind = type(value)
+    if kind in (dict, canonical.FrozenDict):
+        return (kind.__name__, sorted(((_exact(k), _exact(v)) for k, v in value.items()), key=repr))
+    if kind in (list, canonical.FrozenList, tuple):
+        return (kind.__name__, [_exact(item) for item in value])
+    if kind in (set, canonical.FrozenSet, frozenset):
+        return (kind.__name__, sorted((_exact(item) for item in value), key=repr))
+    return (kind.__name__, value)
+
+
+@PROPERTY
+@given(arguments=argument_trees)
+def test_decoding_straight_to_plain_values_is_thawing_the_frozen_ones(
+    arguments: dict[str, t.Any],
+) -> None:
+    """Issue 26: a batch's call arguments are decoded in one walk (frozen=False); they
+    must be exactly what thawing the frozen decoding gives."""
+    assume(all(not (type(v) is float and v != v) for v in arguments.values()))
+    tree = json.loads(json.dumps(canonical.encode(arguments)))
+    frozen = canonical.decode(tree)
+    plain = canonical.decode(tree, frozen=False)
+    assert _exact(plain) == _exact(canonical.thaw(frozen))
+    assert canonical.encode(plain) == tree
