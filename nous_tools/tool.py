@@ -298,9 +298,9 @@ class Tool(t.Generic[P, R]):
     ``retries`` counts *extra* attempts (total attempts = retries + 1): **a tool is
     retried once by default** — except a tool that is ``approval="ask"`` or
     ``destructive=True``, which is not retried unless ``retries`` is given: an
-    approved side effect is never repeated behind the person's back. ``retry_on`` narrows which failures are retried (a
-    tuple of exception classes, or a tenacity retry strategy; default: every
-    ``Exception``) — a tool that charges a card can say
+    approved side effect is never repeated behind the person's back. ``retry_on``
+    narrows which failures are retried (a tuple of exception classes, or a tenacity
+    retry strategy; default: every ``Exception``) — a tool that charges a card can say
     ``retry_on=(ConnectionRefusedError,)``. ``timeout``
     is in seconds; None or 0 means no deadline and the tool runs inline in the
     caller's thread. ``approval`` is ``"auto"`` (run), ``"ask"`` (a person or a
