@@ -64,6 +64,11 @@ _new_ok = object.__new__
 
 _BARE_CONTEXT: RunContext[t.Any] = RunContext()
 
+# The value and reason types of the results (execute's overloads).
+_T = t.TypeVar("_T")
+_E = t.TypeVar("_E")
+_R = t.TypeVar("_R")
+
 #: The outcome kinds a backend may answer (see nous_tools.backend).
 _KINDS = frozenset((RETURNED, RAISED, TIMED_OUT, SATURATED, SHUT_DOWN, _isolation.UNPICKLABLE))
 
@@ -416,6 +421,44 @@ class ToolExecutor:
 
     # -- public API ------------------------------------------------------------
 
+    # For type checkers: a Tool[P, R] gives Ok[R] | Err[ToolError]; a tool that
+    # returns Ok/Err itself gives them through (see docs/concepts/types.md).
+    @t.overload
+    def execute(
+        self,
+        tool: Tool[..., Ok[_T]],
+        arguments: c.Mapping[str, t.Any] | None = None,
+        ctx: RunContext[t.Any] | None = None,
+        *,
+        call_id: str | None = None,
+    ) -> Ok[_T] | Err[ToolError]: ...
+    @t.overload
+    def execute(  # type: ignore[overload-overlap]
+        self,
+        tool: Tool[..., Ok[_T] | Err[_E]],
+        arguments: c.Mapping[str, t.Any] | None = None,
+        ctx: RunContext[t.Any] | None = None,
+        *,
+        call_id: str | None = None,
+    ) -> Ok[_T] | Err[ToolError | _E]: ...
+    @t.overload
+    def execute(  # type: ignore[overload-overlap]
+        self,
+        tool: Tool[..., Err[_E]],
+        arguments: c.Mapping[str, t.Any] | None = None,
+        ctx: RunContext[t.Any] | None = None,
+        *,
+        call_id: str | None = None,
+    ) -> Err[ToolError | _E]: ...
+    @t.overload
+    def execute(
+        self,
+        tool: Tool[..., _R],
+        arguments: c.Mapping[str, t.Any] | None = None,
+        ctx: RunContext[t.Any] | None = None,
+        *,
+        call_id: str | None = None,
+    ) -> Ok[_R] | Err[ToolError]: ...
     def execute(
         self,
         tool: Tool,
@@ -426,7 +469,9 @@ class ToolExecutor:
     ) -> Result:
         """Run ``tool`` with ``arguments`` (None counts as ``{}``) and return ``Ok`` or ``Err``.
 
-        ``call_id`` is passed to an approval handler as ``ApprovalRequest.id``.
+        ``call_id`` is passed to an approval handler as ``ApprovalRequest.id``. For a
+        type checker, a ``Tool[P, R]`` gives ``Ok[R] | Err[ToolError]`` (a tool that
+        returns ``Ok``/``Err`` itself gives those through).
         """
         if here.nested:  # inside a pool worker: shield our own code from cancellation
             return self._shielded(tool, arguments, ctx, call_id, False)
@@ -737,7 +782,8 @@ class ToolExecutor:
                         arguments: t.Any = arguments,
                         call_id: t.Any = call_id,
                     ) -> Result:
-                        return self.execute(tool, arguments, ctx, call_id=call_id)
+                        result: Result = self.execute(tool, arguments, ctx, call_id=call_id)
+                        return result
 
                     state.lanes += self._in_lane(job, whole, results, batch)
                     continue
@@ -939,7 +985,8 @@ class ToolExecutor:
     def _run_job(
         self, tool: Tool, arguments: t.Any, ctx: RunContext[t.Any] | None, call_id: str | None
     ) -> Result:
-        return self.execute(tool, arguments, ctx, call_id=call_id)
+        result: Result = self.execute(tool, arguments, ctx, call_id=call_id)
+        return result
 
     def stats(self) -> dict[str, int]:
         """Workers and calls: ``workers``, ``idle``, ``busy`` (= ``running``),
@@ -1191,10 +1238,10 @@ class ToolExecutor:
     def _final_failure(self, tool: Tool, failure: _Failure) -> Err:
         exc = failure.error
         kind = type(exc).__name__
-        if isinstance(exc, Exception):
-            message = f"Tool execution failed: {failure.text}"
-        else:  # SystemExit, GeneratorExit, KeyboardInterrupt in a worker
-            message = f"Tool execution failed: {kind}: {failure.text}"
+        # The class name, then what the exception says: KeyError(2) is "KeyError: 2".
+        # Never a traceback.
+        text = failure.text
+        message = f"Tool execution failed: {kind}: {text}" if text else f"Tool execution failed: {kind}"
         self._log_failure(tool, failure.attempt, message, kind, failure.text)
         return Err(
             ToolError(message, tool_name=tool.name, attempt=failure.attempt, original_error=exc)
@@ -1614,6 +1661,38 @@ def default_executor() -> ToolExecutor:
     return executor
 
 
+@t.overload
+def execute(
+    tool: Tool[..., Ok[_T]],
+    arguments: c.Mapping[str, t.Any] | None = None,
+    ctx: RunContext[t.Any] | None = None,
+    *,
+    call_id: str | None = None,
+) -> Ok[_T] | Err[ToolError]: ...
+@t.overload
+def execute(  # type: ignore[overload-overlap]
+    tool: Tool[..., Ok[_T] | Err[_E]],
+    arguments: c.Mapping[str, t.Any] | None = None,
+    ctx: RunContext[t.Any] | None = None,
+    *,
+    call_id: str | None = None,
+) -> Ok[_T] | Err[ToolError | _E]: ...
+@t.overload
+def execute(  # type: ignore[overload-overlap]
+    tool: Tool[..., Err[_E]],
+    arguments: c.Mapping[str, t.Any] | None = None,
+    ctx: RunContext[t.Any] | None = None,
+    *,
+    call_id: str | None = None,
+) -> Err[ToolError | _E]: ...
+@t.overload
+def execute(
+    tool: Tool[..., _R],
+    arguments: c.Mapping[str, t.Any] | None = None,
+    ctx: RunContext[t.Any] | None = None,
+    *,
+    call_id: str | None = None,
+) -> Ok[_R] | Err[ToolError]: ...
 def execute(
     tool: Tool,
     arguments: c.Mapping[str, t.Any] | None = None,
@@ -1621,7 +1700,9 @@ def execute(
     *,
     call_id: str | None = None,
 ) -> Result:
-    """Run ``tool`` on the process-wide default executor; see :meth:`ToolExecutor.execute`."""
+    """Run ``tool`` on the process-wide default executor; see :meth:`ToolExecutor.execute`.
+
+    For a type checker, a ``Tool[P, R]`` gives ``Ok[R] | Err[ToolError]``."""
     executor = _default
     if executor is None:
         executor = default_executor()

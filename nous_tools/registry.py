@@ -59,6 +59,7 @@ from .results import (
     DEFAULT_MAX_CLOCK_SKEW,
     Err,
     NeedsApproval,
+    Ok,
     Result,
     check_clock_skew,
     check_max_age,
@@ -71,6 +72,11 @@ from .tool import Tool
 __all__ = ["Registry"]
 
 _log = _safe_log
+
+# The value and reason types of the results (execute's overloads).
+_T = t.TypeVar("_T")
+_E = t.TypeVar("_E")
+_R = t.TypeVar("_R")
 
 #: What the registry path returns: an ``Ok``, an ``Err`` or a ``NeedsApproval``.
 RegistryResult = t.Union[Result, NeedsApproval]  # noqa: UP007  (a runtime alias)
@@ -341,6 +347,44 @@ class Registry:
 
     # -- execution --------------------------------------------------------------
 
+    # For type checkers: a Tool[P, R] gives Ok[R] | Err[ToolError] | NeedsApproval.
+    @t.overload
+    def execute(
+        self,
+        name: Tool[..., Ok[_T]],
+        arguments: c.Mapping[str, t.Any] | None = None,
+        ctx: RunContext[t.Any] | None = None,
+        *,
+        call_id: str | None = None,
+    ) -> Ok[_T] | Err[ToolError] | NeedsApproval: ...
+    @t.overload
+    def execute(  # type: ignore[overload-overlap]
+        self,
+        name: Tool[..., Ok[_T] | Err[_E]],
+        arguments: c.Mapping[str, t.Any] | None = None,
+        ctx: RunContext[t.Any] | None = None,
+        *,
+        call_id: str | None = None,
+    ) -> Ok[_T] | Err[ToolError | _E] | NeedsApproval: ...
+    @t.overload
+    def execute(  # type: ignore[overload-overlap]
+        self,
+        name: Tool[..., Err[_E]],
+        arguments: c.Mapping[str, t.Any] | None = None,
+        ctx: RunContext[t.Any] | None = None,
+        *,
+        call_id: str | None = None,
+    ) -> Err[ToolError | _E] | NeedsApproval: ...
+    @t.overload
+    def execute(
+        self,
+        name: Tool[..., _R],
+        arguments: c.Mapping[str, t.Any] | None = None,
+        ctx: RunContext[t.Any] | None = None,
+        *,
+        call_id: str | None = None,
+    ) -> Ok[_R] | Err[ToolError] | NeedsApproval: ...
+    @t.overload
     def execute(
         self,
         name: str,
@@ -348,8 +392,21 @@ class Registry:
         ctx: RunContext[t.Any] | None = None,
         *,
         call_id: str | None = None,
+    ) -> RegistryResult: ...
+    def execute(
+        self,
+        name: str | Tool,
+        arguments: c.Mapping[str, t.Any] | None = None,
+        ctx: RunContext[t.Any] | None = None,
+        *,
+        call_id: str | None = None,
     ) -> RegistryResult:
         """Run the tool called ``name``; never raises.
+
+        ``name`` may be a :class:`Tool` instead (registered or not): it runs as given,
+        through this registry's path (its approval level, the advice of its name), and
+        a type checker knows its result — ``Ok[R] | Err[ToolError] | NeedsApproval``
+        for a ``Tool[P, R]`` (advice that changes the value is not seen by the type).
 
         Unknown name → ``Err(ToolNotFound)``; approval ``"deny"`` →
         ``Err(ToolDenied)``; ``"ask"`` → a :class:`NeedsApproval` of the arguments
@@ -361,11 +418,13 @@ class Registry:
         ``NeedsApproval`` as its ``call_id``.
         """
         try:
-            tool = self._tools.get(name)
+            tool = self._tools.get(name)  # type: ignore[arg-type]  # a Tool finds none
         except Exception:  # an unhashable "name", or one whose __hash__ raises
             return _not_found(name)
         try:
             if tool is None:
+                if isinstance(name, Tool):  # a Tool in place of its name: run as given
+                    return self._dispatch(name, arguments, ctx, call_id)
                 return _not_found(name)
             if tool.approval != "auto":
                 return self._dispatch(tool, arguments, ctx, call_id)
@@ -397,9 +456,11 @@ class Registry:
         (then the arguments are its own: ``execute_approved(na)`` or
         ``execute_approved(na, ctx)``). The tool sees ``ctx.approval_gated == True``.
 
-        With a ``Tool`` or a name — the program's own decision — there is no
-        approval check at all (even a ``"deny"`` tool runs, as in Minga) and all the
-        advice applies.
+        With a ``Tool`` or a name — **the program's own decision** — there is no
+        approval check at all: **even a ``"deny"`` tool runs** (as in Minga; a
+        warning is logged each time), and all the advice applies. Never pass it a
+        name or arguments that came from a model or a browser: that is what
+        ``execute`` and a :class:`NeedsApproval` are for.
 
         With a ``NeedsApproval`` — a person's decision — it runs only if it is still
         the call that was approved, and only once. It is refused (``Err``, the tool
@@ -436,6 +497,12 @@ class Registry:
                         "execute_approved got a RunContext as arguments; pass it as ctx",
                         tool_name=target.name,
                     )
+                )
+            if target.approval == "deny":  # the program's own decision: said out loud
+                _log.warning(
+                    "Tool '%s' is 'deny' and ran only because the program called "
+                    "execute_approved",
+                    target.name,
                 )
             executor = self._executor
             if executor is None:

@@ -16,6 +16,13 @@ Results are explicit values, never exceptions across the boundary. Match on them
 'failed: boom'
 >>> Ok(1).is_ok(), Err("x").is_ok()
 (True, False)
+
+For a type checker, ``execute`` of a ``Tool[P, R]`` returns ``Ok[R] | Err[ToolError]``:
+``.unwrap()`` is the value (an ``Err`` raises its reason) and ``.unwrap_err()`` the
+reason (an ``Ok`` raises ``ValueError``), both typed, without narrowing first:
+
+>>> Ok(42).unwrap(), Err(ValueError("boom")).unwrap_err()
+(42, ValueError('boom'))
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import time
 import typing as t
 
 import attrs
+from typing_extensions import TypeVar
 
 from . import _canonical as _c
 from .errors import ToolError
@@ -41,6 +49,9 @@ if t.TYPE_CHECKING:
 __all__ = ["ApprovalRequest", "Edit", "Err", "NeedsApproval", "Ok", "Result", "tool_digest"]
 
 T = t.TypeVar("T")
+#: The type of an ``Err``'s reason: ``Err[ToolError]`` for what the executor
+#: reports; a bare ``Err`` is ``Err[Any]``.
+E = TypeVar("E", default=t.Any)
 
 
 @attrs.frozen(slots=True)
@@ -58,12 +69,18 @@ class Ok(t.Generic[T]):
         """Return the value."""
         return self.value
 
+    def unwrap_err(self) -> t.NoReturn:
+        """Raise ``ValueError``: an ``Ok`` has no reason (see :meth:`Err.unwrap_err`)."""
+        raise ValueError("unwrap_err() on an Ok: the call succeeded")
+
 
 @attrs.frozen(slots=True)
-class Err:
-    """A failed call. ``reason`` is usually a :class:`ToolError`."""
+class Err(t.Generic[E]):
+    """A failed call. ``reason`` is what went wrong: a :class:`ToolError` (or one of
+    its subclasses) for every failure the executor reports, or what a tool put in the
+    ``Err`` it returned itself."""
 
-    reason: t.Any
+    reason: E
 
     def is_ok(self) -> t.Literal[False]:
         """Always False."""
@@ -74,6 +91,10 @@ class Err:
         if isinstance(self.reason, BaseException):
             raise self.reason
         raise ToolError(str(self.reason), original_error=self.reason)
+
+    def unwrap_err(self) -> E:
+        """Return the reason (on an ``Ok``, the same call raises ``ValueError``)."""
+        return self.reason
 
 
 _new = object.__new__

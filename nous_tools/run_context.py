@@ -29,6 +29,7 @@ import threading
 import typing as t
 
 import attrs
+from typing_extensions import TypeVar
 
 from ._clock import monotonic
 from .usage import Usage
@@ -39,7 +40,9 @@ if t.TYPE_CHECKING:
 
 __all__ = ["ApprovalHandler", "RunContext"]
 
-DepsT = t.TypeVar("DepsT")
+#: The type of ``ctx.deps`` (``RunContext[MyDeps]``); a bare ``RunContext`` is
+#: ``RunContext[Any]``.
+DepsT = TypeVar("DepsT", default=t.Any)
 
 #: An approval handler: called with an :class:`ApprovalRequest`, returns
 #: ``"approve"``, ``"reject"`` or an :class:`Edit`.

@@ -537,8 +537,12 @@ def _error_message(reason: ToolError) -> str:
     if isinstance(original, BaseException):
         raw = _safe_str(original)
         said = _exception_text(original)
-        if raw and raw != said and raw in message:
-            message = message.replace(raw, said)
+        kind = type(original).__name__
+        if raw and raw != said:
+            if said == kind and f"{kind}: {raw}" in message:  # no message: the class alone
+                message = message.replace(f"{kind}: {raw}", kind)
+            elif raw in message:
+                message = message.replace(raw, said)
     return message
 
 
@@ -587,7 +591,8 @@ def format_tool_result(
     - ``Ok``: the value if it is a ``str``, else its JSON (values JSON cannot hold
       are written as their ``repr``).
     - ``Err``: one short line naming the tool and what went wrong, e.g.
-      ``Error: tool 'search' failed: Tool execution failed: timeout talking to API``.
+      ``Error: tool 'search' failed: Tool execution failed: OSError: API unreachable``
+      (the exception's class and its message).
       Never a stack trace, never the ``repr`` of an exception: of a raw exception only
       its message argument is quoted (``args[0]``), so a secret passed to an
       exception as a further argument or kept in an attribute stays out.

@@ -168,7 +168,7 @@ def test_a_failing_tool_exits_1_with_one_line_naming_the_tool_and_the_cause() ->
     assert result.returncode == 1
     assert result.stdout == ""
     assert stderr_lines(result) == [
-        "nous-tools: tool 'fail' failed: Tool execution failed: disk full"
+        "nous-tools: tool 'fail' failed: Tool execution failed: ValueError: disk full"
     ]
 
 
@@ -451,7 +451,7 @@ def test_json_output_of_an_err_has_type_message_tool_and_attempt() -> None:
         "ok": False,
         "error": {
             "type": "ToolError",
-            "message": "Tool execution failed: boom",
+            "message": "Tool execution failed: ValueError: boom",
             "tool": "fail",
             "attempt": 2,
         },

@@ -192,7 +192,7 @@ def test_always_failing_tool_ends_after_all_attempts_keeping_the_exception(
     assert isinstance(result.reason, ToolError)
     assert result.reason.attempt == 3
     assert result.reason.original_error is boom
-    assert result.reason.message == "Tool execution failed: boom"
+    assert result.reason.message == "Tool execution failed: RuntimeError: boom"
     final = next(r for r in caplog.records if "failed after all" in r.getMessage())
     assert final.levelno == logging.ERROR
     text = final.getMessage()

@@ -205,7 +205,7 @@ def test_a_tool_exception_comes_back_and_the_child_serves_on(executor: ToolExecu
     pid = executor.execute(isolated(my_pid), {}).unwrap()
     result = executor.execute(isolated(fail, retries=1), {"message": "nope"})
     assert isinstance(result, Err)
-    assert result.reason.message == "Tool execution failed: nope"
+    assert result.reason.message == "Tool execution failed: RuntimeError: nope"
     assert isinstance(result.reason.original_error, RuntimeError)
     assert result.reason.attempt == 2  # an ordinary exception is retried, as in a thread
     assert "raise RuntimeError(message)" in str(result.reason.original_error.__cause__)

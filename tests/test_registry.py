@@ -81,6 +81,22 @@ def test_unknown_name_is_err_tool_not_found(registry: Registry) -> None:
     assert result.reason.name == "missing"
 
 
+def test_a_tool_given_in_place_of_its_name_runs_through_the_registry_path(
+    registry: Registry,
+) -> None:
+    unregistered = make(echo)
+    assert registry.execute(unregistered, {"text": "hi"}) == Ok("hi")
+    registry.advice.register("after", "echo", lambda result: Ok(result.value.upper()))
+    assert registry.execute(unregistered, {"text": "hi"}) == Ok("HI")  # the name's advice
+    asked = make(Calls(), name="rm", approval="ask")
+    pending = registry.execute(asked, {"path": "/tmp/x"})
+    assert isinstance(pending, NeedsApproval) and pending.tool is asked
+    denied = registry.execute(make(Calls(), name="nuke", approval="deny"), {})
+    assert isinstance(denied, Err) and isinstance(denied.reason, ToolDenied)
+    stranger = registry.execute(object(), {})  # neither a name nor a Tool
+    assert isinstance(stranger, Err) and isinstance(stranger.reason, ToolNotFound)
+
+
 def test_ask_tool_returns_needs_approval_with_the_original_arguments_and_does_not_run(
     registry: Registry,
 ) -> None:
@@ -176,7 +192,7 @@ def test_a_raising_tool_is_err_tool_error(registry: Registry) -> None:
     result = registry.execute("boom", {})
     assert isinstance(result, Err)
     assert isinstance(result.reason, ToolError)
-    assert result.reason.message == "Tool execution failed: kaput"
+    assert result.reason.message == "Tool execution failed: RuntimeError: kaput"
     assert isinstance(result.reason.original_error, RuntimeError)
 
 
@@ -247,6 +263,20 @@ def test_execute_approved_runs_even_a_deny_tool(registry: Registry) -> None:
     tool = registry.register(make(body, name="nuke", approval="deny"))
     assert registry.execute_approved(tool, {}) == Ok("ran")
     assert body.calls == [{}]
+
+
+def test_execute_approved_of_a_deny_tool_says_so_in_a_warning(
+    registry: Registry, caplog: pytest.LogCaptureFixture
+) -> None:
+    tool = registry.register(make(Calls(), name="nuke", approval="deny"))
+    with caplog.at_level("WARNING", logger="nous_tools"):
+        assert registry.execute_approved("nuke", {"what": "everything"}) == Ok("ran")
+        assert registry.execute_approved(tool, {}) == Ok("ran")
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == [
+        "Tool 'nuke' is 'deny' and ran only because the program called execute_approved"
+    ] * 2
+    assert "everything" not in caplog.text  # no argument values
 
 
 def test_execute_approved_runs_with_an_approval_gated_context(registry: Registry) -> None:

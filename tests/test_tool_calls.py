@@ -474,7 +474,7 @@ def test_message_shapes_for_each_provider(executor: ToolExecutor) -> None:
         registry,
         [chat("a", "add", '{"a":1,"b":2}'), chat("w", "weather", "{}"), chat("f", "fail", "{}")],
     )
-    error = "Error: tool 'fail' failed: Tool execution failed: timeout talking to API"
+    error = "Error: tool 'fail' failed: Tool execution failed: RuntimeError: timeout talking to API"
     assert result.to_openai_messages() == [
         {"role": "tool", "tool_call_id": "a", "content": "3"},
         {"role": "tool", "tool_call_id": "w", "content": '{"temp": 21, "unit": "C"}'},
@@ -544,6 +544,34 @@ class AuthError(Exception):
         return f"authentication failed for token {self.token}"
 
 
+@pytest.mark.parametrize("timeout", [None, 5.0], ids=["inline", "worker"])
+def test_the_model_gets_the_exception_type_and_its_message_never_a_traceback(
+    executor: ToolExecutor, timeout: float | None
+) -> None:
+    def lookup(key: int) -> str:
+        return {1: "one"}[key]
+
+    def silent() -> str:
+        raise ValueError()
+
+    registry = Registry(
+        [make(lookup, retries=0, timeout=timeout), make(silent, retries=0, timeout=timeout)],
+        executor=executor,
+    )
+    result = execute_tool_calls(
+        registry, [chat("k", "lookup", '{"key": 2}'), chat("s", "silent", "{}")]
+    )
+    first, second = result.results
+    assert isinstance(first, Err) and isinstance(second, Err)
+    assert first.reason.message == "Tool execution failed: KeyError: 2"
+    assert second.reason.message == "Tool execution failed: ValueError"
+    assert [m["content"] for m in result.to_openai_messages()] == [
+        "Error: tool 'lookup' failed: Tool execution failed: KeyError: 2",
+        "Error: tool 'silent' failed: Tool execution failed: ValueError",
+    ]
+    assert "Traceback" not in json.dumps(result.to_anthropic_blocks())
+
+
 def test_errors_never_carry_a_stack_trace_or_a_secret_the_message_did_not(
     executor: ToolExecutor,
 ) -> None:
@@ -573,11 +601,11 @@ def test_errors_never_carry_a_stack_trace_or_a_secret_the_message_did_not(
     )
     contents = [m["content"] for m in result.to_openai_messages()]
     assert contents == [
-        f"Error: tool 'own_message' failed: Tool execution failed: bad key {SECRET}",
-        "Error: tool 'extra_argument' failed: Tool execution failed: login failed",
-        "Error: tool 'attribute' failed: Tool execution failed: authentication failed",
+        f"Error: tool 'own_message' failed: Tool execution failed: ValueError: bad key {SECRET}",
+        "Error: tool 'extra_argument' failed: Tool execution failed: ValueError: login failed",
+        "Error: tool 'attribute' failed: Tool execution failed: AuthError: authentication failed",
         "Error: tool 'no_message' failed: Tool execution failed: RuntimeError",
-        "Error: tool 'nested' failed: Tool execution failed: upstream failed",
+        "Error: tool 'nested' failed: Tool execution failed: RuntimeError: upstream failed",
     ]
     everything = json.dumps(
         [result.to_openai_messages(), result.to_responses_items(), result.to_anthropic_blocks()]
