@@ -44,6 +44,7 @@ from .sandbox import SandboxPolicy
 from .tool import Tool, ToolOptions, tool
 from .tool_calls import ToolCallResults, execute_tool_calls, format_tool_result
 from .usage import Usage
+from .web import parse_decisions
 
 __version__ = "0.1.0.dev0"
 
@@ -94,6 +95,7 @@ __all__ = [
     "execute_many",
     "execute_tool_calls",
     "format_tool_result",
+    "parse_decisions",
     "signals",
     "tool",
 ]

@@ -1241,7 +1241,9 @@ class ToolExecutor:
         # The class name, then what the exception says: KeyError(2) is "KeyError: 2".
         # Never a traceback.
         text = failure.text
-        message = f"Tool execution failed: {kind}: {text}" if text else f"Tool execution failed: {kind}"
+        message = (
+            f"Tool execution failed: {kind}: {text}" if text else f"Tool execution failed: {kind}"
+        )
         self._log_failure(tool, failure.attempt, message, kind, failure.text)
         return Err(
             ToolError(message, tool_name=tool.name, attempt=failure.attempt, original_error=exc)

@@ -500,8 +500,7 @@ class Registry:
                 )
             if target.approval == "deny":  # the program's own decision: said out loud
                 _log.warning(
-                    "Tool '%s' is 'deny' and ran only because the program called "
-                    "execute_approved",
+                    "Tool '%s' is 'deny' and ran only because the program called execute_approved",
                     target.name,
                 )
             executor = self._executor

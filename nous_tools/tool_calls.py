@@ -56,6 +56,7 @@ import typing as t
 import attrs
 
 from . import _canonical as _c
+from . import web as _web
 from ._admission import DEFAULT_MAX_RESULT_CHARS, clip_text, result_limit
 from ._log import log as _safe_log
 from ._scope import interrupts
@@ -958,6 +959,19 @@ class ToolCallResults:
             "role": "user",
             "content": self.to_anthropic_blocks(include_pending=include_pending),
         }
+
+    def response_messages(self, *, include_pending: bool = False) -> list[dict[str, t.Any]]:
+        """The messages for the model in the shape its calls came in (``provider``):
+        :meth:`to_openai_messages`, :meth:`to_responses_items`, or
+        ``[``:meth:`to_anthropic_message` ``]`` (empty when it holds no block);
+        Chat Completions when the shape is unknown. See :mod:`nous_tools.web`."""
+        return _web.response_messages(self, include_pending=include_pending)
+
+    def pending_summary(self) -> list[dict[str, t.Any]]:
+        """What a page shows a person about each pending call, in call order:
+        ``{"call_id", "tool", "description", "arguments"}`` (JSON values). See
+        :mod:`nous_tools.web`."""
+        return _web.pending_summary(self)
 
     # -- across requests -----------------------------------------------------------
 

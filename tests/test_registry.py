@@ -273,9 +273,10 @@ def test_execute_approved_of_a_deny_tool_says_so_in_a_warning(
         assert registry.execute_approved("nuke", {"what": "everything"}) == Ok("ran")
         assert registry.execute_approved(tool, {}) == Ok("ran")
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert warnings == [
-        "Tool 'nuke' is 'deny' and ran only because the program called execute_approved"
-    ] * 2
+    assert (
+        warnings
+        == ["Tool 'nuke' is 'deny' and ran only because the program called execute_approved"] * 2
+    )
     assert "everything" not in caplog.text  # no argument values
 
 

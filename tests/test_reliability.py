@@ -926,7 +926,9 @@ def test_log_exception_text_puts_the_text_in_the_error_line_as_nous_does(
         ex.execute(make(call_api, retries=0, timeout=timeout), {"api_key": SECRET})
     (final,) = [r for r in caplog.records if "failed after all" in r.getMessage()]
     assert final.levelno == logging.ERROR
-    assert f"Error: Tool execution failed: ValueError: auth failed for {SECRET}" in final.getMessage()
+    assert (
+        f"Error: Tool execution failed: ValueError: auth failed for {SECRET}" in final.getMessage()
+    )
 
 
 @pytest.mark.parametrize("timeout", [None, LIMIT], ids=["inline", "worker"])
