@@ -179,7 +179,7 @@ def test_parse_decisions_reads_approve_reject_and_edits() -> None:
     ],
 )
 def test_a_malformed_body_is_one_value_error_saying_what_is_wrong(body: t.Any, why: str) -> None:
-    with pytest.raises(ValueError, match="^cannot read the decisions: ") as raised:
+    with pytest.raises(ValueError, match=r"^cannot read the decisions: ") as raised:
         parse_decisions(body)
     assert why in str(raised.value)
 

@@ -70,7 +70,7 @@ def checks(executor: ToolExecutor, registry: Registry) -> None:
             assert_type(reason, ToolError)
     assert_type(result.unwrap(), int)
     assert_type(result.unwrap_err(), ToolError)
-    result.reason  # type: ignore[union-attr]
+    print(result.reason)  # type: ignore[union-attr]  # narrow first, or unwrap_err()
 
     # By name, the registry cannot know the tool: Any value and reason.
     assert_type(registry.execute("add", {"a": 1}), Ok[t.Any] | Err[t.Any] | NeedsApproval)
