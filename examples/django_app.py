@@ -1,11 +1,21 @@
 """Execute a model's tool calls in a Django view, with approval of ``ask`` tools.
 
-A single-file Django project (no database, no apps): the settings are configured
-here when nothing configured them before, and this module is its own URLconf.
-Run it (``pip install django``)::
+A whole Django project in one file: this module is its settings module, its
+URLconf and its views (``docs/how-to/django.md`` walks through it). Run it
+(``pip install django``)::
 
-    NOUS_TOOLS_APPROVAL_SECRET=$(python -c 'import secrets; print(secrets.token_hex(32))') \
-        python examples/django_app.py runserver
+    export NOUS_TOOLS_APPROVAL_SECRET=$(python -c 'import secrets; print(secrets.token_hex(32))')
+    python examples/django_app.py runserver
+
+``runserver`` first creates the approval store's cache table (``createcachetable``)
+in the SQLite database ``examples/django_app.sqlite3`` (``DJANGO_DB`` names
+another file). Then, with the CSRF cookie that ``GET /`` sets::
+
+    curl -s -c jar localhost:8000/ >/dev/null
+    curl -s -b jar -H "X-CSRFToken: $(awk '/csrftoken/ {print $7}' jar)" \\
+      -H 'Content-Type: application/json' localhost:8000/tool-calls -d '{"tool_calls": [
+        {"id": "call_1", "type": "function",
+         "function": {"name": "get_weather", "arguments": "{\\"city\\": \\"Paris\\"}"}}]}'
 
 The flow is the one of ``examples/flask_app.py`` (``docs/how-to/approve-later.md``):
 
@@ -13,29 +23,20 @@ The flow is the one of ``examples/flask_app.py`` (``docs/how-to/approve-later.md
   or its message, a Responses ``Response``, an Anthropic ``Message``) or
   ``{"tool_calls": [...]}`` → 200 ``{"messages": [...]}`` in the shape the calls came
   in, or 202 ``{"pending": [...], "batch": {...}}`` when some wait for a person: what
-  to show them, and the paused batch, signed (``ToolCallResults.to_dict``). The
-  server keeps no pending calls.
+  to show them, and the paused batch, signed. The server keeps no pending calls.
 - ``POST /tool-calls/resolve`` with ``{"batch": <as received>, "decisions":
   {<call_id>: "approve" | "reject" | {"edit": {<arguments>}}}}`` → 200 with one
   message per call of the model, in call order (or 202 and a new batch while some
-  are undecided); a changed, forged, expired or foreign batch, an unknown call id or
-  a bad decision → 400 with the reason; a batch already decided → 409.
+  are undecided); a malformed, changed, forged, expired or foreign batch, an
+  unknown call id or a bad decision → 400 with the reason; a batch already
+  decided → 409.
 
-The signing secret is the ``NOUS_TOOLS_APPROVAL_SECRET`` setting. Single use comes
-from ``nous_tools.contrib.django.CacheApprovalStore`` on Django's cache: with a
-cache that all the site's processes share (Redis, Memcached, the database cache),
-a batch decided in one process is refused in every other. This single-file demo
-uses ``LocMemCache``, which is per process: ``runserver`` is one process, so it says
-``single_process=True`` (without it the store refuses ``LocMemCache``).
+Both are POSTs behind Django's CSRF protection: a page sends the ``csrftoken``
+cookie's value in the ``X-CSRFToken`` header.
 
 What the batch cannot do for you: know *who* decides. In a real project the
 resolve view must require a logged-in person allowed to approve
 (``@login_required`` plus a permission check) — see ``docs/concepts/approval.md``.
-
-A request id (header ``X-Request-Id``, or a new one) is put in a ``ContextVar`` in
-the view, and the tools see it even in a worker thread.
-
-To use your own tools, call :func:`configure` once (``configure(registry=...)``).
 """
 
 from __future__ import annotations
@@ -43,206 +44,177 @@ from __future__ import annotations
 import contextvars
 import json
 import os
+import pathlib
 import secrets
 import sys
 import typing as t
 import uuid
 
 from django.conf import settings
-
-if not settings.configured:
-    settings.configure(
-        DEBUG=False,
-        SECRET_KEY=secrets.token_hex(32),
-        ROOT_URLCONF=__name__,
-        ALLOWED_HOSTS=["localhost", "127.0.0.1", "testserver"],
-        INSTALLED_APPS=[],
-        MIDDLEWARE=[],
-        DATABASES={},
-        USE_TZ=True,
-        CACHES={"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}},
-        NOUS_TOOLS_APPROVAL_SECRET=os.environ.get("NOUS_TOOLS_APPROVAL_SECRET"),
-    )
-
-from django.http import HttpRequest, JsonResponse  # after the settings
+from django.core.exceptions import ImproperlyConfigured
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import path
-from django.views.decorators.http import require_POST
+from django.views.decorators.csrf import ensure_csrf_cookie
+from django.views.decorators.http import require_GET, require_POST
 
 from nous_tools import (
     BatchAlreadyResolved,
-    Edit,
     Registry,
-    Tool,
     ToolCallResults,
-    ToolExecutor,
     execute_tool_calls,
+    parse_decisions,
+    tool,
 )
-from nous_tools.contrib.django import CacheApprovalStore, close_connections
+from nous_tools.contrib.django import CacheApprovalStore
 
-#: The id of the request being served; tools may read it.
+# -- settings -----------------------------------------------------------------------
+
+BASE_DIR = pathlib.Path(__file__).resolve().parent
+DEBUG = False
+# Django's own key (sessions, CSRF); a random one per start is enough for this demo.
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or secrets.token_hex(32)
+ALLOWED_HOSTS = ["localhost", "127.0.0.1", "testserver"]
+ROOT_URLCONF = __name__
+USE_TZ = True
+# --8<-- [start:settings]
+INSTALLED_APPS = [
+    # Makes the default executor close its worker threads' database connections.
+    "nous_tools.contrib.django.NousToolsConfig",
+]
+MIDDLEWARE = [
+    "django.middleware.csrf.CsrfViewMiddleware",  # a POST needs the CSRF token
+]
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": os.environ.get("DJANGO_DB") or str(BASE_DIR / "django_app.sqlite3"),
+    }
+}
+# Single use of each approval: a cache every process of the site shares, whose add()
+# is atomic (the database cache here; Redis or Memcached are as good).
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+        "LOCATION": "nous_tools_cache",  # manage.py createcachetable
+    }
+}
+# The key that signs paused batches: the same in every process, never in a page.
+NOUS_TOOLS_APPROVAL_SECRET = os.environ.get("NOUS_TOOLS_APPROVAL_SECRET", "")
+# --8<-- [end:settings]
+MIDDLEWARE.append(f"{__name__}.request_id_middleware")  # defined below
+
+# -- the tools ----------------------------------------------------------------------
+
+#: The id of the request being served; the tools see it, even in a worker thread.
 request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
-
 
 #: How long a person has to decide (seconds); the cache keeps claims as long.
 APPROVAL_MAX_AGE = 3600.0
 
-#: Runs the tools. Tools with a timeout run in worker threads, where no request
-#: starts or ends: this closes each worker's database connections after every task,
-#: as Django does at the end of a request (see docs/how-to/scale-out.md).
-EXECUTOR = ToolExecutor(after_task=close_connections)
+# --8<-- [start:tools]
+registry = Registry(
+    name="django-example",  # the audience of its signed batches
+    approval_max_age=APPROVAL_MAX_AGE,  # how long a person has to decide
+    approval_store=CacheApprovalStore(timeout=APPROVAL_MAX_AGE),  # CACHES["default"]
+)
 
 
-def example_registry() -> Registry:
-    """Two tools: one that runs at once and one that needs a person's approval."""
-
-    def get_weather(city: str) -> dict[str, t.Any]:
-        """Current weather for a city."""
-        return {"city": city, "temp_c": 21, "request_id": request_id.get()}
-
-    def delete_file(path: str) -> str:
-        """Delete a file (asks a person first)."""
-        return f"deleted {path}"
-
-    return Registry(
-        [
-            Tool.from_function(get_weather, timeout=5.0),
-            Tool.from_function(delete_file, timeout=5.0, approval="ask"),
-        ],
-        name="django-example",
-        executor=EXECUTOR,
-        approval_max_age=APPROVAL_MAX_AGE,
-        # One process (runserver): LocMemCache will do. A real site shares Redis,
-        # Memcached or the database cache between its processes, without single_process.
-        approval_store=CacheApprovalStore(timeout=APPROVAL_MAX_AGE, single_process=True),
-    )
+@registry.register
+@tool(timeout=5.0)
+def get_weather(city: str) -> dict[str, t.Any]:
+    """Current weather for a city."""
+    return {"city": city, "temp_c": 21, "request_id": request_id.get()}
 
 
-_registry: Registry | None = None
+@registry.register
+@tool(timeout=5.0, approval="ask")
+def delete_file(path: str) -> str:
+    """Delete a file (asks a person first)."""
+    return f"deleted {path}"
 
 
-def configure(registry: Registry | None = None) -> None:
-    """Use ``registry`` from now on (None: the example's own)."""
-    global _registry
-    _registry = registry
+# --8<-- [end:tools]
+
+# -- the views ----------------------------------------------------------------------
 
 
-def _current_registry() -> Registry:
-    global _registry
-    if _registry is None:
-        _registry = example_registry()
-    return _registry
-
-
-def _secret() -> str:
-    secret = getattr(settings, "NOUS_TOOLS_APPROVAL_SECRET", None)
+# --8<-- [start:views]
+def approval_secret() -> str:
+    secret: str = settings.NOUS_TOOLS_APPROVAL_SECRET
     if not secret:
-        raise RuntimeError("set the NOUS_TOOLS_APPROVAL_SECRET setting")
-    return t.cast(str, secret)
+        raise ImproperlyConfigured("set the NOUS_TOOLS_APPROVAL_SECRET setting")
+    return secret
 
 
-def _json_body(request: HttpRequest) -> dict[str, t.Any] | None:
-    """The request's JSON object, or None when it is not one."""
-    try:
-        data = json.loads(request.body or b"null")
-    except (ValueError, UnicodeDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _error(message: str, status: int) -> JsonResponse:
-    return JsonResponse({"error": message}, status=status)
-
-
-def messages_for(result: ToolCallResults) -> list[dict[str, t.Any]]:
-    """The results in the shape the calls came in (Chat Completions when unknown)."""
-    if result.provider == "responses":
-        return result.to_responses_items()
-    if result.provider == "anthropic":
-        message = result.to_anthropic_message()
-        return [message] if message["content"] else []
-    return result.to_openai_messages()
-
-
-def _reply(result: ToolCallResults, secret: str) -> JsonResponse:
-    """200 and the messages when nothing waits; else 202, the pending calls and the batch."""
-    if not result.pending:
-        return JsonResponse({"messages": messages_for(result)})
-    batch = result.to_dict(secret)
-    pending = [
-        {
-            "call_id": call["id"],
-            "tool": call["name"],
-            "description": call["approval"].get("description", ""),
-            "arguments": call["approval"]["arguments"],
-        }
-        for call in batch["calls"]
-        if "approval" in call
-    ]
-    return JsonResponse({"pending": pending, "batch": batch}, status=202)
-
-
-def read_decisions(raw: object) -> dict[str, t.Any]:
-    """``{call_id: "approve" | "reject" | {"edit": {...}}}`` from JSON, with edits as
-    :class:`Edit`; ``resolve`` refuses anything else it holds."""
-    if not isinstance(raw, dict):
-        raise ValueError('"decisions" must map call ids to "approve", "reject" or {"edit": {...}}')
-    return {
-        call_id: Edit(decision["edit"])
-        if isinstance(decision, dict) and list(decision) == ["edit"]
-        else decision
-        for call_id, decision in raw.items()
-    }
+def reply(result: ToolCallResults) -> JsonResponse:
+    """200 and the messages for the model, or 202 and what a person must decide."""
+    if result.pending:
+        batch = result.to_dict(approval_secret())
+        return JsonResponse({"pending": result.pending_summary(), "batch": batch}, status=202)
+    return JsonResponse({"messages": result.response_messages()})
 
 
 @require_POST
 def tool_calls(request: HttpRequest) -> JsonResponse:
-    registry, secret = _current_registry(), _secret()
-    body = _json_body(request)
-    if body is None:
-        return _error('expected the model\'s response, or {"tool_calls": [...]}', 400)
-    calls = body.get("tool_calls", body)  # {"tool_calls": [...]} or a whole response
-    token = request_id.set(request.headers.get("X-Request-Id") or uuid.uuid4().hex)
     try:
-        result = execute_tool_calls(registry, calls)
-    except TypeError as exc:  # not a response or list of calls we know
-        return _error(str(exc), 400)
-    finally:
-        request_id.reset(token)
-    return _reply(result, secret)
+        body = json.loads(request.body)
+        if not isinstance(body, dict):
+            raise ValueError('expected the model\'s response, or {"tool_calls": [...]}')
+        result = execute_tool_calls(registry, body.get("tool_calls", body))
+    except (ValueError, TypeError) as exc:  # not JSON; not a response or list of calls
+        return JsonResponse({"error": str(exc)}, status=400)
+    return reply(result)
 
 
 @require_POST
 def resolve(request: HttpRequest) -> JsonResponse:
-    # A real project checks here that a logged-in person may decide these calls.
-    registry, secret = _current_registry(), _secret()
-    body = _json_body(request) or {}
-    if not isinstance(body.get("batch"), dict):
-        return _error('"batch" must be the paused batch, as it was sent', 400)
+    # A real project checks here that request.user may decide these calls.
     try:
-        decisions = read_decisions(body.get("decisions"))
-        # changed, forged, expired, another registry, a tool changed since
-        batch = ToolCallResults.from_dict(body["batch"], registry, secret)
-    except ValueError as exc:
-        return _error(str(exc), 400)
-    token = request_id.set(request.headers.get("X-Request-Id") or uuid.uuid4().hex)
-    try:
+        body = json.loads(request.body)
+        decisions = parse_decisions(body)
+        batch = ToolCallResults.from_dict(body.get("batch"), registry, approval_secret())
         resolved = batch.resolve(decisions)
     except BatchAlreadyResolved:
-        return _error("this batch was already decided", 409)
-    except ValueError as exc:  # an unknown call id, a bad decision, a bad edit
-        return _error(str(exc), 400)
-    finally:
-        request_id.reset(token)
-    return _reply(resolved, secret)
+        return JsonResponse({"error": "this batch was already decided"}, status=409)
+    except ValueError as exc:  # malformed, changed, forged, expired: nothing ran
+        return JsonResponse({"error": str(exc)}, status=400)
+    return reply(resolved)
+
+
+@require_GET
+@ensure_csrf_cookie
+def index(request: HttpRequest) -> HttpResponse:
+    """The page a browser starts from: it sets the CSRF cookie the POSTs need."""
+    return HttpResponse("POST tool calls to /tool-calls, decisions to /tool-calls/resolve\n")
 
 
 urlpatterns = [
+    path("", index),
     path("tool-calls", tool_calls),
     path("tool-calls/resolve", resolve),
 ]
+# --8<-- [end:views]
+
+
+def request_id_middleware(
+    get_response: t.Callable[[HttpRequest], HttpResponse],
+) -> t.Callable[[HttpRequest], HttpResponse]:
+    """Puts the request's id (header ``X-Request-Id``, or a new one) in ``request_id``."""
+
+    def middleware(request: HttpRequest) -> HttpResponse:
+        token = request_id.set(request.headers.get("X-Request-Id") or uuid.uuid4().hex)
+        try:
+            return get_response(request)
+        finally:
+            request_id.reset(token)
+
+    return middleware
 
 
 if __name__ == "__main__":
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "django_app")
     from django.core.management import execute_from_command_line
 
+    if sys.argv[1:2] == ["runserver"]:
+        execute_from_command_line([sys.argv[0], "createcachetable"])
     execute_from_command_line(sys.argv)

@@ -14,23 +14,20 @@ The flow (``docs/how-to/approve-later.md``):
   ``ChatCompletion`` or its message, a Responses ``Response``, an Anthropic
   ``Message`` — or ``{"tool_calls": [...]}`` with the calls themselves, in any of
   those shapes. It runs them all, concurrently. When all are done: 200 and
-  ``{"messages": [...]}``, **in the shape the calls came in**: Chat Completions
-  ``tool`` messages, Responses ``function_call_output`` items (for ``input``), or one
-  Anthropic ``user`` message with the ``tool_result`` blocks. When some wait for a
-  person (an ``approval="ask"`` tool): 202 and ``{"pending": [...], "batch": {...}}``
-  — what to show the person (``call_id``, ``tool``, ``description``, ``arguments``
-  per waiting call) and the paused batch, signed (``ToolCallResults.to_dict``).
+  ``{"messages": [...]}``, **in the shape the calls came in**
+  (``ToolCallResults.response_messages``). When some wait for a person (an
+  ``approval="ask"`` tool): 202 and ``{"pending": [...], "batch": {...}}`` — what
+  to show the person (``ToolCallResults.pending_summary``) and the paused batch,
+  signed (``ToolCallResults.to_dict``).
 - ``POST /tool-calls/resolve`` with ``{"batch": <as it was received>, "decisions":
-  {<call_id>: "approve" | "reject" | {"edit": {<arguments>}}}}``: the batch is checked
-  (``ToolCallResults.from_dict``: the signature covers every result, argument and
-  pending call; its age, registry and tools — any change → 400 with the reason),
-  then the decisions are applied (``resolve``: approved calls run once, rejected
-  ones answer "rejected by the user", an edit runs with the person's arguments; a
-  decision that cannot be applied → 400). The answer is as above: 200 with one
-  message per call of the model, in call order, or 202 with a new batch while
-  some calls are undecided. Each batch is resolved once: a replay or a double
-  submit is 409 (the registry's approval store — here the in-memory one, for one
-  process — remembers it).
+  {<call_id>: "approve" | "reject" | {"edit": {<arguments>}}}}``: the decisions are
+  read (``parse_decisions``), the batch is checked (``ToolCallResults.from_dict``:
+  its signature, age, registry and tools), then the decisions are applied once
+  (``resolve``). The answer is as above: 200 with one message per call of the
+  model, in call order, or 202 with a new batch while some calls are undecided.
+  Anything malformed, changed, forged or expired is 400 with the reason; a batch
+  already decided is 409 (the registry's approval store — here the in-memory one,
+  for one process — remembers it).
 
 The server keeps no pending calls: the signed batch is the pending work. The
 secret comes from the app's config (``NOUS_TOOLS_APPROVAL_SECRET``); share it
@@ -40,9 +37,9 @@ What the batch cannot do for you: know *who* decides. In a real app the resolve
 view must require a logged-in person allowed to approve (e.g. Flask-Login's
 ``@login_required`` and a permission check) — see ``docs/concepts/approval.md``.
 
-A request id (header ``X-Request-Id``, or a new one) is put in a ``ContextVar`` in
-the view; the tools see it, also when they run in a worker thread, because the
-executor runs every call in a copy of the caller's context.
+A request id (header ``X-Request-Id``, or a new one) is put in a ``ContextVar``
+before each request; the tools see it, also when they run in a worker thread,
+because the executor runs every call in a copy of the caller's context.
 """
 
 from __future__ import annotations
@@ -53,17 +50,17 @@ import os
 import typing as t
 import uuid
 
-from flask import Flask, jsonify, request
+from flask import Flask, g, request
 from flask.typing import ResponseReturnValue
 
 from nous_tools import (
     BatchAlreadyResolved,
-    Edit,
     InMemoryApprovalStore,
     Registry,
-    Tool,
     ToolCallResults,
     execute_tool_calls,
+    parse_decisions,
+    tool,
 )
 
 #: The id of the request being served; tools may read it (for logs, say).
@@ -73,68 +70,32 @@ request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", d
 APPROVAL_MAX_AGE = 3600.0
 
 
+# --8<-- [start:tools]
 def example_registry() -> Registry:
     """Two tools: one that runs at once and one that needs a person's approval."""
-
-    def get_weather(city: str) -> dict[str, t.Any]:
-        """Current weather for a city."""
-        return {"city": city, "temp_c": 21, "request_id": request_id.get()}
-
-    def delete_file(path: str) -> str:
-        """Delete a file (asks a person first)."""
-        return f"deleted {path}"
-
-    return Registry(
-        [
-            Tool.from_function(get_weather, timeout=5.0),
-            Tool.from_function(delete_file, timeout=5.0, approval="ask"),
-        ],
-        name="flask-example",
-        approval_max_age=APPROVAL_MAX_AGE,
+    registry = Registry(
+        name="flask-example",  # the audience of its signed batches
+        approval_max_age=APPROVAL_MAX_AGE,  # how long a person has to decide
         # Each claim is kept until its token expires (the registry says when).
         approval_store=InMemoryApprovalStore(max_entries=10_000),
     )
 
+    @registry.register
+    @tool(timeout=5.0)
+    def get_weather(city: str) -> dict[str, t.Any]:
+        """Current weather for a city."""
+        return {"city": city, "temp_c": 21, "request_id": request_id.get()}
 
-def messages_for(result: ToolCallResults) -> list[dict[str, t.Any]]:
-    """The results in the shape the calls came in (Chat Completions when unknown)."""
-    if result.provider == "responses":
-        return result.to_responses_items()
-    if result.provider == "anthropic":
-        message = result.to_anthropic_message()
-        return [message] if message["content"] else []
-    return result.to_openai_messages()
+    @registry.register
+    @tool(timeout=5.0, approval="ask")
+    def delete_file(path: str) -> str:
+        """Delete a file (asks a person first)."""
+        return f"deleted {path}"
 
-
-def reply(result: ToolCallResults, secret: str) -> tuple[dict[str, t.Any], int]:
-    """200 and the messages when nothing waits; else 202, the pending calls and the batch."""
-    if not result.pending:
-        return {"messages": messages_for(result)}, 200
-    batch = result.to_dict(secret)
-    pending = [
-        {
-            "call_id": call["id"],
-            "tool": call["name"],
-            "description": call["approval"].get("description", ""),
-            "arguments": call["approval"]["arguments"],
-        }
-        for call in batch["calls"]
-        if "approval" in call
-    ]
-    return {"pending": pending, "batch": batch}, 202
+    return registry
 
 
-def read_decisions(raw: object) -> dict[str, t.Any]:
-    """``{call_id: "approve" | "reject" | {"edit": {...}}}`` from JSON, with edits as
-    :class:`Edit`; ``resolve`` refuses anything else it holds."""
-    if not isinstance(raw, dict):
-        raise ValueError('"decisions" must map call ids to "approve", "reject" or {"edit": {...}}')
-    return {
-        call_id: Edit(decision["edit"])
-        if isinstance(decision, dict) and list(decision) == ["edit"]
-        else decision
-        for call_id, decision in raw.items()
-    }
+# --8<-- [end:tools]
 
 
 def create_app(
@@ -149,46 +110,51 @@ def create_app(
     if not secret:
         raise RuntimeError("set NOUS_TOOLS_APPROVAL_SECRET in the app's config")
 
+    # --8<-- [start:views]
+    def reply(result: ToolCallResults) -> ResponseReturnValue:
+        """200 and the messages for the model, or 202 and what a person must decide."""
+        if result.pending:
+            batch = result.to_dict(secret)
+            return {"pending": result.pending_summary(), "batch": batch}, 202
+        return {"messages": result.response_messages()}
+
     @app.post("/tool-calls")
     def tool_calls() -> ResponseReturnValue:
-        data = request.get_json(silent=True)
-        if not isinstance(data, dict):
-            return jsonify(error='expected the model\'s response, or {"tool_calls": [...]}'), 400
-        calls = data.get("tool_calls", data)  # {"tool_calls": [...]} or a whole response
-        token = request_id.set(request.headers.get("X-Request-Id") or uuid.uuid4().hex)
+        body = request.get_json(silent=True)
+        if not isinstance(body, dict):
+            return {"error": 'expected the model\'s response, or {"tool_calls": [...]}'}, 400
         try:
-            result = execute_tool_calls(registry, calls)
-        except TypeError as exc:  # not a response or list of calls we know
-            return jsonify(error=str(exc)), 400
-        finally:
-            request_id.reset(token)
-        body, status = reply(result, secret)
-        return jsonify(body), status
+            result = execute_tool_calls(registry, body.get("tool_calls", body))
+        except TypeError as exc:  # not a response or a list of calls
+            return {"error": str(exc)}, 400
+        return reply(result)
 
     @app.post("/tool-calls/resolve")
     def resolve() -> ResponseReturnValue:
         # A real app checks here that a logged-in person may decide these calls.
-        data = request.get_json(silent=True)
-        body: dict[str, t.Any] = data if isinstance(data, dict) else {}
-        if not isinstance(body.get("batch"), dict):
-            return jsonify(error='"batch" must be the paused batch, as it was sent'), 400
+        body = request.get_json(silent=True)
         try:
-            decisions = read_decisions(body.get("decisions"))
-            # changed, forged, expired, another registry, a tool changed since
-            batch = ToolCallResults.from_dict(body["batch"], registry, secret)
-        except ValueError as exc:
-            return jsonify(error=str(exc)), 400
-        token = request_id.set(request.headers.get("X-Request-Id") or uuid.uuid4().hex)
-        try:
+            decisions = parse_decisions(body)
+            batch = ToolCallResults.from_dict(body.get("batch"), registry, secret)
             resolved = batch.resolve(decisions)
         except BatchAlreadyResolved:
-            return jsonify(error="this batch was already decided"), 409
-        except ValueError as exc:  # an unknown call id, a bad decision, a bad edit
-            return jsonify(error=str(exc)), 400
-        finally:
+            return {"error": "this batch was already decided"}, 409
+        except ValueError as exc:  # malformed, changed, forged, expired: nothing ran
+            return {"error": str(exc)}, 400
+        return reply(resolved)
+
+    # --8<-- [end:views]
+
+    @app.before_request
+    def set_request_id() -> None:
+        token = request_id.set(request.headers.get("X-Request-Id") or uuid.uuid4().hex)
+        g.request_id_token = token
+
+    @app.teardown_request
+    def reset_request_id(exc: BaseException | None) -> None:
+        token = g.pop("request_id_token", None)
+        if token is not None:
             request_id.reset(token)
-        answer, status = reply(resolved, secret)
-        return jsonify(answer), status
 
     return app
 

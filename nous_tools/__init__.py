@@ -36,7 +36,14 @@ from .errors import (
     ToolNotFound,
     ToolTimeout,
 )
-from .executor import ToolCall, ToolExecutor, default_executor, execute, execute_many
+from .executor import (
+    ToolCall,
+    ToolExecutor,
+    default_executor,
+    execute,
+    execute_many,
+    set_default_executor,
+)
 from .registry import Registry
 from .results import ApprovalRequest, Edit, Err, NeedsApproval, Ok, Result
 from .run_context import RunContext
@@ -96,6 +103,7 @@ __all__ = [
     "execute_tool_calls",
     "format_tool_result",
     "parse_decisions",
+    "set_default_executor",
     "signals",
     "tool",
 ]

@@ -55,7 +55,14 @@ from .run_context import AttemptCancelled, RunContext
 from .run_context import for_attempt as _for_attempt
 from .tool import ON_TIMEOUT_MODES, Tool
 
-__all__ = ["ToolCall", "ToolExecutor", "default_executor", "execute", "execute_many"]
+__all__ = [
+    "ToolCall",
+    "ToolExecutor",
+    "default_executor",
+    "execute",
+    "execute_many",
+    "set_default_executor",
+]
 
 _log = _safe_log
 _logger = _log.logger
@@ -1661,6 +1668,26 @@ def default_executor() -> ToolExecutor:
                 _default = ToolExecutor()
             executor = _default
     return executor
+
+
+def set_default_executor(executor: ToolExecutor | None) -> ToolExecutor | None:
+    """Make ``executor`` the process-wide default: what :func:`execute`,
+    :func:`execute_many` and every :class:`~nous_tools.Registry` without an executor
+    of its own run on from now on (None: a new one is made at the next use, as at
+    first). Returns the executor it replaces, or None; that one is not shut down —
+    the calls running on it finish there — so shut it down yourself if it is done.
+
+    ``nous_tools.contrib.django.NousToolsConfig`` does this at Django's start, with
+    an executor that closes the worker threads' database connections.
+    """
+    global _default
+    if executor is not None and not isinstance(executor, ToolExecutor):
+        raise TypeError(
+            f"set_default_executor expects a ToolExecutor or None, got {type(executor).__name__}"
+        )
+    with _default_lock:
+        previous, _default = _default, executor
+    return previous
 
 
 @t.overload

@@ -1,15 +1,21 @@
 """examples/django_app.py, driven through Django's test client under plain pytest
-(settings configured by the example module, no database): the same flow as the
-Flask example — answers in the shape the calls came in, a paused batch resolved
-later, tampering and replays refused (single use kept in Django's cache) — and
-per-request context in concurrent requests."""
+(the example module is the settings module; SQLite in a temporary directory): the
+same flow as the Flask example — answers in the shape the calls came in, a paused
+batch resolved later, tampering and replays refused (single use kept in Django's
+database cache) — CSRF, per-request context in concurrent requests, the
+connection-closing default executor that ``NousToolsConfig`` installs, and the
+transaction rule of ``docs/how-to/django.md``."""
 
 from __future__ import annotations
 
+import collections.abc as c
 import importlib
 import json
+import os
 import pathlib
+import shutil
 import sys
+import tempfile
 import threading
 import typing as t
 
@@ -21,17 +27,46 @@ import django
 from django.core.cache import caches
 from django.test import Client, override_settings
 
-from nous_tools import Registry, Tool, ToolExecutor
-from nous_tools.contrib.django import CacheApprovalStore
+import nous_tools
+from nous_tools import Ok, Registry, Tool, ToolExecutor, default_executor, execute
+from nous_tools.contrib import django as contrib_django
+from nous_tools.contrib.django import CacheApprovalStore, django_executor
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
+DATA = pathlib.Path(tempfile.mkdtemp(prefix="nous-tools-django-"))
+os.environ["DJANGO_DB"] = str(DATA / "db.sqlite3")
+os.environ["DJANGO_SETTINGS_MODULE"] = "django_app"
 sys.path.insert(0, str(EXAMPLES))
-django_app = importlib.import_module("django_app")  # configures the settings
+django_app = importlib.import_module("django_app")  # the settings, URLconf and views
 sys.path.remove(str(EXAMPLES))
-django.setup()
 
 SECRET = "test-secret"
 WAIT = 5.0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def django_site() -> c.Iterator[None]:
+    """Django started on the example's settings (its ``NousToolsConfig`` installs the
+    default executor), the cache table created; the previous default put back after."""
+    from django.core.management import call_command
+
+    before = nous_tools.executor._default
+    django.setup()
+    call_command("createcachetable", verbosity=0)
+    yield
+    installed = nous_tools.set_default_executor(before)
+    if installed is not None and installed is not before:
+        installed.shutdown()
+    from django.db import connections
+
+    connections.close_all()
+    shutil.rmtree(DATA, ignore_errors=True)
+
+
+@pytest.fixture
+def executor() -> c.Iterator[ToolExecutor]:
+    with django_executor(max_workers=4) as ex:
+        yield ex
 
 
 class Deleted:
@@ -51,7 +86,9 @@ def deleted() -> Deleted:
 
 
 @pytest.fixture
-def registry(executor: ToolExecutor, deleted: Deleted) -> t.Iterator[Registry]:
+def registry(
+    executor: ToolExecutor, deleted: Deleted, monkeypatch: pytest.MonkeyPatch
+) -> c.Iterator[Registry]:
     def get_weather(city: str) -> dict[str, t.Any]:
         return {"city": city, "temp_c": 21, "request_id": django_app.request_id.get()}
 
@@ -66,10 +103,9 @@ def registry(executor: ToolExecutor, deleted: Deleted) -> t.Iterator[Registry]:
         approval_store=CacheApprovalStore(timeout=django_app.APPROVAL_MAX_AGE, single_process=True),
     )
     caches["default"].clear()
-    django_app.configure(registry)
+    monkeypatch.setattr(django_app, "registry", registry)
     with override_settings(NOUS_TOOLS_APPROVAL_SECRET=SECRET):
         yield registry
-    django_app.configure()
     caches["default"].clear()
 
 
@@ -212,7 +248,7 @@ def test_single_use_is_kept_in_the_django_cache(
         name="django-example",
         approval_store=CacheApprovalStore(single_process=True),  # LocMemCache here
     )
-    django_app.configure(twin)
+    django_app.registry = twin  # put back by the registry fixture's monkeypatch
     assert decide(client, batch, {"call_d": "approve"}).status_code == 409
     assert deleted.paths == ["/tmp/x"]
 
@@ -334,3 +370,104 @@ def test_concurrent_requests_keep_their_own_request_ids(registry: Registry) -> N
         rid: {"messages": [{"role": "tool", "tool_call_id": f"c_{rid}", "content": rid}]}
         for rid in ("req-a", "req-b")
     }
+
+
+# -- the executor hooks, the transaction rule, CSRF ------------------------------------
+
+
+def test_the_app_config_installs_a_default_executor_that_closes_connections() -> None:
+    installed = default_executor()
+    assert installed in contrib_django._MADE  # NousToolsConfig.ready() made it
+    assert contrib_django.install_default_executor() is installed  # once is enough
+    assert execute(Tool.from_function(lambda: "ran", name="f", timeout=WAIT), {}) == Ok("ran")
+
+
+def _query() -> dict[str, t.Any]:
+    """Opens this thread's connection (one query) and says whether it was open before."""
+    from django.db import connection
+
+    was_open = connection.connection is not None
+    with connection.cursor() as cursor:
+        cursor.execute("select 1")
+    return {"was_open": was_open, "thread": threading.get_ident()}
+
+
+def test_a_worker_of_a_django_executor_closes_its_connection_after_each_task() -> None:
+    query = Tool.from_function(_query, name="query", timeout=WAIT, retries=0)
+    with django_executor(max_workers=1) as one_worker:
+        first = one_worker.execute(query, {}).unwrap()
+        second = one_worker.execute(query, {}).unwrap()
+    assert first["thread"] == second["thread"]  # the same worker thread ...
+    assert second["was_open"] is False  # ... found its connection closed after the first
+    with ToolExecutor(max_workers=1) as plain:  # without the hooks it stays open
+        plain.execute(query, {}).unwrap()
+        assert plain.execute(query, {}).unwrap()["was_open"] is True
+
+
+def test_django_executor_runs_a_given_hook_then_closes_connections() -> None:
+    order: list[str] = []
+    ran = threading.Event()
+    closed = contrib_django._then(lambda: order.append("mine"), lambda: order.append("close"))
+    closed()
+    assert order == ["mine", "close"]
+
+    def failing() -> None:
+        raise RuntimeError("hook failed")
+
+    order.clear()
+    with pytest.raises(RuntimeError):
+        contrib_django._then(failing, lambda: order.append("close"))()
+    assert order == ["close"]  # closing still happens
+    with django_executor(max_workers=1, after_task=ran.set) as executor:
+        executor.execute(Tool.from_function(lambda: 1, name="one", timeout=WAIT), {})
+        assert ran.wait(WAIT)
+
+
+def test_a_timed_tool_does_not_see_the_callers_transaction_an_inline_one_does() -> None:
+    """docs/how-to/django.md's first sentence: a timed tool runs in a worker thread,
+    on that thread's connection, outside the request's transaction."""
+    from django.db import connection, transaction
+
+    with connection.cursor() as cursor:
+        cursor.execute("create table if not exists person (name text)")
+        cursor.execute("delete from person")
+        cursor.execute("insert into person values ('grace')")
+
+    def count_people() -> int:
+        with connection.cursor() as cursor:  # the connection of the thread it runs in
+            cursor.execute("select count(*) from person")
+            row = cursor.fetchone()
+        return int(row[0])
+
+    timed = Tool.from_function(count_people, name="timed", timeout=WAIT, retries=0)
+    inline = Tool.from_function(count_people, name="inline", timeout=None, retries=0)
+    with django_executor(max_workers=2) as executor, transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("insert into person values ('ada')")  # not committed yet
+        assert count_people() == 2  # the request sees its own insert
+        assert executor.execute(inline, {}) == Ok(2)  # inline: the request's thread
+        assert executor.execute(timed, {}) == Ok(1)  # a worker: the committed state only
+    with django_executor(max_workers=1) as executor:
+        assert executor.execute(timed, {}) == Ok(2)  # after the commit, workers see it
+
+
+def test_posts_need_the_csrf_token_that_the_index_page_sets(registry: Registry) -> None:
+    browser = Client(enforce_csrf_checks=True)
+    body = json.dumps({"tool_calls": [WEATHER]})
+    refused = browser.post("/tool-calls", data=body, content_type="application/json")
+    assert refused.status_code == 403
+    page = browser.get("/")
+    assert page.status_code == 200
+    token = page.cookies["csrftoken"].value
+    response = browser.post(
+        "/tool-calls", data=body, content_type="application/json", headers={"X-CSRFToken": token}
+    )
+    assert response.status_code == 200
+    assert response.json()["messages"][0]["tool_call_id"] == "call_w"
+
+
+def test_a_missing_approval_secret_is_a_configuration_error(client: Client) -> None:
+    from django.core.exceptions import ImproperlyConfigured
+
+    with override_settings(NOUS_TOOLS_APPROVAL_SECRET=""), pytest.raises(ImproperlyConfigured):
+        post_calls(client, WEATHER, DELETE)  # never an unsigned batch

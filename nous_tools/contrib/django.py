@@ -34,6 +34,14 @@ executor Django's request-end cleanup as its ``after_task`` hook::
 
 See ``docs/how-to/scale-out.md`` ("Thread-bound resources").
 
+**Without having to know.** Add ``"nous_tools.contrib.django.NousToolsConfig"`` to
+``INSTALLED_APPS``: at Django's start it makes the process-wide default executor
+(the one ``execute`` and every ``Registry`` without an executor of its own use) a
+:func:`django_executor`, whose worker threads close their connections after each
+task and when they end. Give a registry an executor of your own with
+``django_executor(...)``, which takes ``ToolExecutor``'s options. The transaction
+rule and a complete app: ``docs/how-to/django.md``.
+
 This module imports without Django; the cache is looked up at the first claim.
 """
 
@@ -43,8 +51,18 @@ import hashlib
 import math
 import time
 import typing as t
+import weakref
 
-__all__ = ["CacheApprovalStore", "close_all_connections", "close_connections"]
+if t.TYPE_CHECKING:
+    from nous_tools import ToolExecutor
+
+__all__ = [
+    "CacheApprovalStore",
+    "close_all_connections",
+    "close_connections",
+    "django_executor",
+    "install_default_executor",
+]
 
 #: How long a claim is kept by default: one day, the registry's default approval max age.
 DEFAULT_TIMEOUT = 24 * 60 * 60.0
@@ -211,3 +229,97 @@ def close_all_connections() -> None:
     from django.db import connections
 
     connections.close_all()
+
+
+def _then(
+    first: t.Callable[[], object] | None, last: t.Callable[[], object]
+) -> t.Callable[[], object]:
+    """A hook that runs ``first`` (when given), then ``last`` even if ``first`` raised."""
+    if first is None:
+        return last
+
+    def both() -> None:
+        try:
+            first()
+        finally:
+            last()
+
+    return both
+
+
+#: The executors made by django_executor (so install_default_executor knows one).
+_MADE: weakref.WeakSet[t.Any] = weakref.WeakSet()
+
+
+def django_executor(max_workers: int | None = None, **options: t.Any) -> ToolExecutor:
+    """A :class:`~nous_tools.ToolExecutor` whose worker threads keep Django's
+    database connections in order: ``after_task`` closes the thread's connections
+    that are broken or past ``CONN_MAX_AGE`` (:func:`close_connections`, what Django
+    does when a request ends) and ``on_worker_exit`` closes all of them
+    (:func:`close_all_connections`). ``options`` are ``ToolExecutor``'s; an
+    ``after_task`` or ``on_worker_exit`` given there runs first, then the closing.
+
+    >>> from nous_tools.contrib.django import django_executor
+    >>> with django_executor(max_workers=2) as executor:
+    ...     executor.max_workers
+    2
+    """
+    from nous_tools import ToolExecutor
+
+    executor = ToolExecutor(
+        max_workers,
+        **{
+            **options,
+            "after_task": _then(options.get("after_task"), close_connections),
+            "on_worker_exit": _then(options.get("on_worker_exit"), close_all_connections),
+        },
+    )
+    _MADE.add(executor)
+    return executor
+
+
+def install_default_executor() -> ToolExecutor:
+    """Make the process-wide default executor a :func:`django_executor` (unless it is
+    one already) and return it: then ``execute``, ``execute_tool_calls`` and every
+    ``Registry`` without an executor of its own close their workers' connections.
+    :class:`NousToolsConfig` calls it when Django starts. An executor it replaces is
+    not shut down (its running calls finish there)."""
+    from nous_tools import executor as _executor
+
+    current = _executor._default
+    if current is not None and current in _MADE:
+        return current
+    made = django_executor()
+    _executor.set_default_executor(made)
+    return made
+
+
+def _app_config() -> type:
+    from django.apps import AppConfig
+
+    class NousToolsConfig(AppConfig):  # type: ignore[misc]  # Django has no types here
+        """The Django app of nous-tools: list it in ``INSTALLED_APPS`` as
+        ``"nous_tools.contrib.django.NousToolsConfig"``. At Django's start
+        (:meth:`ready`) it installs a :func:`django_executor` as the process-wide
+        default executor. It has no models, no migrations and no URLs."""
+
+        name = "nous_tools.contrib.django"
+        label = "nous_tools"
+        verbose_name = "nous-tools"
+
+        def ready(self) -> None:
+            """Install the default executor (:func:`install_default_executor`)."""
+            install_default_executor()
+
+    NousToolsConfig.__module__ = __name__
+    return NousToolsConfig
+
+
+def __getattr__(name: str) -> t.Any:
+    # NousToolsConfig subclasses Django's AppConfig, so it is made at its first use
+    # (by Django, reading INSTALLED_APPS): this module imports without Django.
+    if name == "NousToolsConfig":
+        config = _app_config()
+        globals()[name] = config
+        return config
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
