@@ -312,7 +312,7 @@ def _resolve(target: str) -> tuple[Tool, Registry | None]:
         try:
             value = getattr(value, part)
         except AttributeError:
-            raise UsageError(f"'{where}' has no attribute '{part}'") from None
+            raise UsageError(_no_attribute(value, where, part, module_name)) from None
         except Exception as exc:
             raise UsageError(
                 f"cannot read '{where}.{part}': {type(exc).__name__}: {_one_line(_safe_str(exc))}",
@@ -328,6 +328,33 @@ def _resolve(target: str) -> tuple[Tool, Registry | None]:
             f"(its tools: {names})"
         )
     return _make_tool(value, target), None
+
+
+def _no_attribute(value: object, where: str, part: str, module_name: str) -> str:
+    """``'where' has no attribute 'part'``, with what can be run there (the closest
+    name first) and a pointer to ``list``."""
+    message = f"'{where}' has no attribute '{part}'"
+    names: list[str] = []
+    if isinstance(value, Registry):
+        names = value.names()
+        shown = "its tools"
+    elif isinstance(value, types.ModuleType):
+        try:
+            names = [runnable.target.partition(":")[2] for runnable in _runnable(value)[0]]
+        except Exception:  # a module that cannot be listed: just point to list
+            names = []
+        shown = "what it can run"
+    if names:
+        import difflib
+
+        close = difflib.get_close_matches(part, names, n=1)
+        if close:
+            message += f"; did you mean '{close[0]}'?"
+        listed = ", ".join(names[:20]) + (
+            f", ... ({len(names) - 20} more)" if len(names) > 20 else ""
+        )
+        message += f" ({shown}: {listed})"
+    return f"{message}; 'nous-tools list {module_name}' shows what can be run"
 
 
 def _load_tool(target: str) -> Tool:
@@ -470,6 +497,43 @@ def _read_arguments(spec: str | None) -> dict[str, t.Any]:
     return {} if spec is None else _read_json_option(spec, "--args")
 
 
+def _reads_none(error: object) -> bool:
+    """An error a tool raised by using ``None`` as a mapping or an object: what
+    reading ``ctx.deps`` without ``--deps`` raises (``'NoneType' object has no
+    attribute 'setdefault'``, ``... is not subscriptable``)."""
+    return isinstance(error, (AttributeError, TypeError)) and "'NoneType'" in _safe_str(error)
+
+
+class _NotRetriedWithoutDeps:
+    """A tool's ``retry_on`` for a run without ``--deps``: an error from reading the
+    missing deps is not retried (it would fail again); anything else is retried as
+    the tool's own ``retry_on`` says."""
+
+    def __init__(self, retry_on: t.Any) -> None:
+        self.retry_on = retry_on
+
+    def __call__(self, state: t.Any) -> bool:
+        error = state.outcome.exception() if state.outcome is not None else None
+        if _reads_none(error):
+            return False
+        if self.retry_on is None:
+            return True
+        if isinstance(self.retry_on, tuple):
+            return isinstance(error, self.retry_on)
+        return bool(self.retry_on(state))
+
+
+def _deps_hint(result: Result) -> str | None:
+    """What to say when a tool that takes a context failed on the deps it was not given."""
+    reason = result.reason if isinstance(result, Err) else None
+    if isinstance(reason, ToolError) and _reads_none(reason.original_error):
+        return (
+            "this tool takes deps (ctx.deps is None): pass --deps JSON or --deps @FILE "
+            f"({reason.message})"
+        )
+    return None
+
+
 def _read_deps(spec: str | None, tool: Tool) -> dict[str, t.Any] | None:
     """``--deps``: the ``RunContext.deps`` of a tool that takes a context (a JSON
     object, inline or ``@file.json``); none means no deps (None)."""
@@ -530,9 +594,12 @@ class _Approver:
             writer.write(text)
             writer.flush()
 
+        description = request.tool.description.strip()
+        shown = "\n".join("  " + line if line.strip() else "" for line in description.splitlines())
         say(
             f"{_PROG}: tool '{request.name}' needs approval\n"
-            f"  arguments: {_dumps(dict(request.arguments), ascii_only=False)}\n"
+            + (f"{shown}\n" if shown else "")
+            + f"  arguments: {_dumps(dict(request.arguments), ascii_only=False)}\n"
         )
         while True:
             say("approve / reject / edit [a/r/e]? ")
@@ -746,14 +813,16 @@ def _error_fields(reason: object, tool: Tool, refusal: str | None) -> dict[str, 
     }
 
 
-def _report(result: Result, tool: Tool, approver: _Approver, as_json: bool) -> int:
+def _report(
+    result: Result, tool: Tool, approver: _Approver, as_json: bool, hint: str | None = None
+) -> int:
     if isinstance(result, Ok):
         if as_json:
             _write_stdout(_json_payload({"ok": True, "value": result.value}))
         else:
             _write_stdout(_render_value(result.value))
         return EXIT_OK
-    error = _error_fields(result.reason, tool, approver.refusal)
+    error = _error_fields(result.reason, tool, approver.refusal or hint)
     if as_json:
         _write_stdout(_json_payload({"ok": False, "error": error}))
     else:
@@ -766,6 +835,9 @@ def _command_run(options: argparse.Namespace, console: _Console) -> int:
     tool = _with_overrides(found, options.timeout, options.retries)
     arguments = _read_arguments(options.args)
     deps = _read_deps(options.deps, tool)
+    without_deps = deps is None and tool.takes_ctx
+    if without_deps and tool.retries:
+        tool = attrs.evolve(tool, retry_on=_NotRetriedWithoutDeps(tool.retry_on))
     mode = options.approve
     if mode is None and _isatty(sys.stdin):
         mode = "prompt"
@@ -802,7 +874,8 @@ def _command_run(options: argparse.Namespace, console: _Console) -> int:
             signal.disconnect(receiver)
         if live is not None:
             live.close()
-    return _report(result, tool, approver, options.json)
+    hint = _deps_hint(result) if without_deps else None
+    return _report(result, tool, approver, options.json, hint)
 
 
 def _timeout_label(tool: Tool) -> str:

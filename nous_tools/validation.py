@@ -100,6 +100,7 @@ import referencing.jsonschema
 import regex
 
 from . import _iso
+from ._wording import violation_text
 from ._text import json_type as _json_type
 
 __all__ = [
@@ -1371,7 +1372,7 @@ def _describe(
                 seen.add(mismatch)
                 mismatches.append(mismatch)
         else:
-            violation = (_shorten(_format_path(path, arguments)), _shorten(error.message))
+            violation = (_shorten(_format_path(path, arguments)), _shorten(violation_text(error)))
             if violation not in seen:
                 seen.add(violation)
                 invalid.append(violation)

@@ -88,6 +88,14 @@ def whoami(ctx: RunContext[t.Any]) -> dict[str, t.Any]:
     }
 
 
+@tool(timeout=5, retries=2)
+def note_down(ctx: RunContext[dict[str, t.Any]], note: str) -> list[str]:
+    """Add a note to the notes kept in the deps (run it with --deps)."""
+    notes: list[str] = ctx.deps.setdefault("notes", [])
+    notes.append(note)
+    return notes
+
+
 @dataclasses.dataclass
 class Point:
     x: int

@@ -259,6 +259,7 @@ def test_arguments_that_are_not_a_json_object_are_a_usage_error_in_process(
     [
         ("no_such_module:tool", "cannot import module 'no_such_module': no module named"),
         ("cli_tools:no_such_tool", "'cli_tools' has no attribute 'no_such_tool'"),
+        ("cli_tools:no_such_tool", "'nous-tools list cli_tools' shows what can be run"),
     ],
 )
 def test_a_bad_module_path_is_a_usage_error(target: str, message: str) -> None:
@@ -292,6 +293,24 @@ def test_a_bad_module_path_is_a_usage_error_in_process(
     (line,) = captured.err.splitlines()
     assert line.startswith("nous-tools: error: ")
     assert message in line
+
+
+def test_a_name_that_is_not_there_lists_what_is_and_points_to_list(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["run", "cli_tools:gret"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(
+        "nous-tools: error: 'cli_tools' has no attribute 'gret'; did you mean 'greet'? "
+        "(what it can run: add, delete_file, "
+    )
+    assert "registry.shout" in line and "takes_opaque" not in line
+    assert line.endswith("; 'nous-tools list cli_tools' shows what can be run")
+    assert main(["run", "cli_tools:registry.shot"]) == 2
+    assert capsys.readouterr().err == (
+        "nous-tools: error: 'cli_tools:registry' has no attribute 'shot'; did you mean "
+        "'shout'? (its tools: shout); 'nous-tools list cli_tools' shows what can be run\n"
+    )
 
 
 def test_an_unknown_option_is_a_usage_error() -> None:
@@ -381,6 +400,27 @@ def test_deps_for_a_tool_without_a_context_are_a_usage_error(
         "nous-tools: error: --deps: tool 'greet' does not take a context (its first "
         "parameter is not a RunContext or named ctx), so it would never see them\n"
     )
+
+
+def test_a_tool_that_reads_missing_deps_says_pass_deps_and_is_not_retried() -> None:
+    result = cli("run", "cli_tools:note_down", "--args", '{"note": "milk"}', "--trace")
+    assert result.returncode == 1
+    lines = stderr_lines(result)
+    assert lines[-1] == (
+        "nous-tools: tool 'note_down' failed: this tool takes deps (ctx.deps is None): pass "
+        "--deps JSON or --deps @FILE (Tool execution failed: AttributeError: 'NoneType' "
+        "object has no attribute 'setdefault')"
+    )
+    assert "[trace] exception note_down attempt 1: AttributeError, not retried" in lines
+    assert not any("attempt 2" in line for line in lines)
+    given = cli("run", "cli_tools:note_down", "--args", '{"note": "milk"}', "--deps", "{}")
+    assert (given.returncode, given.stdout) == (0, '[\n  "milk"\n]\n')
+
+
+def test_other_failures_of_a_tool_run_without_deps_are_retried_as_usual() -> None:
+    result = cli("run", "cli_tools:flaky", "--trace")  # takes no context: untouched
+    assert result.returncode == 0
+    assert "[trace] exception flaky attempt 1: ConnectionError, will retry" in result.stderr
 
 
 def test_a_registry_tool_runs_through_the_registry_and_its_advice() -> None:
@@ -504,6 +544,7 @@ def test_the_prompt_on_a_terminal_approves(terminal: object) -> None:
     term = terminal("run", "cli_tools:delete_file", "--args", '{"path": "/tmp/x"}')  # type: ignore[operator]
     term.expect("approve / reject / edit [a/r/e]? ")
     assert "tool 'delete_file' needs approval" in term.text
+    assert "  Delete a file (pretend); every call needs approval." in term.text  # what it does
     assert 'arguments: {"path": "/tmp/x"}' in term.text
     term.send("a")
     assert term.finish() == 0

@@ -337,7 +337,7 @@ def test_true_is_not_one_even_in_an_enum() -> None:
         (
             {"properties": {"a": {}}, "additionalProperties": False},
             {"a": 1, "b": 2},
-            [("(root)", "Additional properties are not allowed ('b' was unexpected)")],
+            [("(root)", "unknown argument 'b' (expected: a)")],
         ),
     ],
     ids=["anyOf", "enum", "minimum", "pattern", "additionalProperties"],
@@ -554,11 +554,29 @@ def test_a_flood_of_violations_is_listed_in_part_but_kept_whole() -> None:
     assert failure.message.endswith(", ... and 450 more")
 
 
+def test_an_unknown_argument_is_named_with_the_ones_the_tool_takes() -> None:
+    greet = {"properties": {"name": {"type": "string"}}, "additionalProperties": False}
+    assert failure_of(greet, {"name": "Ada", "nme": "x"}).message == (
+        "Invalid values: (root): unknown argument 'nme' (expected: name)"
+    )
+    nested = {
+        "properties": {
+            "filter": {
+                "properties": {"min": {}, "max": {}},
+                "additionalProperties": False,
+            }
+        }
+    }
+    assert failure_of(nested, {"filter": {"mn": 1, "mx": 2}}).message == (
+        "Invalid values: filter: unknown fields 'mn', 'mx' (expected: min, max)"
+    )
+
+
 def test_non_string_keys_do_not_raise() -> None:
     failure = failure_of({"additionalProperties": False}, {1: "one"})
     assert failure.original_error == (
         "invalid",
-        [("(root)", "Additional properties are not allowed (1 was unexpected)")],
+        [("(root)", "unknown argument 1 (this tool takes no arguments)")],
     )
     nested = {"properties": {"m": {"additionalProperties": {"type": "string"}}}}
     assert failure_of(nested, {"m": {2: 3}}).original_error == (
