@@ -100,8 +100,8 @@ import referencing.jsonschema
 import regex
 
 from . import _iso
-from ._wording import violation_text
 from ._text import json_type as _json_type
+from ._wording import violation_text
 
 __all__ = [
     "ArgumentValidator",
