@@ -132,7 +132,7 @@ def create_app(
     @app.post("/tool-calls/resolve")
     def resolve() -> ResponseReturnValue:
         # A real app checks here that a logged-in person may decide these calls.
-        body = request.get_json(silent=True)
+        body = request.get_json(silent=True) or {}
         try:
             decisions = parse_decisions(body)
             batch = ToolCallResults.from_dict(body.get("batch"), registry, secret)

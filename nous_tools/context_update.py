@@ -119,7 +119,8 @@ class ContextUpdate:
 
     Build one with the chaining builders (:meth:`set`, :meth:`merge`, :meth:`append`,
     :meth:`delete`), each of which returns a new update and leaves its receiver as
-    it was. ``len(update)`` is the number of operations, iterating yields them, and
+    it was. ``operations`` is the tuple of :class:`Operation` values, in order;
+    ``len(update)`` is the number of operations, iterating yields them, and
     an empty update is falsy.
     """
 

@@ -92,7 +92,9 @@ class ToolCall:
 
     id: str | None
     name: str
-    arguments: t.Any = attrs.field(factory=dict)
+    arguments: t.Any = attrs.field(
+        factory=dict, metadata={"description": "The arguments, a mapping (default: empty)."}
+    )
 
 
 class _Failure:
@@ -408,10 +410,13 @@ class ToolExecutor:
 
     @property
     def max_workers(self) -> int:
+        """How many timed attempts run at once, across every caller and batch."""
         return self._pool.max_workers
 
     @property
     def max_abandoned(self) -> int:
+        """How many workers may be stuck past their deadlines before new timed calls
+        get ``Err(ExecutorSaturated)``."""
         return self._pool.max_abandoned
 
     @property
@@ -603,16 +608,18 @@ class ToolExecutor:
     ) -> list[t.Any]:
         """Run prepared ``(tool, arguments, call_id)`` jobs concurrently; an ``Err``
         in ``jobs`` is its own result. ``run`` replaces :meth:`execute` per job.
+        The engine of :meth:`execute_many`, of :meth:`Registry.execute_many
+        <nous_tools.Registry.execute_many>` and of ``execute_tool_calls``.
 
         The batch is a cancel scope, and at most ``max_workers`` of its jobs run at
         once (at most ``max_concurrency``, when given: ``ValueError`` unless it is an
         int >= 1); each job's timed attempts take pool workers like any other call, so
         ``max_workers`` bounds every batch and caller together. Without ``run``
         (``execute_many``) the caller hands each timed first attempt straight to a
-        worker and waits for them all (see :meth:`_run_batch`); with ``run``, or for
-        a job that needs a thread of its own (an inline tool, a process-isolated
-        one, an approval handler to ask, a retry), lane threads run the jobs (lanes
-        take no capacity of their own). When the caller is interrupted (Ctrl-C, or
+        worker and waits for them all; with ``run``, or for a job that needs a
+        thread of its own (an inline tool, a process-isolated one, an approval
+        handler to ask, a retry), helper threads run the jobs (they take no
+        capacity of their own). When the caller is interrupted (Ctrl-C, or
         the cancellation of the attempt it works for), no further job starts, the
         running ones are cancelled as at a deadline, and the interruption propagates.
         """

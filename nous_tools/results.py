@@ -56,7 +56,8 @@ E = TypeVar("E", default=t.Any)
 
 @attrs.frozen(slots=True)
 class Ok(t.Generic[T]):
-    """A successful call: its ``value`` and an optional :class:`ContextUpdate`."""
+    """A successful call: its ``value`` and an optional :class:`ContextUpdate`,
+    ``update``, to apply to the run's ``deps``."""
 
     value: T
     update: ContextUpdate | None = None
@@ -112,11 +113,12 @@ def ok_fast(value: object) -> Ok[t.Any]:
 
 
 Result = t.Union[Ok[t.Any], Err]  # noqa: UP007  (a runtime alias, usable in isinstance)
+"""What running a tool gives: ``Ok`` or ``Err`` (``isinstance(x, Result)`` works)."""
 
 
 @attrs.frozen(slots=True)
 class Edit:
-    """An approval handler's answer: run the tool with these arguments instead.
+    """An approval handler's answer: run the tool with these ``arguments`` instead.
 
     The edited arguments are validated against the tool's schema like any other;
     an edit never changes which tool runs.

@@ -131,11 +131,21 @@ def _check_handler(instance: object, attribute: attrs.Attribute[t.Any], value: o
 
 @attrs.frozen(slots=True, eq=False)
 class RunContext(t.Generic[DepsT]):
-    """What a tool sees of the run. Frozen: use :func:`attrs.evolve` to change it."""
+    """What a tool sees of the run. Frozen: use :func:`attrs.evolve` to change it.
+
+    ``deps`` is whatever the tools need — a database handle, the current user — and
+    the model never sees it (``RunContext[Deps]`` types it). ``retry`` is the
+    0-based index of the current attempt; ``usage`` the run's :class:`Usage`;
+    ``approval_handler`` and ``approval_gated`` decide ``"ask"`` tools (see
+    ``docs/concepts/approval.md``); ``sandbox`` is the :class:`SandboxPolicy` for
+    file paths. Inside an attempt the executor sets ``deadline`` (a
+    ``time.monotonic()`` value, or None) and ``cancelled`` (set when the deadline
+    passes: poll it, or sleep with ``ctx.cancelled.wait(seconds)``).
+    """
 
     deps: DepsT = None  # type: ignore[assignment]
     retry: int = attrs.field(default=0, validator=_check_retry)
-    usage: Usage = attrs.field(factory=Usage)
+    usage: Usage = attrs.field(factory=Usage, metadata={"description": "The run's usage."})
     approval_handler: ApprovalHandler | None = attrs.field(default=None, validator=_check_handler)
     approval_gated: bool = attrs.field(default=False, converter=bool)
     sandbox: SandboxPolicy | None = None

@@ -108,6 +108,7 @@ class ToolOptions(TypedDict, total=False):
     max_calls_per_run: int | None
     max_result_chars: int | t.Literal["executor"] | None
     on_result_overflow: OnResultOverflow
+    retry_on: tuple[type[BaseException], ...] | type[BaseException] | t.Callable[..., t.Any] | None
 
 
 def _check_name(instance: object, attribute: attrs.Attribute[str], value: object) -> None:

@@ -855,8 +855,12 @@ class ToolCallResults:
     results: list[CallResult]
     calls: list[ToolCall]
     context: RunContext[t.Any]
-    skipped: list[t.Any] = attrs.field(factory=list)
-    kinds: list[str] = attrs.field(factory=list)
+    skipped: list[t.Any] = attrs.field(
+        factory=list, metadata={"description": "The items of the response not run."}
+    )
+    kinds: list[str] = attrs.field(
+        factory=list, metadata={"description": '"function" or "custom", per call.'}
+    )
     provider: Provider | None = None
     registry: Registry | None = attrs.field(default=None, repr=False)
     id: str = attrs.field(factory=_new_id)
@@ -1039,7 +1043,7 @@ class ToolCallResults:
     @classmethod
     def from_dict(
         cls,
-        data: c.Mapping[str, t.Any],
+        data: object,
         registry: Registry,
         secret: str | bytes | None = None,
         *,

@@ -33,7 +33,12 @@ def _count(value: object) -> int:
 
 @attrs.frozen(slots=True)
 class Usage:
-    """Requests, tool calls and tokens, summed field by field with ``+``."""
+    """Requests, tool calls and tokens, summed field by field with ``+``.
+
+    Each count is an int >= 0: ``requests`` (model requests), ``tool_calls``,
+    ``input_tokens``, ``output_tokens``, ``total_tokens``, and the prompt cache's
+    ``cache_creation_input_tokens`` and ``cache_read_input_tokens``.
+    """
 
     requests: int = attrs.field(default=0, converter=_count)
     tool_calls: int = attrs.field(default=0, converter=_count)

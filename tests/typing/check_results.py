@@ -84,3 +84,10 @@ def checks(executor: ToolExecutor, registry: Registry) -> None:
     # A tool whose return type is unknown gives an unknown result.
     unknown: Tool = add
     assert_type(execute(unknown, {}), t.Any)
+
+
+def option_checks() -> None:
+    """Never called. ``retry_on`` is an option of ``Tool.from_function`` and ``@tool``."""
+    Tool.from_function(add.function, retry_on=(ConnectionError,))
+    tool(retry_on=ConnectionError)(add.function)
+    Tool.from_function(add.function, retry_on="everything")  # type: ignore[arg-type]
