@@ -25,15 +25,10 @@ _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<ticks>`{3,}|~{3,})[ \t]*(?:python|p
 def pycon_fences(markdown: str) -> str:
     """``markdown`` with each ``python`` fence that opens a ``>>>`` session made ``pycon``.
 
-    >>> print(pycon_fences("```python\\n>>> 1 + 1\\n2\\n```\\n\\n```python\\nx = 1\\n```"))
-    ```pycon
-    >>> 1 + 1
-    2
-    ```
-    <BLANKLINE>
-    ```python
-    x = 1
-    ```
+    >>> pycon_fences("```python\\n>>> 1 + 1\\n2\\n```").splitlines()[0]
+    '```pycon'
+    >>> pycon_fences("```python\\nx = 1\\n```")  # no session: left as it is
+    '```python\\nx = 1\\n```'
     """
     lines = markdown.split("\n")
     for i, line in enumerate(lines[:-1]):

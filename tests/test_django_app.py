@@ -34,11 +34,11 @@ from nous_tools.contrib.django import CacheApprovalStore, django_executor
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
 DATA = pathlib.Path(tempfile.mkdtemp(prefix="nous-tools-django-"))
-os.environ["DJANGO_DB"] = str(DATA / "db.sqlite3")
-os.environ["DJANGO_SETTINGS_MODULE"] = "django_app"
+os.environ["DJANGO_DB"] = str(DATA / "db.sqlite3")  # read by the settings below
 sys.path.insert(0, str(EXAMPLES))
 django_app = importlib.import_module("django_app")  # the settings, URLconf and views
 sys.path.remove(str(EXAMPLES))
+del os.environ["DJANGO_DB"]  # other tests' processes must not inherit it
 
 SECRET = "test-secret"
 WAIT = 5.0
@@ -51,7 +51,11 @@ def django_site() -> c.Iterator[None]:
     from django.core.management import call_command
 
     before = nous_tools.executor._default
-    django.setup()
+    os.environ["DJANGO_SETTINGS_MODULE"] = "django_app"
+    try:
+        django.setup()  # reads the settings: the module imported above
+    finally:
+        del os.environ["DJANGO_SETTINGS_MODULE"]
     call_command("createcachetable", verbosity=0)
     yield
     installed = nous_tools.set_default_executor(before)

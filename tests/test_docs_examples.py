@@ -196,7 +196,9 @@ def _hook() -> types.ModuleType:
 
 
 def test_every_doctest_on_the_site_is_a_pycon_block_copied_without_prompts() -> None:
-    convert = _hook().pycon_fences
+    hook = _hook()
+    assert doctest.testmod(hook).failed == 0
+    convert = hook.pycon_fences
     python_block = re.compile(r"^[ \t]*```python\n(.*?)^[ \t]*```", re.M | re.S)
     for page in sorted(DOCS.rglob("*.md")):
         shown = convert(page.read_text(encoding="utf-8"))
