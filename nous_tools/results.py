@@ -472,7 +472,11 @@ class NeedsApproval:
 
     tool: Tool = attrs.field(repr=lambda tool: repr(tool.name))
     arguments: c.Mapping[str, t.Any] = attrs.field(converter=_freeze_arguments)
-    id: str = attrs.field(factory=_new_id, validator=_check_id)
+    id: str = attrs.field(
+        factory=_new_id,
+        validator=_check_id,
+        metadata={"description": "The approval's id (random): the store claims it once."},
+    )
     fingerprint: str = attrs.field()
     issued_at: int = attrs.field(factory=_now, validator=_check_issued_at, repr=False)
     call_id: str | None = attrs.field(default=None, validator=_check_optional_str)

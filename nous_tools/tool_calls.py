@@ -863,7 +863,9 @@ class ToolCallResults:
     )
     provider: Provider | None = None
     registry: Registry | None = attrs.field(default=None, repr=False)
-    id: str = attrs.field(factory=_new_id)
+    id: str = attrs.field(
+        factory=_new_id, metadata={"description": "The batch's id (random): resolved once."}
+    )
     issued_at: int = attrs.field(factory=_now)
     # The model-facing text of results read back by from_dict (None: format the result).
     _contents: list[str | None] = attrs.field(factory=list, alias="_contents", repr=False)

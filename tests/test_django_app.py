@@ -104,7 +104,7 @@ def registry(
         executor=executor,
         name="django-example",
         approval_max_age=django_app.APPROVAL_MAX_AGE,
-        approval_store=CacheApprovalStore(timeout=django_app.APPROVAL_MAX_AGE, single_process=True),
+        approval_store=CacheApprovalStore(timeout=django_app.APPROVAL_MAX_AGE),
     )
     caches["default"].clear()
     monkeypatch.setattr(django_app, "registry", registry)
@@ -250,7 +250,7 @@ def test_single_use_is_kept_in_the_django_cache(
     twin = Registry(
         [registry.lookup("get_weather"), registry.lookup("delete_file")],  # type: ignore[list-item]
         name="django-example",
-        approval_store=CacheApprovalStore(single_process=True),  # LocMemCache here
+        approval_store=CacheApprovalStore(),  # the database cache: shared
     )
     django_app.registry = twin  # put back by the registry fixture's monkeypatch
     assert decide(client, batch, {"call_d": "approve"}).status_code == 409
