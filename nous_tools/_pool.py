@@ -441,6 +441,59 @@ class WorkerPool:
         task.done.acquire()  # it finished as the deadline passed: its worker is handing over
         return task.result
 
+    def run_watched(
+        self,
+        fn: t.Callable[..., t.Any],
+        args: tuple[t.Any, ...],
+        kwargs: dict[str, t.Any],
+        deadline: float,
+        inbox: queue.SimpleQueue[t.Any],
+        serve: t.Callable[[], float | None],
+        *,
+        cancelled: threading.Event | None = None,
+        interrupt: bool = True,
+    ) -> Outcome:
+        """:meth:`run`, for a caller that also has messages to take while it waits.
+
+        Anything put on ``inbox`` (other than the task, which the pool puts there when
+        it ends) wakes the caller, who then calls ``serve()`` in its own thread;
+        ``serve`` returns when it wants to be called again (a time on
+        :func:`~nous_tools._clock.monotonic`'s clock) or None. Deadlines, the
+        enclosing scope and an interruption of the caller work as in :meth:`run`.
+        A caller with nothing to take uses :meth:`run`, which waits on one lock.
+        """
+        started = self.submit(
+            fn, args, kwargs, deadline, inbox, cancelled=cancelled, interrupt=interrupt
+        )
+        if type(started) is tuple:
+            return started
+        task = t.cast(_Task, started)
+        deadline = t.cast(float, task.deadline)  # the enclosing scope's, if earlier
+        again: float | None = None
+        try:
+            while True:
+                now = _Clock.monotonic()
+                wait = deadline - now
+                if again is not None and again - now < wait:
+                    wait = again - now
+                try:
+                    item = inbox.get(True, min(wait, _WAIT_MAX)) if wait > 0.0 else None
+                except queue.Empty:
+                    item = None
+                if item is task:
+                    outcome = self.outcome(task)
+                    break
+                if item is None and _Clock.monotonic() >= deadline:
+                    outcome = self.expire(task)
+                    break
+                again = serve()
+        except BaseException:
+            self._abandon(task, TIMED_OUT)
+            raise
+        finally:
+            self.forget(task)
+        return outcome
+
     def submit(
         self,
         fn: t.Callable[..., t.Any],

@@ -36,7 +36,7 @@ import typing as t
 
 import attrs
 
-from . import _admission, _isolation, _pool
+from . import _admission, _isolation, _pool, _reporting
 from . import signals as _signals
 from ._clock import monotonic
 from ._log import log as _safe_log
@@ -53,6 +53,7 @@ from .results import _set_value as _set_ok_value
 from .results import ok_fast as _ok
 from .run_context import AttemptCancelled, RunContext
 from .run_context import for_attempt as _for_attempt
+from .run_context import with_channel as _with_channel
 from .tool import ON_TIMEOUT_MODES, Tool
 
 __all__ = [
@@ -83,6 +84,8 @@ _start = _signals.tool_execute_start
 _stop = _signals.tool_execute_stop
 _exception = _signals.tool_execute_exception
 _timeout = _signals.tool_timeout
+_progress = _signals.tool_progress
+_log_signal = _signals.tool_log
 _send = _signals.send
 
 
@@ -192,6 +195,7 @@ class _Batch:
     """Where a batch run by :meth:`ToolExecutor._run_batch` stands."""
 
     __slots__ = (
+        "channels",
         "ctx",
         "deadlines",
         "jobs",
@@ -200,6 +204,8 @@ class _Batch:
         "pending",
         "results",
         "scope",
+        "tally",
+        "timers",
         "waiting",
     )
 
@@ -210,6 +216,7 @@ class _Batch:
         results: list[t.Any],
         ctx: RunContext[t.Any] | None,
         scope: Scope,
+        tally: _Tally | None = None,
     ) -> None:
         self.jobs = jobs
         self.pending = collections.deque(todo)  # calls not started yet, in order
@@ -220,6 +227,11 @@ class _Batch:
         self.waiting: dict[t.Any, _Job] = {}  # task -> the call whose first attempt it runs
         self.deadlines: list[tuple[float, int, t.Any]] = []  # a heap of (deadline, i, task)
         self.lanes = 0  # calls (or their retries) running in lanes
+        self.tally = tally  # on_progress, told of each call that ends
+        # What the running first attempts report (see _reporting): their channels,
+        # and when each wants to be served again.
+        self.channels: dict[_reporting.Channel, _Job] = {}
+        self.timers: dict[_reporting.Channel, float] = {}
 
 
 class _Job:
@@ -229,6 +241,7 @@ class _Job:
         "arguments",
         "began",
         "call_id",
+        "channel",
         "context",
         "ctx",
         "debug",
@@ -255,6 +268,43 @@ class _Job:
         self.debug: float | None = None
         self.task: t.Any = None
         self.failure: _Failure | None = None
+        self.channel: _reporting.Channel | None = None  # what its first attempt reports
+
+
+class _Tally:
+    """A batch's ``on_progress``: called with ``(done, total, result)`` as each call
+    ends (and ``(0, total, None)`` first), one call at a time, in the thread that saw
+    the call end. A callback that raises is logged, never the batch's problem."""
+
+    __slots__ = ("callback", "done", "lock", "total")
+
+    def __init__(self, callback: c.Callable[[int, int, t.Any], object], total: int) -> None:
+        self.callback = callback
+        self.total = total
+        self.done = 0
+        self.lock = threading.Lock()
+
+    def start(self) -> None:
+        with self.lock:
+            self._tell(None)
+
+    def ended(self, result: t.Any) -> None:
+        with self.lock:
+            self.done += 1
+            self._tell(result)
+
+    def _tell(self, result: t.Any) -> None:  # with the lock
+        try:
+            self.callback(self.done, self.total, result)
+        except BaseException as exc:
+            if interrupts(exc):
+                raise
+            _log.warning(
+                "on_progress callback %r raised %s; ignored",
+                self.callback,
+                type(exc).__name__,
+                exc_info=True,
+            )
 
 
 class ToolExecutor:
@@ -539,6 +589,7 @@ class ToolExecutor:
         *,
         resolve: c.Callable[[str], Tool | None] | None = None,
         max_concurrency: int | None = None,
+        on_progress: c.Callable[[int, int, Result | None], object] | None = None,
     ) -> list[Result]:
         """Run several calls concurrently (at most ``max_workers`` timed attempts at
         once, shared with every other caller, and at most ``max_concurrency`` of this
@@ -551,11 +602,18 @@ class ToolExecutor:
         that raises ends the list there, with an ``Err`` in its place. Ctrl-C while
         the batch runs starts no further call of it, cancels the running ones as at
         a deadline, and re-raises.
+
+        ``on_progress(done, total, result)`` is called with ``(0, total, None)`` before
+        the first call starts, then after every call that ends, with its result —
+        every call counts, also one refused by approval or validation or one that
+        timed out, so ``done`` always reaches ``total``. It is called one call at a
+        time (never concurrently); what it raises is logged and ignored.
         """
         return self.run_jobs(
             _read_jobs(calls, lambda call: self._job(call, resolve)),
             ctx,
             max_concurrency=max_concurrency,
+            on_progress=on_progress,
         )
 
     @staticmethod
@@ -605,9 +663,11 @@ class ToolExecutor:
         run: c.Callable[[Tool, t.Any, RunContext[t.Any] | None, str | None], t.Any] | None = None,
         *,
         max_concurrency: int | None = None,
+        on_progress: c.Callable[[int, int, t.Any], object] | None = None,
     ) -> list[t.Any]:
         """Run prepared ``(tool, arguments, call_id)`` jobs concurrently; an ``Err``
-        in ``jobs`` is its own result. ``run`` replaces :meth:`execute` per job.
+        in ``jobs`` is its own result. ``run`` replaces :meth:`execute` per job;
+        ``on_progress`` is told of each job that ends (see :meth:`execute_many`).
         The engine of :meth:`execute_many`, of :meth:`Registry.execute_many
         <nous_tools.Registry.execute_many>` and of ``execute_tool_calls``.
 
@@ -630,29 +690,39 @@ class ToolExecutor:
         runner = run if run is not None else self._run_job
         results: list[t.Any] = [job if isinstance(job, Err) else None for job in jobs]
         todo = [i for i, job in enumerate(jobs) if not isinstance(job, Err)]
+        tally = _Tally(on_progress, len(jobs)) if on_progress is not None else None
+        if tally is not None:
+            tally.start()
+            for result in results:
+                if result is not None:  # a call that could not even be read
+                    tally.ended(result)
         if not todo:
             return results
         if len(todo) == 1:
             i = todo[0]
             tool, arguments, call_id = t.cast(tuple[Tool, t.Any, "str | None"], jobs[i])
             results[i] = runner(tool, arguments, ctx, call_id)
+            if tally is not None:
+                tally.ended(results[i])
             return results
         parent = here.scope
         batch = Scope(parent.deadline if parent is not None else None, shared=True)
         if parent is not None and not parent.adopt(batch):
-            return [
-                r if r is not None else _cancelled_before_start(jobs[i])
-                for i, r in enumerate(results)
-            ]
+            for i, r in enumerate(results):
+                if r is None:
+                    results[i] = _cancelled_before_start(jobs[i])
+                    if tally is not None:
+                        tally.ended(results[i])
+            return results
         # In a pool worker (a tool running a batch), the batch's own bookkeeping is
         # the library's code: no cancellation lands in it. Cancelling the attempt
         # cancels the batch through its scope; ToolCancelled is raised on return.
         token = _pool.shield() if run is None else None
         try:
             if run is None:
-                self._run_batch(jobs, todo, results, ctx, batch, limit)
+                self._run_batch(jobs, todo, results, ctx, batch, limit, tally)
             else:
-                self._run_lanes(jobs, todo, results, ctx, batch, runner, limit)
+                self._run_lanes(jobs, todo, results, ctx, batch, runner, limit, tally)
         finally:
             if parent is not None:
                 parent.release(batch)
@@ -661,6 +731,8 @@ class ToolExecutor:
         for i, result in enumerate(results):
             if result is None:  # never started: the batch was cancelled
                 results[i] = _cancelled_before_start(jobs[i])
+                if tally is not None:
+                    tally.ended(results[i])
         return results
 
     def _run_lanes(
@@ -672,6 +744,7 @@ class ToolExecutor:
         batch: Scope,
         runner: c.Callable[[Tool, t.Any, RunContext[t.Any] | None, str | None], t.Any],
         limit: int,
+        tally: _Tally | None = None,
     ) -> None:
         """The caller and up to ``limit - 1`` lane threads (``limit``: at most
         ``max_workers``) take jobs one at a time and run each with ``runner``."""
@@ -692,17 +765,20 @@ class ToolExecutor:
                     state[1] += 1
                 tool, arguments, call_id = t.cast(tuple[Tool, t.Any, "str | None"], jobs[i])
                 try:
-                    results[i] = runner(tool, arguments, ctx, call_id)
-                except BaseException as exc:
-                    if caller and interrupts(exc):
-                        raise  # the caller's Ctrl-C, or its own cancellation
-                    results[i] = Err(
-                        ToolError(
-                            f"Tool '{getattr(tool, 'name', 'unknown')}' could not be run: "
-                            f"{type(exc).__name__}: {_safe_str(exc)}",
-                            original_error=exc,
+                    try:
+                        results[i] = runner(tool, arguments, ctx, call_id)
+                    except BaseException as exc:
+                        if caller and interrupts(exc):
+                            raise  # the caller's Ctrl-C, or its own cancellation
+                        results[i] = Err(
+                            ToolError(
+                                f"Tool '{getattr(tool, 'name', 'unknown')}' could not be run: "
+                                f"{type(exc).__name__}: {_safe_str(exc)}",
+                                original_error=exc,
+                            )
                         )
-                    )
+                    if tally is not None:
+                        tally.ended(results[i])
                 finally:
                     with lock:
                         state[1] -= 1
@@ -734,6 +810,7 @@ class ToolExecutor:
         ctx: RunContext[t.Any] | None,
         batch: Scope,
         limit: int,
+        tally: _Tally | None = None,
     ) -> None:
         """``execute_many``'s batch, run from the caller's thread without a thread per call.
 
@@ -746,9 +823,11 @@ class ToolExecutor:
         task is abandoned as ``execute`` would. A call that needs a thread of its own
         (an inline or process-isolated tool, an approval handler to ask, a tool whose
         attempts may wait for a ``max_concurrency`` slot) runs whole in a lane, and so do the attempts after a first one that failed and may be
-        retried (``retry_wait`` sleeps there); a lane reports to the same queue.
+        retried (``retry_wait`` sleeps there); a lane reports to the same queue, and
+        so does what a running first attempt reports (progress, log lines: see
+        :mod:`nous_tools._reporting`), which the caller delivers as it comes.
         """
-        state = _Batch(jobs, todo, results, ctx, batch)
+        state = _Batch(jobs, todo, results, ctx, batch, tally)
         saved = here.scope
         here.scope = batch  # the calls' tasks are the batch's children
         try:
@@ -799,15 +878,17 @@ class ToolExecutor:
                         result: Result = self.execute(tool, arguments, ctx, call_id=call_id)
                         return result
 
-                    state.lanes += self._in_lane(job, whole, results, batch)
+                    state.lanes += self._in_lane(job, whole, results, batch, state.tally)
                     continue
                 result = job.context.run(self._call, tool, arguments, ctx, call_id, job)
                 if result is _PENDING:
                     task = job.task
                     waiting[task] = job
                     heapq.heappush(deadlines, (task.deadline, i, task))
+                    if job.channel is not None:
+                        state.channels[job.channel] = job
                 else:
-                    state.lanes += self._job_ended(job, result, results, batch)
+                    state.lanes += self._job_ended(job, result, results, batch, state)
             if not waiting and not state.lanes:
                 return
             # Abandon the calls whose deadlines have passed; wait for the next end or
@@ -824,10 +905,19 @@ class ToolExecutor:
                 heapq.heappop(deadlines)
                 job = waiting.pop(task)
                 pool.forget(task)
-                state.lanes += self._job_ended(job, pool.expire(task), results, batch)
+                state.lanes += self._job_ended(job, pool.expire(task), results, batch, state)
                 timeout = None
             if not waiting and not state.lanes:
                 continue
+            if state.timers:  # a channel wants serving again (a held progress update)
+                now = monotonic()
+                for channel, again in list(state.timers.items()):
+                    if again <= now:
+                        self._serve(state, channel)
+                if state.timers:
+                    soonest = max(0.0, min(state.timers.values()) - now)
+                    if timeout is None or soonest < timeout:
+                        timeout = soonest
             if main and (timeout is None or timeout > _SIGNAL_SLICE):
                 timeout = _SIGNAL_SLICE
             try:
@@ -838,11 +928,29 @@ class ToolExecutor:
                 pass
             elif type(item) is _Job:  # a lane ended
                 state.lanes -= 1
+                if state.tally is not None:
+                    state.tally.ended(results[item.index])
+            elif type(item) is _reporting.Channel:  # a running attempt reported
+                self._serve(state, item)
             else:
                 job = waiting.pop(item, None)  # type: ignore[arg-type]
                 if job is not None:  # else: ended at its deadline already
                     pool.forget(item)
-                    state.lanes += self._job_ended(job, pool.outcome(item), results, batch)
+                    state.lanes += self._job_ended(job, pool.outcome(item), results, batch, state)
+
+    @staticmethod
+    def _serve(state: _Batch, channel: _reporting.Channel) -> None:
+        """Deliver what a batch call's running first attempt reported, in the call's
+        context; note when its channel wants serving again."""
+        job = state.channels.get(channel)
+        if job is None:  # the call has ended: its channel was finished then
+            state.timers.pop(channel, None)
+            return
+        again = job.context.run(channel.serve)
+        if again is None:
+            state.timers.pop(channel, None)
+        else:
+            state.timers[channel] = again
 
     def _call(
         self,
@@ -881,7 +989,19 @@ class ToolExecutor:
             total,
         )
         job.debug = time.perf_counter() if _logger.isEnabledFor(logging.DEBUG) else None
-        job.emit = emit = bool(_start.receivers or _stop.receivers or _exception.receivers)
+        emit = bool(_start.receivers or _stop.receivers or _exception.receivers)
+        attempt_ctx = ctx
+        if (
+            tool.takes_ctx
+            and ctx._channel is None
+            and (_progress.receivers or _log_signal.receivers)
+        ):
+            # What the tool reports comes to the batch's queue (see _coordinate);
+            # job.ctx stays without this channel: retries get channels of their own.
+            job.channel = channel = _reporting.signal_channel(tool, call_id, 1, job.notify)
+            attempt_ctx = _with_channel(ctx, channel)
+            emit = True
+        job.emit = emit
         job.began = self._started(tool, 1, total, call_id) if emit else 0
         timeout = t.cast(float, tool.timeout)
         deadline = monotonic() + timeout
@@ -891,7 +1011,7 @@ class ToolExecutor:
         cancelled: threading.Event | None = None
         if tool.takes_ctx:
             cancelled = AttemptCancelled()
-            call_args: tuple[t.Any, ...] = (_with_attempt(ctx, 0, deadline, cancelled),)
+            call_args: tuple[t.Any, ...] = (_with_attempt(attempt_ctx, 0, deadline, cancelled),)
         else:
             call_args = ()
         on_timeout = tool.on_timeout or self.on_timeout
@@ -916,6 +1036,8 @@ class ToolExecutor:
         tool = job.tool
         try:
             kind, value, text = outcome
+            if job.channel is not None:
+                job.channel.finish()  # what the tool reported, before the attempt's end
             duration = time.perf_counter_ns() - job.began if job.emit else 0
             result = self._ended(
                 tool, job.arguments, 1, job.total, tool.timeout, kind, value, text, duration
@@ -934,22 +1056,34 @@ class ToolExecutor:
                 raise
             return _internal_error(tool, exc)
 
-    def _job_ended(self, job: _Job, outcome: t.Any, results: list[t.Any], batch: Scope) -> int:
+    def _job_ended(
+        self, job: _Job, outcome: t.Any, results: list[t.Any], batch: Scope, state: _Batch
+    ) -> int:
         """Record a batch call's result, or start its retries in a lane; the number
         of lanes started (0 or 1). ``outcome`` is the pool's, or a result already."""
         result = job.context.run(self._finish, job, outcome) if type(outcome) is tuple else outcome
+        if job.channel is not None:
+            state.channels.pop(job.channel, None)
+            state.timers.pop(job.channel, None)
         if result is not _RETRY:
             results[job.index] = result
+            if state.tally is not None:
+                state.tally.ended(result)
             return 0
         failure = t.cast(_Failure, job.failure)
 
         def retries() -> Result:
             return self._retry(job.tool, job.arguments, job.ctx, failure, job.total, job.call_id)
 
-        return self._in_lane(job, retries, results, batch)
+        return self._in_lane(job, retries, results, batch, state.tally)
 
     def _in_lane(
-        self, job: _Job, run: c.Callable[[], Result], results: list[t.Any], batch: Scope
+        self,
+        job: _Job,
+        run: c.Callable[[], Result],
+        results: list[t.Any],
+        batch: Scope,
+        tally: _Tally | None = None,
     ) -> int:
         """Run ``run()`` for a batch's call in a lane, in the call's context; the lane
         puts ``job`` on the batch's queue when it ends. The number of lanes started:
@@ -980,6 +1114,8 @@ class ToolExecutor:
                     original_error=exc,
                 )
             )
+            if tally is not None:
+                tally.ended(results[i])
             return 0
         return 1
 
@@ -1301,6 +1437,17 @@ class ToolExecutor:
         ``deadline``: a timed attempt's, when the call set it already (a wait for a
         ``max_concurrency`` slot counts towards it)."""
         emit = bool(_start.receivers or _stop.receivers or _exception.receivers)
+        channel: _reporting.Channel | None = None
+        if (
+            tool.takes_ctx
+            and ctx._channel is None
+            and (_progress.receivers or _log_signal.receivers)
+        ):
+            # Someone listens to what the tool reports: a channel of this attempt's own
+            # (a nested call made with an attempt's ctx reports into that one instead).
+            channel = _reporting.signal_channel(tool, call_id, attempt)
+            ctx = _with_channel(ctx, channel)
+            emit = True  # the attempt's end goes through _ended, after the channel's
         began = self._started(tool, attempt, total, call_id) if emit else 0
         timeout = tool.timeout
         text: str | None = None
@@ -1338,11 +1485,15 @@ class ToolExecutor:
                 if token is not None:
                     _pool.shield()
         else:
-            kind, value, text = self._timed(tool, arguments, ctx, attempt, timeout, deadline)
+            kind, value, text = self._timed(
+                tool, arguments, ctx, attempt, timeout, deadline, channel
+            )
             if kind == RETURNED and not emit:
                 if type(value) is Ok or type(value) is Err or isinstance(value, (Ok, Err)):
                     return value
                 return _ok(value)
+        if channel is not None:
+            channel.finish()  # what the tool reported, before the attempt's end
         duration = time.perf_counter_ns() - began if emit else 0
         return self._ended(tool, arguments, attempt, total, timeout, kind, value, text, duration)
 
@@ -1440,6 +1591,7 @@ class ToolExecutor:
         attempt: int,
         timeout: float,
         deadline: float | None = None,
+        channel: _reporting.Channel | None = None,
     ) -> tuple[str, t.Any, t.Any]:
         if deadline is None:
             deadline = monotonic() + timeout
@@ -1465,11 +1617,22 @@ class ToolExecutor:
             else:
                 call_args = ()
             on_timeout = tool.on_timeout or self.on_timeout
-            return self._pool.run(
+            if channel is None:
+                return self._pool.run(
+                    tool.function,
+                    call_args,
+                    arguments if type(arguments) is dict else dict(arguments),
+                    deadline,
+                    cancelled=cancelled,
+                    interrupt=on_timeout == "interrupt",
+                )
+            return self._pool.run_watched(  # the caller delivers what the tool reports
                 tool.function,
                 call_args,
                 arguments if type(arguments) is dict else dict(arguments),
                 deadline,
+                t.cast("queue.SimpleQueue[t.Any]", channel.inbox),
+                channel.serve,
                 cancelled=cancelled,
                 interrupt=on_timeout == "interrupt",
             )

@@ -32,9 +32,11 @@ import attrs
 from typing_extensions import TypeVar
 
 from ._clock import monotonic
+from ._reporting import check_log, check_progress
 from .usage import Usage
 
 if t.TYPE_CHECKING:
+    from ._reporting import Channel
     from .results import ApprovalRequest, Edit
     from .sandbox import SandboxPolicy
 
@@ -154,6 +156,10 @@ class RunContext(t.Generic[DepsT]):
     #: The run (a conversation, a job) this call belongs to: with a call id, the key
     #: of the call journal and of per-run budgets. Carried to attempts and nested calls.
     run_id: str | None = attrs.field(default=None, validator=_check_run_id)
+    #: Where ``report_progress`` and ``log`` go during an attempt that someone
+    #: listens to (set by the executor; None otherwise). Carried to nested calls
+    #: made with this context, so they report under the call that made them.
+    _channel: Channel | None = attrs.field(default=None, repr=False, alias="_channel")
 
     @classmethod
     def new(
@@ -183,6 +189,38 @@ class RunContext(t.Generic[DepsT]):
             run_id=run_id,
         )
 
+    def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Report how far the tool has come: ``progress`` out of ``total`` (None when
+        unknown), with an optional ``message`` for people.
+
+        Delivered as the :data:`~nous_tools.signals.tool_progress` signal from the
+        caller's thread (and by ``nous-tools serve`` as MCP ``notifications/progress``),
+        at most 20 updates a second per attempt, the last one always; a no-op when
+        nobody listens. Raises ``ValueError`` for a progress that is not a finite
+        number >= 0, a total below it, or a message that is not a str.
+        """
+        check_progress(progress, total, message)
+        channel = self._channel
+        if channel is not None:
+            channel.progress(progress, total, message)
+
+    def log(self, level: str, message: str, **data: t.Any) -> None:
+        """Log a line about this call: ``level`` is ``"debug"``, ``"info"``,
+        ``"notice"``, ``"warning"`` or ``"error"``; ``data`` is anything more to say.
+
+        Delivered as the :data:`~nous_tools.signals.tool_log` signal from the caller's
+        thread, in order with progress (and by ``nous-tools serve`` as MCP
+        ``notifications/message``, where values JSON cannot hold are dropped); a
+        no-op when nobody listens. Raises ``ValueError`` for an unknown level or a
+        message that is not a str.
+        """
+        check_log(level, message)
+        channel = self._channel
+        if channel is not None:
+            channel.log(level, message, data)
+
     def time_left(self) -> float | None:
         """Seconds until this attempt's deadline (never below 0), or None without one."""
         if self.deadline is None:
@@ -202,6 +240,7 @@ _set_sandbox = _slot["sandbox"].__set__
 _set_deadline = _slot["deadline"].__set__
 _set_cancelled = _slot["cancelled"].__set__
 _set_run_id = _slot["run_id"].__set__
+_set_channel = _slot["_channel"].__set__
 
 
 def for_attempt(
@@ -227,4 +266,14 @@ def for_attempt(
     _set_deadline(new, deadline)
     _set_cancelled(new, ctx.cancelled if cancelled is None else cancelled)
     _set_run_id(new, ctx.run_id)
+    _set_channel(new, ctx._channel)
+    return new
+
+
+def with_channel(ctx: RunContext[t.Any], channel: Channel | None) -> RunContext[t.Any]:
+    """``ctx`` with ``channel`` as where its tool's progress and log lines go."""
+    if type(ctx) is not RunContext:
+        return attrs.evolve(ctx, _channel=channel)
+    new = for_attempt(ctx, ctx.retry, ctx.deadline, ctx.cancelled)
+    _set_channel(new, channel)
     return new

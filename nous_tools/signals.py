@@ -1,4 +1,5 @@
-"""Telemetry as blinker signals: ``start``, ``stop``, ``exception``, ``timeout`` and ``rate_limited``.
+"""Telemetry as blinker signals: ``start``, ``stop``, ``exception``, ``timeout``,
+``rate_limited``, ``progress`` and ``log``.
 
 Every signal is sent with the :class:`~nous_tools.Tool` as sender and two keyword
 arguments, ``measurements`` and ``metadata`` (dicts). Times are integer
@@ -32,6 +33,10 @@ older name of ``tool_execute_timeout`` and is the same signal object, so a
 receiver connected to either name gets every timeout. ``tool_rate_limited`` is
 sent when a tool's limit refuses a call before its first attempt (see
 ``docs/concepts/limits.md``).
+
+Two more report what a running tool says: ``tool_progress`` (``ctx.report_progress``)
+and ``tool_log`` (``ctx.log``), sent like the others from the caller's thread, in the
+order reported, before the attempt's ``stop``; see ``docs/how-to/progress.md``.
 
 blinker holds receivers **weakly** by default: a receiver that nothing else
 refers to (a lambda, a function defined inside another and returned, a bound
@@ -67,6 +72,8 @@ __all__ = [
     "tool_execute_start",
     "tool_execute_stop",
     "tool_execute_timeout",
+    "tool_log",
+    "tool_progress",
     "tool_rate_limited",
     "tool_timeout",
 ]
@@ -105,6 +112,21 @@ tool_timeout = tool_execute_timeout
 #: ``call_id`` only when the call has one.
 tool_rate_limited = blinker.NamedSignal("nous_tools.tool.rate_limited")
 
+#: Sent when a tool reports progress (``ctx.report_progress``), from the caller's
+#: thread, before the attempt's ``stop``; at most 20 a second per attempt, the last
+#: always. measurements: ``progress``, ``total`` (None when unknown),
+#: ``system_time`` (ns, when the tool reported it); metadata: ``tool_name``,
+#: ``call_id`` (None outside a batch of model tool calls), ``attempt``,
+#: ``progress``, ``total``, ``message`` (None when none).
+tool_progress = blinker.NamedSignal("nous_tools.tool.progress")
+
+#: Sent when a tool logs a line (``ctx.log``), from the caller's thread, before the
+#: attempt's ``stop``. measurements: ``system_time`` (ns, when the tool logged it);
+#: metadata: ``tool_name``, ``call_id``, ``attempt``, ``level`` (``"debug"``,
+#: ``"info"``, ``"notice"``, ``"warning"`` or ``"error"``), ``message``, ``data``
+#: (the keyword arguments given, as they are).
+tool_log = blinker.NamedSignal("nous_tools.tool.log")
+
 #: The four signals of an attempt (``tool_rate_limited`` is a call's, not an attempt's).
 ALL_SIGNALS = (
     tool_execute_start,
@@ -112,6 +134,9 @@ ALL_SIGNALS = (
     tool_execute_exception,
     tool_execute_timeout,
 )
+
+#: The signals of what a running tool reports: progress and log lines.
+REPORT_SIGNALS = (tool_progress, tool_log)
 
 _RAW_KEYS = frozenset({"reason", "stacktrace"})
 
