@@ -1921,6 +1921,9 @@ def execute_many(
     ctx: RunContext[t.Any] | None = None,
     *,
     max_concurrency: int | None = None,
+    on_progress: c.Callable[[int, int, Result | None], object] | None = None,
 ) -> list[Result]:
     """Run calls concurrently on the default executor; see :meth:`ToolExecutor.execute_many`."""
-    return default_executor().execute_many(calls, ctx, max_concurrency=max_concurrency)
+    return default_executor().execute_many(
+        calls, ctx, max_concurrency=max_concurrency, on_progress=on_progress
+    )

@@ -524,6 +524,7 @@ class Registry:
         ctx: RunContext[t.Any] | None = None,
         *,
         max_concurrency: int | None = None,
+        on_progress: c.Callable[[int, int, RegistryResult | None], object] | None = None,
     ) -> list[RegistryResult]:
         """Run several calls concurrently through the registry path (at most
         ``max_concurrency`` at once, when given); results come back in input order
@@ -532,14 +533,21 @@ class Registry:
 
         A call is a ``(name, arguments)`` pair (a :class:`Tool` in place of the name
         is run as given) or a :class:`ToolCall`, whose ``id`` reaches an approval
-        handler as ``ApprovalRequest.id``.
+        handler as ``ApprovalRequest.id``. ``on_progress(done, total, result)`` is
+        told of every call that ends, as in :meth:`ToolExecutor.execute_many`.
         """
         if max_concurrency is not None:
             _check_batch_cap(max_concurrency)  # the program's error: a ValueError
         jobs = _read_jobs(calls, self._job)
         executor = self.executor
         try:
-            return executor.run_jobs(jobs, ctx, run=self._run_job, max_concurrency=max_concurrency)
+            return executor.run_jobs(
+                jobs,
+                ctx,
+                run=self._run_job,
+                max_concurrency=max_concurrency,
+                on_progress=on_progress,
+            )
         except BaseException as exc:
             if interrupts(exc):
                 raise

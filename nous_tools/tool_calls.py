@@ -56,6 +56,7 @@ import typing as t
 import attrs
 
 from . import _canonical as _c
+from . import content as _rich
 from . import web as _web
 from ._admission import DEFAULT_MAX_RESULT_CHARS, clip_text, result_limit
 from ._log import log as _safe_log
@@ -477,6 +478,11 @@ def _value_content(value: object) -> str:
     JSON cannot hold otherwise are written as their ``repr``."""
     if isinstance(value, str):
         return value
+    kind = type(value)
+    if kind in _CONTENT or kind is list or kind is tuple:
+        parts = _rich.as_content(value)
+        if parts is not None:  # images, audio, resources: text and placeholders
+            return _rich.to_text(parts)
     if type(value) in _PLAIN:
         try:  # plain JSON data: the C encoder, which runs no code of the value's own
             return json.dumps(value, ensure_ascii=False)
@@ -493,6 +499,7 @@ def _value_content(value: object) -> str:
 
 
 _PLAIN = frozenset({dict, list, tuple, int, float, bool, type(None)})
+_CONTENT = frozenset({_rich.Text, _rich.Image, _rich.Audio, _rich.Resource})
 
 
 def _rendered(value: object) -> str:
@@ -909,12 +916,29 @@ class ToolCallResults:
         limit = limits[index] if index < len(limits) else DEFAULT_MAX_RESULT_CHARS
         return format_tool_result(result, call.name, max_chars=limit)
 
+    def _parts(self, index: int, result: CallResult) -> list[_rich.Content] | None:
+        """The content parts of an ``Ok`` that holds images, audio or resources (see
+        :mod:`nous_tools.content`); None otherwise, and for a result read back by
+        :meth:`from_dict` (which keeps the text only)."""
+        if not isinstance(result, Ok):
+            return None
+        contents = self._contents
+        if index < len(contents) and contents[index] is not None:
+            return None
+        return _rich.as_content(result.value)
+
     def _entries(self, include_pending: bool) -> c.Iterator[tuple[ToolCall, CallResult, str, str]]:
+        for _, entry in self._indexed(include_pending):
+            yield entry
+
+    def _indexed(
+        self, include_pending: bool
+    ) -> c.Iterator[tuple[int, tuple[ToolCall, CallResult, str, str]]]:
         for index, (call, result) in enumerate(zip(self.calls, self.results, strict=True)):
             if call.id is None:  # nothing to answer: a provider needs the call's id
                 continue
             if include_pending or not isinstance(result, NeedsApproval):
-                yield call, result, self._content(index, call, result), self._kind(index)
+                yield index, (call, result, self._content(index, call, result), self._kind(index))
 
     def to_openai_messages(self, *, include_pending: bool = False) -> list[dict[str, t.Any]]:
         """Chat Completions tool messages, ``{"role": "tool", "tool_call_id",
@@ -933,30 +957,42 @@ class ToolCallResults:
     def to_responses_items(self, *, include_pending: bool = False) -> list[dict[str, t.Any]]:
         """Responses API input items: ``{"type": "function_call_output", "call_id",
         "output"}``, or ``"custom_tool_call_output"`` for a custom call. Pending and
-        id-less calls are left out as in :meth:`to_openai_messages`."""
-        return [
-            {
-                "type": "custom_tool_call_output" if kind == "custom" else "function_call_output",
-                "call_id": call.id,
-                "output": content,
-            }
-            for call, _, content, kind in self._entries(include_pending)
-        ]
+        id-less calls are left out as in :meth:`to_openai_messages`. The output of a
+        result with images or files (:mod:`nous_tools.content`) is a list of
+        ``input_text``, ``input_image`` and ``input_file`` parts; any other is text."""
+        items: list[dict[str, t.Any]] = []
+        for index, (call, result, content, kind) in self._indexed(include_pending):
+            parts = self._parts(index, result)
+            items.append(
+                {
+                    "type": "custom_tool_call_output"
+                    if kind == "custom"
+                    else "function_call_output",
+                    "call_id": call.id,
+                    "output": _rich.to_responses(parts) if parts is not None else content,
+                }
+            )
+        return items
 
     def to_anthropic_blocks(self, *, include_pending: bool = False) -> list[dict[str, t.Any]]:
         """Anthropic ``tool_result`` blocks: ``{"type": "tool_result", "tool_use_id",
         "content", "is_error"}``; ``is_error`` is True for an ``Err`` only (a pending
         approval has not failed). Pending and id-less calls are left out as in
-        :meth:`to_openai_messages`."""
-        return [
-            {
-                "type": "tool_result",
-                "tool_use_id": call.id,
-                "content": content,
-                "is_error": isinstance(result, Err),
-            }
-            for call, result, content, _ in self._entries(include_pending)
-        ]
+        :meth:`to_openai_messages`. The content of a result with images or documents
+        (:mod:`nous_tools.content`) is a list of ``text``, ``image`` and ``document``
+        blocks; any other is text."""
+        blocks: list[dict[str, t.Any]] = []
+        for index, (call, result, content, _) in self._indexed(include_pending):
+            parts = self._parts(index, result)
+            blocks.append(
+                {
+                    "type": "tool_result",
+                    "tool_use_id": call.id,
+                    "content": _rich.to_anthropic(parts) if parts is not None else content,
+                    "is_error": isinstance(result, Err),
+                }
+            )
+        return blocks
 
     def to_anthropic_message(self, *, include_pending: bool = False) -> dict[str, t.Any]:
         """The user message that carries the ``tool_result`` blocks back to Claude:
@@ -1372,6 +1408,7 @@ def execute_tool_calls(
     *,
     executor: ToolExecutor | None = None,
     max_concurrency: int | None = None,
+    on_progress: c.Callable[[int, int, CallResult | None], object] | None = None,
 ) -> ToolCallResults:
     """Run the tool calls of a model response through ``registry``, concurrently
     (at most ``max_concurrency`` at once, when given, whatever the executor's size).
@@ -1407,6 +1444,12 @@ def execute_tool_calls(
 
     The text each call's messages carry is at most its tool's ``max_result_chars``
     (or the executor's) long: see :func:`format_tool_result`.
+
+    ``on_progress(done, total, result)`` is called with ``(0, total, None)`` before
+    the first call runs, then once per call as it ends, with its outcome — every
+    call counts, also one that could not be read, failed validation, waits for
+    approval (``NeedsApproval``) or timed out, so ``done`` reaches ``total``. It is
+    called one call at a time; what it raises is logged and ignored.
 
     ``ctx`` defaults to ``RunContext.new()``; ``executor`` to the registry's. Never
     raises for anything a model sent (hostile JSON, items whose attributes raise, an
@@ -1540,7 +1583,10 @@ def execute_tool_calls(
             _current_call.reset(token)
 
     results = t.cast(
-        list[CallResult], runner.run_jobs(jobs, ctx, run=run, max_concurrency=max_concurrency)
+        list[CallResult],
+        runner.run_jobs(
+            jobs, ctx, run=run, max_concurrency=max_concurrency, on_progress=on_progress
+        ),
     )
     default = runner.max_result_chars
     return ToolCallResults(
