@@ -8,6 +8,7 @@ not match is an ``Err`` naming the annotation and each violation.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import typing as t
@@ -73,10 +74,8 @@ def _entry(tool: Tool) -> tuple[t.Any, dict[str, t.Any] | None]:
         return _compute(tool)
     if found is None:
         found = _compute(tool)
-        try:
+        with contextlib.suppress(TypeError):
             _cache[tool] = found
-        except TypeError:
-            pass
     return found
 
 
