@@ -43,6 +43,10 @@ def _return_annotation(tool: Tool) -> t.Any:
 def _structured_kind(annotation: object) -> bool:
     if not isinstance(annotation, type):
         return False
+    from . import content
+
+    if annotation in (content.Text, content.Image, content.Audio, content.Resource):
+        return False  # content, not data: see nous_tools.content
     return (
         _schema._is_typeddict(annotation)
         or dataclasses.is_dataclass(annotation)

@@ -16,6 +16,7 @@ import secrets
 import socket
 import threading
 import typing as t
+import warnings
 
 import anyio
 import anyio.to_thread
@@ -25,6 +26,8 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import is_version_at_least
 
+from ... import _structured
+from ... import content as _content
 from ..._admission import DEFAULT_MAX_RESULT_CHARS, result_limit
 from ...errors import ToolError
 from ...registry import Registry
@@ -32,6 +35,7 @@ from ...results import Err, NeedsApproval, Ok
 from ...run_context import RunContext
 from ...tool import Tool
 from ...tool_calls import format_tool_result
+from . import _reports
 
 __all__ = ["RunningServer", "build_server", "serve", "serve_http_in_thread", "tool_title"]
 
@@ -141,6 +145,7 @@ def describe_tool(tool: Tool) -> types.Tool:
         title=title,
         description=tool.description or None,
         input_schema=schema,
+        output_schema=_structured.output_schema(tool),
         annotations=types.ToolAnnotations(
             title=title,
             read_only_hint=tool.read_only,
@@ -158,14 +163,36 @@ def _error_result(text: str) -> types.CallToolResult:
 
 
 def _to_call_result(
-    result: object, name: str, modern: bool, max_chars: int | None = DEFAULT_MAX_RESULT_CHARS
+    result: object,
+    name: str,
+    modern: bool,
+    max_chars: int | None = DEFAULT_MAX_RESULT_CHARS,
+    tool: Tool | None = None,
 ) -> types.CallToolResult:
-    """``Ok`` -> its text (and its value as structured content when it is JSON);
-    ``Err`` -> ``isError`` with the model-facing text. Both at most ``max_chars``
+    """``Ok`` -> its content blocks (images, audio, resources: see
+    :mod:`nous_tools.content`), or its text (and its value as structured content
+    when it is JSON; checked against the tool's output schema when it has one);
+    ``Err`` -> ``isError`` with the model-facing text. Texts at most ``max_chars``
     long (the tool's ``max_result_chars``): a longer text keeps its head and tail,
     and a longer value is not sent as structured content."""
     if isinstance(result, Ok):
         value = result.value
+        if tool is not None:
+            checked = _structured.structured_value(tool, value)
+            if isinstance(checked, Err):
+                return _error_result(format_tool_result(checked, name, max_chars=max_chars))
+            if checked is not None:
+                return types.CallToolResult(
+                    content=[
+                        types.TextContent(
+                            text=format_tool_result(result, name, max_chars=max_chars)
+                        )
+                    ],
+                    structured_content=checked.value,
+                )
+        parts = _content.as_content(value)
+        if parts is not None:
+            return types.CallToolResult(content=_reports.blocks_of(parts))
         text = format_tool_result(result, name, max_chars=max_chars)
         structured: t.Any = None
         if not isinstance(value, str) and (modern or isinstance(value, c.Mapping)):
@@ -252,14 +279,31 @@ class _Serving:
             )
         link = _CancelLink()
         run_ctx = _served_context(base, link)
-        result = await self._run(link, self.registry.execute, name, arguments, run_ctx)
-        if isinstance(result, NeedsApproval):
-            asked = await self._approve(ctx, params, result, modern)
-            if asked is not None:
-                return asked
-            result = await self._run(link, self.registry.execute_approved, result, run_ctx)
-        limit = result_limit(self.registry.lookup(name), self.registry.executor.max_result_chars)
-        return _to_call_result(result, name, modern, limit)
+        # What the tool reports goes to this client (see _reports), from the thread
+        # that runs the call, which sees this context.
+        served = _reports.served(
+            _reports.ServedCall(ctx.session, ctx.request_id, _reports.levels_for(ctx.session))
+        )
+        try:
+            result = await self._run(link, self.registry.execute, name, arguments, run_ctx)
+            if isinstance(result, NeedsApproval):
+                asked = await self._approve(ctx, params, result, modern)
+                if asked is not None:
+                    return asked
+                result = await self._run(link, self.registry.execute_approved, result, run_ctx)
+        finally:
+            _reports.reset(served)
+        tool = self.registry.lookup(name)
+        limit = result_limit(tool, self.registry.executor.max_result_chars)
+        return _to_call_result(result, name, modern, limit, tool)
+
+    async def set_logging_level(
+        self, ctx: t.Any, params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        """``logging/setLevel``: the served calls of this connection send their log
+        lines at or above ``params.level`` from now on."""
+        _reports.set_level(ctx.session, params.level)
+        return types.EmptyResult()
 
     @staticmethod
     async def _run(link: _CancelLink, fn: c.Callable[..., t.Any], *args: t.Any) -> t.Any:
@@ -342,13 +386,17 @@ def build_server(
     2026-07-28+ (default: random per server, so a restart forgets pending approvals).
     """
     serving = _Serving(registry, ctx_factory, secret or secrets.token_bytes(32))
-    return Server(
-        name,
-        version=version,
-        instructions=instructions,
-        on_list_tools=serving.list_tools,
-        on_call_tool=serving.call_tool,
-    )
+    _reports.connect_receivers()
+    with warnings.catch_warnings():  # logging/setLevel is deprecated as of 2026-07-28
+        warnings.simplefilter("ignore")
+        return Server(
+            name,
+            version=version,
+            instructions=instructions,
+            on_list_tools=serving.list_tools,
+            on_call_tool=serving.call_tool,
+            on_set_logging_level=serving.set_logging_level,
+        )
 
 
 # -- running --------------------------------------------------------------------------
