@@ -15,6 +15,7 @@ import itertools
 import logging
 import math
 import os
+import queue
 import sys
 import threading
 import typing as t
@@ -32,6 +33,7 @@ from ...errors import ToolCancelled, ToolError
 from ...results import ApprovalRequest, Edit, Err, Ok
 from ...run_context import RunContext
 from ...tool import Tool
+from . import _reports
 
 if sys.version_info >= (3, 11):
     _Group: type[BaseException] = BaseExceptionGroup  # noqa: F821  (3.11+)
@@ -76,10 +78,13 @@ class MCPElicitation(ApprovalRequest):
 
 @attrs.frozen(slots=True, eq=False)
 class _InFlight:
-    """One call waiting on the server: whom to ask when the server elicits."""
+    """One call waiting on the server: whom to ask when the server elicits, and
+    (when someone listens to the calling tool's reports) where the server's
+    progress and log notifications for it go: the waiting thread's ``inbox``."""
 
     tool: Tool
     handler: t.Callable[[ApprovalRequest], object] | None
+    inbox: queue.SimpleQueue[t.Any] | None = None
 
 
 _current: contextvars.ContextVar[_InFlight | None] = contextvars.ContextVar(
@@ -116,7 +121,7 @@ class MCPServer:
 
     def __init__(
         self,
-        connect: c.Callable[[contextlib.AsyncExitStack, t.Any], c.Awaitable[Client]],
+        connect: c.Callable[..., c.Awaitable[Client]],
         *,
         name: str,
         named: bool = True,
@@ -166,8 +171,10 @@ class MCPServer:
             cwd=os.fspath(cwd) if cwd is not None else None,
         )
 
-        async def connect(stack: contextlib.AsyncExitStack, elicit: t.Any) -> Client:
-            client = Client(params, mode=mode, elicitation_callback=elicit)
+        async def connect(
+            stack: contextlib.AsyncExitStack, elicit: t.Any, log: t.Any = None
+        ) -> Client:
+            client = Client(params, mode=mode, elicitation_callback=elicit, logging_callback=log)
             return await stack.enter_async_context(client)
 
         shown = name or " ".join([os.path.basename(command), *args])
@@ -190,7 +197,9 @@ class MCPServer:
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
 
-        async def connect(stack: contextlib.AsyncExitStack, elicit: t.Any) -> Client:
+        async def connect(
+            stack: contextlib.AsyncExitStack, elicit: t.Any, log: t.Any = None
+        ) -> Client:
             http = await stack.enter_async_context(
                 httpx2.AsyncClient(
                     headers=dict(headers or {}),
@@ -201,6 +210,7 @@ class MCPServer:
                 streamable_http_client(url, http_client=http),
                 mode=mode,
                 elicitation_callback=elicit,
+                logging_callback=log,
             )
             return await stack.enter_async_context(client)
 
@@ -347,7 +357,7 @@ class MCPServer:
             # inside it); its deadline bounds only the connecting.
             with anyio.CancelScope(deadline=anyio.current_time() + self.connect_timeout) as scope:
                 async with contextlib.AsyncExitStack() as stack:
-                    client = await self._connect(stack, self._on_elicit)
+                    client = await self._connect(stack, self._on_elicit, self._on_log)
                     scope.deadline = math.inf
                     closing = anyio.Event()
                     task_status.started((client, closing))
@@ -421,8 +431,13 @@ class MCPServer:
             deadline = own if deadline is None else min(deadline, own)
         cancelled = ctx.cancelled if ctx is not None else None
         handler = ctx.approval_handler if ctx is not None else None
+        # Someone listens to what the calling tool reports: the server's progress and
+        # log lines for this call come here, to be reported from this thread.
+        inbox: queue.SimpleQueue[t.Any] | None = (
+            queue.SimpleQueue() if ctx is not None and ctx._channel is not None else None
+        )
         portal, connection = self._ensure()
-        waiting = _InFlight(tool, handler)
+        waiting = _InFlight(tool, handler, inbox)
         key = next(self._ids)
         self._inflight[key] = waiting
         left = None if deadline is None else max(0.0, deadline - monotonic())
@@ -433,6 +448,8 @@ class MCPServer:
         except BaseException:
             self._inflight.pop(key, None)
             raise
+        if inbox is not None:
+            future.add_done_callback(inbox.put)
         try:
             while True:
                 wait = _POLL if cancelled is not None else None
@@ -444,9 +461,15 @@ class MCPServer:
                             f"MCP server '{self.name}' did not answer '{remote_name}' in time"
                         )
                     wait = left if wait is None else min(wait, left)
-                finished, _ = concurrent.futures.wait([future], timeout=wait)
-                if finished:
-                    break
+                if inbox is None:
+                    finished, _ = concurrent.futures.wait([future], timeout=wait)
+                    if finished:
+                        break
+                else:
+                    _relay(inbox, t.cast(RunContext[t.Any], ctx), wait)
+                    if future.done():
+                        _relay(inbox, t.cast(RunContext[t.Any], ctx), 0.0)  # what came first
+                        break
                 if cancelled is not None and cancelled.is_set():
                     future.cancel()
                     raise ToolCancelled(f"the call to '{remote_name}' was cancelled")
@@ -497,7 +520,21 @@ class MCPServer:
         waiting: _InFlight,
     ) -> types.CallToolResult:
         _current.set(waiting)  # this task's context: the 2026-07-28 input rounds see it
-        return await client.call_tool(name, arguments, read_timeout_seconds=timeout)
+        inbox = waiting.inbox
+        if inbox is None:
+            return await client.call_tool(name, arguments, read_timeout_seconds=timeout)
+
+        async def progress(progress: float, total: float | None, message: str | None) -> None:
+            inbox.put((_PROGRESS, progress, total, message))
+
+        # Ask for progress (a progressToken) and, on 2026-07-28+, for log lines.
+        return await client.call_tool(
+            name,
+            arguments,
+            read_timeout_seconds=timeout,
+            progress_callback=progress,
+            meta=t.cast(types.RequestParamsMeta, {types.LOG_LEVEL_META_KEY: "debug"}),
+        )
 
     def _to_result(
         self, tool: Tool, remote_name: str, result: types.CallToolResult
@@ -517,12 +554,25 @@ class MCPServer:
             return Ok(result.structured_content)
         if len(texts) == len(result.content):
             return Ok(clip_text("\n".join(texts), limit))
-        return Ok(
-            [
-                block.model_dump(mode="json", by_alias=True, exclude_none=True)
-                for block in result.content
-            ]
-        )
+        # Images, audio, embedded resources: nous_tools.content values, byte for byte.
+        parts: list[t.Any] = []
+        try:
+            for block in result.content:
+                part = _reports.content_of(block)
+                parts.append(
+                    part
+                    if part is not None
+                    else block.model_dump(mode="json", by_alias=True, exclude_none=True)
+                )
+        except ValueError as exc:
+            return Err(
+                ToolError(
+                    f"MCP server '{self.name}' tool '{remote_name}' answered content that "
+                    f"cannot be read: {exc}",
+                    tool_name=tool.name,
+                )
+            )
+        return Ok(parts[0] if len(parts) == 1 else parts)
 
     # -- internals: elicitation -----------------------------------------------------------
 
@@ -577,6 +627,20 @@ class MCPServer:
             return types.ElicitResult(action="accept", content=proposed)
         return types.ElicitResult(action="decline")
 
+    async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        """A server's ``notifications/message``: the ``ctx.log`` of the call it belongs
+        to — the one call waiting on this server with someone listening (a log line
+        does not say which call it is about); else the ``nous_tools`` logger at debug."""
+        listening = [w for w in list(self._inflight.values()) if w.inbox is not None]
+        if len(listening) == 1:
+            t.cast("queue.SimpleQueue[t.Any]", listening[0].inbox).put(
+                (_LOG, params.level, params.data, params.logger)
+            )
+            return
+        _log.debug(
+            "MCP server '%s' log (%s) %s: %r", self.name, params.level, params.logger, params.data
+        )
+
     def _only_waiting(self) -> _InFlight | None:
         waiting = list(self._inflight.values())
         if not waiting:
@@ -621,6 +685,52 @@ def register_mcp(
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+_PROGRESS = "progress"
+_LOG = "log"
+
+
+def _relay(inbox: queue.SimpleQueue[t.Any], ctx: RunContext[t.Any], wait: float | None) -> None:
+    """Wait up to ``wait`` seconds for what the server sent about a call, and report
+    it as the calling tool's: progress with ``ctx.report_progress``, log lines with
+    ``ctx.log`` (from this thread, the tool's). Returns at the first item; a value
+    the server sent that ``ctx`` refuses (a total below the progress) is dropped."""
+    try:
+        item = inbox.get(True, wait) if wait is None or wait > 0 else inbox.get_nowait()
+    except queue.Empty:
+        return
+    while True:
+        if type(item) is tuple:
+            try:
+                if item[0] == _PROGRESS:
+                    ctx.report_progress(item[1], item[2], item[3])
+                else:
+                    level, data, logger = item[1], item[2], item[3]
+                    extra: dict[str, t.Any] = {}
+                    if isinstance(data, dict) and isinstance(data.get("message"), str):
+                        # as nous-tools serve sends them: {"message": ..., **data}
+                        extra = {str(k): v for k, v in data.items() if k != "message"}
+                        message = data["message"]
+                    else:
+                        message = data if isinstance(data, str) else _json_text(data)
+                    if logger:
+                        extra.setdefault("logger", logger)
+                    ctx.log(_reports.level_of(level), message, **extra)
+            except ValueError:
+                _log.debug("Dropped a report from an MCP server that ctx refused", exc_info=True)
+        try:
+            item = inbox.get_nowait()
+        except queue.Empty:
+            return
+
+
+def _json_text(data: object) -> str:
+    import json
+
+    try:
+        return json.dumps(data, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(data)
 
 
 def _unused(**arguments: t.Any) -> None:  # pragma: no cover - never called
