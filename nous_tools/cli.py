@@ -2,12 +2,14 @@
 
 Four commands:
 
-* ``nous-tools run MODULE:ATTR [--args JSON|@FILE|-] [--deps JSON|@FILE] [--timeout S]
-  [--retries N] [--approve prompt|yes|no] [--json] [--trace] [-v]`` imports a
-  :class:`~nous_tools.Tool` (or a plain function, made a tool with
+* ``nous-tools run MODULE:ATTR [--args JSON|@FILE|- | --batch FILE|-] [--deps JSON|@FILE]
+  [--timeout S] [--retries N] [--approve prompt|yes|no] [--json] [--trace] [-v]``
+  imports a :class:`~nous_tools.Tool` (or a plain function, made a tool with
   :meth:`Tool.from_function`, or ``REGISTRY.NAME``, a tool of a
   :class:`~nous_tools.Registry`), runs it through a :class:`~nous_tools.ToolExecutor`
-  and prints its value;
+  and prints its value (``--batch``: once per line of arguments, concurrently,
+  one result a line); what the tool reports (``ctx.report_progress``,
+  ``ctx.log``) is shown on stderr, as a progress bar on a terminal;
 * ``nous-tools list MODULE [--openai | --responses | --anthropic]`` lists what ``run``
   can run in a module: its ``Tool`` objects, the tools of its ``Registry`` objects
   and its plain public functions, as a table or as tool definitions for a provider;
@@ -43,10 +45,12 @@ import typing as t
 
 import attrs
 
+from . import content as _content
 from . import signals
+from ._cli_progress import ProgressView
 from ._text import safe_str as _safe_str
 from .errors import ToolError
-from .executor import ToolExecutor
+from .executor import ToolCall, ToolExecutor
 from .registry import Registry
 from .results import ApprovalRequest, Edit, Err, Ok, Result
 from .run_context import RunContext
@@ -534,6 +538,44 @@ def _deps_hint(result: Result) -> str | None:
     return None
 
 
+def _read_batch(spec: str) -> list[dict[str, t.Any]]:
+    """``--batch``: the arguments of each call, from a file (or ``-``: stdin) of JSON
+    Lines or a JSON array, each an object."""
+    if spec == "-":
+        if sys.stdin is None:
+            raise UsageError("--batch -: there is no stdin to read from")
+        text, where = sys.stdin.read(), "--batch (from stdin)"
+    else:
+        path = spec[1:] if spec.startswith("@") else spec
+        try:
+            with open(path, encoding="utf-8") as file:
+                text = file.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise UsageError(f"cannot read --batch file '{path}': {reason}") from None
+        where = f"--batch (file '{path}')"
+    if text.lstrip().startswith("["):
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{where} is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise UsageError(f"{where} cannot be read: it is nested too deeply") from None
+        calls = []
+        for number, item in enumerate(items, 1):
+            if not isinstance(item, dict):
+                raise UsageError(
+                    f"{where}: call {number} must be a JSON object, got {_json_type(item)}"
+                )
+            calls.append(item)
+        return calls
+    return [
+        _parse_json_object(line, f"{where} line {number}")
+        for number, line in enumerate(text.splitlines(), 1)
+        if line.strip()
+    ]
+
+
 def _read_deps(spec: str | None, tool: Tool) -> dict[str, t.Any] | None:
     """``--deps``: the ``RunContext.deps`` of a tool that takes a context (a JSON
     object, inline or ``@file.json``); none means no deps (None)."""
@@ -770,6 +812,14 @@ class _LiveLine:
             self._cond.notify_all()
         self._thread.join(1.0)
 
+    def suspend(self) -> None:
+        """Stop drawing (a progress bar takes the line over)."""
+        with self._cond:
+            self._closed = True
+            self._attempt = None
+            self._console.clear()
+            self._cond.notify_all()
+
     def _text(
         self, name: str, timeout: float | None, attempt: int, total: int, elapsed: float
     ) -> str:
@@ -814,68 +864,112 @@ def _error_fields(reason: object, tool: Tool, refusal: str | None) -> dict[str, 
 
 
 def _report(
-    result: Result, tool: Tool, approver: _Approver, as_json: bool, hint: str | None = None
+    result: Result,
+    tool: Tool,
+    approver: _Approver,
+    as_json: bool,
+    hint: str | None = None,
+    index: int | None = None,
 ) -> int:
+    """Print one outcome (``index``: its place in a ``--batch``); its exit status."""
+    head: dict[str, t.Any] = {} if index is None else {"index": index}
     if isinstance(result, Ok):
+        value = result.value
+        parts = _content.as_content(value)
         if as_json:
-            _write_stdout(_json_payload({"ok": True, "value": result.value}))
+            if parts is not None:  # images, audio, resources: bytes in base64
+                shown = [_content.to_json(part) for part in parts]
+                value = shown[0] if type(result.value) in _CONTENT_TYPES else shown
+            _write_stdout(_json_payload({**head, "ok": True, "value": value}))
         else:
-            _write_stdout(_render_value(result.value))
+            _write_stdout(_content.to_text(parts) if parts is not None else _render_value(value))
         return EXIT_OK
     error = _error_fields(result.reason, tool, approver.refusal or hint)
     if as_json:
-        _write_stdout(_json_payload({"ok": False, "error": error}))
+        _write_stdout(_json_payload({**head, "ok": False, "error": error}))
     else:
-        print(f"{_PROG}: tool '{tool.name}' failed: {error['message']}", file=sys.stderr)
+        which = "" if index is None else f"call {index}: "
+        print(f"{_PROG}: {which}tool '{tool.name}' failed: {error['message']}", file=sys.stderr)
     return EXIT_ERR
+
+
+_CONTENT_TYPES = (_content.Text, _content.Image, _content.Audio, _content.Resource)
 
 
 def _command_run(options: argparse.Namespace, console: _Console) -> int:
     found, registry = _resolve(options.target)
     tool = _with_overrides(found, options.timeout, options.retries)
+    if options.batch is not None and options.args is not None:
+        raise UsageError("give the arguments with --args or --batch, not both")
+    batch = _read_batch(options.batch) if options.batch is not None else None
     arguments = _read_arguments(options.args)
     deps = _read_deps(options.deps, tool)
     without_deps = deps is None and tool.takes_ctx
     if without_deps and tool.retries:
         tool = attrs.evolve(tool, retry_on=_NotRetriedWithoutDeps(tool.retry_on))
     mode = options.approve
-    if mode is None and _isatty(sys.stdin):
+    if mode is None and _isatty(sys.stdin) and batch is None:
         mode = "prompt"
     approver = _Approver(mode)
     ctx = RunContext.new(deps, approval_handler=approver)
 
-    live = _LiveLine(console) if _isatty(sys.stderr) and not options.json else None
+    terminal = _isatty(sys.stderr) and not options.json
+    live = _LiveLine(console) if terminal and batch is None else None
+    view = ProgressView(
+        console,
+        terminal=terminal,
+        verbose=options.verbose,
+        calls=None if batch is None else len(batch),
+        on_bar=live.suspend if live is not None else None,
+    )
     connected: list[tuple[t.Any, Receiver]] = []
     if options.trace:
         connected += _trace_receivers(console)
     if live is not None:
         connected += live.receivers()
+    connected += view.receivers()
     for signal, receiver in connected:
         signal.connect(receiver, weak=False)
     try:
         with ToolExecutor() as executor:
-            if registry is None:
-                result = executor.execute(tool, arguments, ctx)
-            else:
+            if registry is not None:
                 # The registry path (its advice, its approval levels), on this executor.
                 # This process is the command's own: its registry may be changed.
                 registry.executor = executor
                 if tool is not found:
                     registry.register(tool)
-                outcome = registry.execute(tool.name, arguments, ctx)
-                # With an approval handler in ctx, the registry never answers NeedsApproval.
-                result = (
-                    outcome
-                    if isinstance(outcome, (Ok, Err))
-                    else Err(ToolError("the registry answered NeedsApproval", tool_name=tool.name))
-                )
+            if batch is not None:
+                # Each call's id is its place in the file: its progress lines say which.
+                calls = [ToolCall(f"#{i}", tool.name, call) for i, call in enumerate(batch)]
+                if registry is None:
+                    outcomes: list[t.Any] = executor.execute_many(
+                        calls, ctx, resolve=lambda name: tool, on_progress=view.on_batch
+                    )
+                else:
+                    outcomes = registry.execute_many(calls, ctx, on_progress=view.on_batch)
+            elif registry is None:
+                outcomes = [executor.execute(tool, arguments, ctx)]
+            else:
+                outcomes = [registry.execute(tool.name, arguments, ctx)]
     finally:
         for signal, receiver in connected:
             signal.disconnect(receiver)
         if live is not None:
             live.close()
-    hint = _deps_hint(result) if without_deps else None
-    return _report(result, tool, approver, options.json, hint)
+        view.close()
+    # With an approval handler in ctx, the registry never answers NeedsApproval.
+    results = [
+        outcome
+        if isinstance(outcome, (Ok, Err))
+        else Err(ToolError("the registry answered NeedsApproval", tool_name=tool.name))
+        for outcome in outcomes
+    ]
+    status = EXIT_OK
+    for index, result in enumerate(results):
+        hint = _deps_hint(result) if without_deps else None
+        shown = None if batch is None else index
+        status = max(status, _report(result, tool, approver, options.json, hint, shown))
+    return status
 
 
 def _timeout_label(tool: Tool) -> str:
@@ -1046,6 +1140,12 @@ def _build_parser() -> argparse.ArgumentParser:
         "--args",
         metavar="JSON|@FILE|-",
         help="the arguments: a JSON object, @file.json, or - for stdin (default: {})",
+    )
+    run.add_argument(
+        "--batch",
+        metavar="FILE|-",
+        help="run the tool once per call in FILE (- for stdin): JSON Lines, or a JSON array, "
+        "of argument objects; the calls run concurrently, one result a line, in order",
     )
     run.add_argument(
         "--deps",

@@ -27,7 +27,11 @@ semantic conventions for tool execution describe them ("Execute tool span" and t
   ``_OTHER`` for an ``Err`` that holds no exception;
 - the histogram ``gen_ai.execute_tool.duration`` (seconds, the span's duration, the
   conventions' bucket boundaries) with ``gen_ai.tool.name``, ``gen_ai.tool.type``
-  and ``error.type``.
+  and ``error.type``;
+- what a running tool reports (``ctx.report_progress``, ``ctx.log``) as span events:
+  ``progress`` with ``nous_tools.progress`` and ``nous_tools.progress.total``, and
+  ``log`` with ``nous_tools.log.level`` (their ``message`` and ``data``, text the
+  tool wrote, only with ``capture_results=True``), at the time the tool reported them.
 
 Calls run by :func:`~nous_tools.execute_tool_calls` are traced whole: the span
 starts when the call starts and covers approval and validation, and a call refused
@@ -382,6 +386,39 @@ class _Instrumentation:
             self._pop(entry)
             self._end(entry, "timeout", None)
 
+    # -- the signals: what a running tool reports -----------------------------------
+
+    def _open_span(self, sender: object) -> Span | None:
+        index = _find(sender)
+        return _open.get()[index].span if index >= 0 else None
+
+    def on_progress(self, sender: object, *, measurements: t.Any, metadata: t.Any) -> None:
+        span = self._open_span(sender)
+        if span is None:
+            return
+        attributes: dict[str, t.Any] = {"nous_tools.progress": float(metadata["progress"])}
+        total = metadata.get("total")
+        if total is not None:
+            attributes["nous_tools.progress.total"] = float(total)
+        message = metadata.get("message")
+        if self.capture_results and isinstance(message, str):
+            attributes["nous_tools.progress.message"] = message
+        when = measurements.get("system_time")
+        span.add_event("progress", attributes, timestamp=when if isinstance(when, int) else None)
+
+    def on_log(self, sender: object, *, measurements: t.Any, metadata: t.Any) -> None:
+        span = self._open_span(sender)
+        if span is None:
+            return
+        attributes: dict[str, t.Any] = {"nous_tools.log.level": str(metadata["level"])}
+        if self.capture_results:
+            attributes["nous_tools.log.message"] = str(metadata["message"])
+            data = metadata.get("data")
+            if data:
+                attributes["nous_tools.log.data"] = _json(data)
+        when = measurements.get("system_time")
+        span.add_event("log", attributes, timestamp=when if isinstance(when, int) else None)
+
     def _claim(self, sender: object) -> ToolCall | None:
         """The model tool call a directly traced span is for (arguments to record)."""
         call = current_tool_call()
@@ -431,6 +468,8 @@ class _Instrumentation:
         _signals.tool_execute_stop.connect(self.on_stop, weak=False)
         _signals.tool_execute_exception.connect(self.on_exception, weak=False)
         _signals.tool_execute_timeout.connect(self.on_timeout, weak=False)
+        _signals.tool_progress.connect(self.on_progress, weak=False)
+        _signals.tool_log.connect(self.on_log, weak=False)
         _tool_calls._observer = self
 
     def disconnect(self) -> None:
@@ -438,6 +477,8 @@ class _Instrumentation:
         _signals.tool_execute_stop.disconnect(self.on_stop)
         _signals.tool_execute_exception.disconnect(self.on_exception)
         _signals.tool_execute_timeout.disconnect(self.on_timeout)
+        _signals.tool_progress.disconnect(self.on_progress)
+        _signals.tool_log.disconnect(self.on_log)
         if _tool_calls._observer is self:
             _tool_calls._observer = None
 
