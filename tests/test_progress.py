@@ -138,7 +138,7 @@ def test_progress_and_log_arrive_in_order_from_the_callers_thread_before_stop(
     me = threading.get_ident()
     assert {ident for _, _, ident, *_ in events.seen} == {me}
     assert {seen_id for *_, seen_id in events.seen} == {"req-7"}  # the caller's contextvars
-    for name, meta in events.of("progress", "log"):
+    for _, meta in events.of("progress", "log"):
         assert (meta["tool_name"], meta["call_id"], meta["attempt"]) == ("steps", "call_1", 1)
     progress = next(m for name, _, _, m, _, _ in events.seen if name == "progress")
     assert set(progress) == {"progress", "total", "system_time"}
