@@ -22,21 +22,21 @@ BLOB = bytes(range(256))
 
 
 @registry.register
-@tool(timeout=20)
+@tool(timeout=20, read_only=True)
 def image() -> Image:
     """A 1x1 red PNG."""
     return Image(PNG, "image/png")
 
 
 @registry.register
-@tool(timeout=20)
+@tool(timeout=20, read_only=True)
 def audio() -> Audio:
     """A short WAV."""
     return Audio(WAV, "audio/wav")
 
 
 @registry.register
-@tool(timeout=20)
+@tool(timeout=20, read_only=True)
 def resource() -> list[t.Any]:
     """An embedded text resource and a binary one."""
     return [
@@ -46,7 +46,7 @@ def resource() -> list[t.Any]:
 
 
 @registry.register
-@tool(timeout=20)
+@tool(timeout=20, read_only=True)
 def mixed() -> list[t.Any]:
     """Text, an image and a resource."""
     return [
@@ -62,7 +62,7 @@ first_step = threading.Event()
 
 
 @registry.register
-@tool(timeout=20)
+@tool(timeout=20, read_only=True)
 def steps(ctx: RunContext, n: int = 3) -> str:
     """Report n steps of progress, each past the coalescing interval."""
     for i in range(n + 1):
@@ -72,7 +72,7 @@ def steps(ctx: RunContext, n: int = 3) -> str:
 
 
 @registry.register
-@tool(timeout=20)
+@tool(timeout=20, read_only=True)
 def chatty(ctx: RunContext) -> str:
     """Log one line at each level, with data JSON can hold and data it cannot."""
     for level in ("debug", "info", "notice", "warning", "error"):
@@ -81,7 +81,7 @@ def chatty(ctx: RunContext) -> str:
 
 
 @registry.register
-@tool(timeout=20)
+@tool(timeout=20, read_only=True)
 def outer(ctx: RunContext) -> str:
     """Calls ``steps`` with its own ctx: the nested progress is reported under this call."""
     result = execute(steps, {"n": 2}, ctx)
@@ -95,14 +95,14 @@ class Weather:
 
 
 @registry.register
-@tool(timeout=20)
+@tool(timeout=20, read_only=True)
 def weather(city: str) -> Weather:
     """Structured weather."""
     return Weather(city, 21.5)
 
 
 @registry.register
-@tool(timeout=20)
+@tool(timeout=20, read_only=True)
 def wrong_weather(city: str) -> Weather:
     """Returns a value that does not match its annotation."""
     return {"city": city}  # type: ignore[return-value]
