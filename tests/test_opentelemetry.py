@@ -563,3 +563,37 @@ def test_a_rate_limited_model_tool_call_has_a_span_with_error_type_rate_limited(
     spans = sorted(tool_spans(exporter), key=lambda s: s.attributes["gen_ai.tool.call.id"])
     assert [s.attributes.get("error.type") for s in spans] == [None, "rate_limited"]
     assert spans[1].status.status_code is StatusCode.ERROR
+
+
+# -- what a running tool reports (issue 24) ---------------------------------------------
+
+
+def report(ctx: RunContext[t.Any]) -> str:
+    ctx.report_progress(1, 4, f"token {SECRET}")
+    ctx.log("warning", f"log {SECRET}", key=SECRET)
+    return "ok"
+
+
+def test_progress_and_log_lines_are_span_events_without_their_text_by_default(
+    exporter: InMemorySpanExporter, executor: ToolExecutor
+) -> None:
+    assert executor.execute(Tool.from_function(report, timeout=5.0), {}).is_ok()
+    span = only(exporter)
+    assert [(e.name, dict(e.attributes or {})) for e in span.events] == [
+        ("progress", {"nous_tools.progress": 1.0, "nous_tools.progress.total": 4.0}),
+        ("log", {"nous_tools.log.level": "warning"}),
+    ]
+    assert span.start_time is not None and span.end_time is not None
+    assert all(span.start_time <= e.timestamp <= span.end_time for e in span.events)
+    assert SECRET not in everything_recorded(exporter)
+
+
+def test_progress_and_log_text_is_recorded_with_capture_results(
+    provider: TracerProvider, exporter: InMemorySpanExporter, executor: ToolExecutor
+) -> None:
+    nous_otel.instrument(provider, capture_results=True)
+    assert executor.execute(Tool.from_function(report, timeout=None), {}).is_ok()
+    progress, log = only(exporter).events
+    assert (progress.attributes or {})["nous_tools.progress.message"] == f"token {SECRET}"
+    assert (log.attributes or {})["nous_tools.log.message"] == f"log {SECRET}"
+    assert (log.attributes or {})["nous_tools.log.data"] == json.dumps({"key": SECRET})

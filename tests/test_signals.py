@@ -131,6 +131,10 @@ def test_the_four_signals_share_one_naming_scheme() -> None:
     ]
     assert signals.ALL_SIGNALS[3] is signals.tool_execute_timeout
     assert "tool_execute_timeout" in signals.__all__ and "tool_timeout" in signals.__all__
+    assert [signal.name for signal in signals.REPORT_SIGNALS] == [
+        "nous_tools.tool.progress",
+        "nous_tools.tool.log",
+    ]
 
 
 def test_tool_timeout_is_the_same_signal_object_as_tool_execute_timeout(
