@@ -25,6 +25,7 @@ the arguments and the outcome, in the child for the rest.
 from __future__ import annotations
 
 import collections.abc as c
+import contextlib
 import importlib
 import pickle
 import traceback
@@ -145,6 +146,8 @@ def _context_bytes(ctx: RunContext[t.Any], dumps: c.Callable[[t.Any], bytes] = _
         "deadline": ctx.deadline,
         "run_id": ctx.run_id,
     }
+    if ctx._channel is not None:  # someone listens: report what the tool reports
+        fields["report"] = True
     try:
         return dumps(fields)
     except Exception as exc:
@@ -190,11 +193,17 @@ def load_and_reply(
     where: str,
     make_context: c.Callable[[dict[str, t.Any]], t.Any] | None = None,
     dumps: c.Callable[[t.Any], bytes] = _dumps,
+    sink: c.Callable[[list[t.Any]], object] | None = None,
 ) -> bytes:
     """Unpickle a request's parts where the attempt runs (``where``: "in the child
     process", "on the worker"), then call the tool (see :func:`reply`). A part that
     does not unpickle is an ``UNPICKLABLE`` reply naming it. ``make_context`` builds
-    the tool's context from the unpickled fields (default: ``RunContext(**fields)``)."""
+    the tool's context from the unpickled fields (default: ``RunContext(**fields)``).
+
+    When the caller listens to what the tool reports and the engine can carry it,
+    ``sink(event)`` sends each progress or log event (:func:`nous_tools._reporting.encode`)
+    to the caller, coalesced and rate-limited here; what is held is sent before the
+    reply. Without a ``sink``, ``ctx.report_progress`` and ``ctx.log`` are no-ops."""
     try:
         loaded = pickle.loads(function)
         fn = loaded.resolve() if isinstance(loaded, _ToolRef) else loaded
@@ -207,21 +216,45 @@ def load_and_reply(
     except BaseException as exc:
         return _unpicklable_reply(f"the arguments could not be unpickled {where}: {_describe(exc)}")
     call_args: tuple[t.Any, ...] = ()
+    channel: t.Any = None
     if context is not None:
         try:
             fields = pickle.loads(context)
+            report = fields.pop("report", False)
             if make_context is None:
                 from .run_context import RunContext
 
-                call_args = (RunContext(**fields),)
+                ctx = RunContext(**fields)
             else:
-                call_args = (make_context(fields),)
+                ctx = make_context(fields)
+            if report and sink is not None:
+                from . import _reporting
+                from .run_context import with_channel
+
+                channel = _reporting.Channel(_sending(sink))
+                ctx = with_channel(ctx, channel)
+            call_args = (ctx,)
         except BaseException as exc:
             return _unpicklable_reply(
                 f"the context (deps, usage, sandbox) could not be unpickled {where}: "
                 f"{_describe(exc)}"
             )
-    return reply(fn, call_args, arguments, dumps)
+    answer = reply(fn, call_args, arguments, dumps)
+    if channel is not None:
+        channel.finish()  # what is held goes before the reply
+    return answer
+
+
+def _sending(sink: c.Callable[[list[t.Any]], object]) -> c.Callable[[t.Any], None]:
+    """A channel's deliver function that sends each event through ``sink``, encoded;
+    a sink that fails is the engine's problem, never the tool's."""
+    from ._reporting import encode
+
+    def deliver(event: t.Any) -> None:
+        with contextlib.suppress(Exception):
+            sink(encode(event))
+
+    return deliver
 
 
 def reply(

@@ -162,9 +162,14 @@ def encode(
 _unsent = _isolation._unpicklable_reply
 
 
-def run(request: bytes, dumps: Dumps | None = None) -> bytes:
+def run(
+    request: bytes,
+    dumps: Dumps | None = None,
+    sink: c.Callable[[list[t.Any]], object] | None = None,
+) -> bytes:
     """On the worker: run one attempt and return the reply's bytes. Never raises
-    for anything the tool or its data do."""
+    for anything the tool or its data do. ``sink`` carries what the tool reports
+    back to the caller, when the engine can (see :func:`nous_tools._isolation.load_and_reply`)."""
     name, function, args, context, wall_deadline = pickle.loads(request)  # our own framing
     deadline = monotonic() + (wall_deadline - time.time())
     if deadline <= monotonic():
@@ -177,7 +182,7 @@ def run(request: bytes, dumps: Dumps | None = None) -> bytes:
         return RunContext(**fields, cancelled=DeadlineEvent(deadline))
 
     return _isolation.load_and_reply(
-        name, function, args, context, "on the worker", make_context, dumps or _std_dumps
+        name, function, args, context, "on the worker", make_context, dumps or _std_dumps, sink
     )
 
 

@@ -188,8 +188,10 @@ class Channel:
 
     # -- the tool's side ---------------------------------------------------------
 
-    def progress(self, progress: float, total: float | None, message: str | None) -> None:
-        event: Event = (PROGRESS, time.time_ns(), progress, total, message)
+    def progress(
+        self, progress: float, total: float | None, message: str | None, when: int = 0
+    ) -> None:
+        event: Event = (PROGRESS, when or time.time_ns(), progress, total, message)
         with self._lock:
             if self._closed:
                 return
@@ -202,8 +204,8 @@ class Channel:
             self._events.append(event)
         self._flow()
 
-    def log(self, level: str, message: str, data: dict[str, t.Any]) -> None:
-        event: Event = (LOG, time.time_ns(), level, message, data)
+    def log(self, level: str, message: str, data: dict[str, t.Any], when: int = 0) -> None:
+        event: Event = (LOG, when or time.time_ns(), level, message, data)
         with self._lock:
             if self._closed:
                 return
@@ -356,3 +358,33 @@ def listening() -> bool:
     from . import signals
 
     return bool(signals.tool_progress.receivers or signals.tool_log.receivers)
+
+
+# -- across a process boundary -----------------------------------------------------------
+
+
+def encode(event: Event) -> list[t.Any]:
+    """An event as plain JSON data, to cross to the caller from another process (a
+    log line's ``data`` keeps what JSON can hold: :func:`wire_data`)."""
+    kind, when, first, second, third = event
+    if kind == LOG:
+        third = wire_data(third)
+    return [kind, when, first, second, third]
+
+
+def replay(channel: Channel, encoded: object) -> None:
+    """Report an event :func:`encode` made (in another process) into ``channel``, the
+    attempt's in the caller; something that is not such an event is ignored."""
+    if not isinstance(encoded, (list, tuple)) or len(encoded) != 5:
+        return
+    kind, when, first, second, third = encoded
+    when = when if isinstance(when, int) else 0
+    try:
+        if kind == PROGRESS:
+            check_progress(first, second, third)
+            channel.progress(first, second, third, when)
+        elif kind == LOG and isinstance(third, dict):
+            check_log(first, second)
+            channel.log(first, second, third, when)
+    except ValueError:  # not what the tool's side sends: dropped
+        return

@@ -96,3 +96,12 @@ def burn(ms: float) -> float:
 @app.task(name="nous_tools_test.bare_burn", acks_late=False)
 def bare_burn(ms: float) -> float:
     return burn(ms)
+
+
+def count(ctx: RunContext, n: int = 3) -> str:
+    """Report n steps of progress (each past the coalescing interval) and a log line."""
+    for step in range(1, n + 1):
+        ctx.report_progress(step, n, f"step {step}")
+        time.sleep(0.06)
+    ctx.log("info", "counted on the worker", n=n, pid=os.getpid())
+    return f"counted to {n}"

@@ -304,3 +304,68 @@ def test_two_prefork_processes_run_two_attempts_at_once(prefork: t.Any) -> None:
     assert all(isinstance(r, Ok) for r in results), results
     assert len({r.value["pid"] for r in results}) >= 1
     assert executor.stats()["celery_completed"] == 6
+
+
+# -- progress and log lines from the worker (issue 24) -----------------------------------
+
+
+def reporting(ctx: RunContext) -> str:
+    ctx.report_progress(1, 2, "half")
+    ctx.log("info", "from the worker", n=1, unsendable=object())
+    ctx.report_progress(2, 2, "all")
+    return "reported"
+
+
+def test_a_worker_sends_what_the_tool_reports_through_its_sink_before_the_reply() -> None:
+    from nous_tools import _reporting
+    from nous_tools._clock import monotonic
+    from nous_tools._remote import decode, encode, run
+    from nous_tools.run_context import with_channel
+
+    tool = Tool.from_function(reporting, timeout=30)
+    ctx = RunContext.new()
+    listened = with_channel(ctx, _reporting.Channel(lambda event: None))
+    sent: list[t.Any] = []
+    reply = run(encode(tool, {}, listened, monotonic() + 30, engine="Celery"), sink=sent.append)
+    assert decode(reply) == ("returned", "reported")
+    assert [event[0] for event in sent] == ["progress", "log", "progress"]
+    assert sent[1][2:] == ["info", "from the worker", {"n": 1}]  # JSON-only data crosses
+    assert sent[2][2:] == [2, 2, "all"]  # held past the interval: sent before the reply
+    # Nobody listening: no "report" flag, nothing sent.
+    sent.clear()
+    run(encode(tool, {}, ctx, monotonic() + 30, engine="Celery"), sink=sent.append)
+    assert sent == []
+
+
+@pytest.mark.slow
+def test_progress_and_log_lines_come_back_from_a_prefork_worker(prefork: t.Any) -> None:
+    from nous_tools import signals
+
+    module, executor = prefork
+    seen: list[tuple[t.Any, ...]] = []
+    me = threading.get_ident()
+
+    def on_progress(sender: t.Any, *, measurements: t.Any, metadata: t.Any) -> None:
+        seen.append(("p", metadata["progress"], threading.get_ident() == me))
+
+    def on_log(sender: t.Any, *, measurements: t.Any, metadata: t.Any) -> None:
+        seen.append(("l", metadata["message"], metadata["data"]["n"]))
+
+    def on_stop(sender: t.Any, **kwargs: t.Any) -> None:
+        seen.append(("stop",))
+
+    signals.tool_progress.connect(on_progress)
+    signals.tool_log.connect(on_log)
+    signals.tool_execute_stop.connect(on_stop)
+    try:
+        tool = Tool.from_function(module.count, timeout=5, backend="celery")
+        assert executor.execute(tool, {"n": 3}) == Ok("counted to 3")
+    finally:
+        signals.tool_progress.disconnect(on_progress)
+        signals.tool_log.disconnect(on_log)
+        signals.tool_execute_stop.disconnect(on_stop)
+    assert seen[-1] == ("stop",)
+    assert seen[-2] == ("l", "counted on the worker", 3)
+    progress = [entry for entry in seen if entry[0] == "p"]
+    assert progress[-1] == ("p", 3, True)  # the last, from the caller's thread
+    assert all(from_caller for _, _, from_caller in progress)

@@ -48,6 +48,9 @@ How an attempt runs, and why:
   quoting Celery's ``WorkerLostError``; never retried.
 * The worker refuses an attempt (``Err``, nothing run) when its pool is not
   prefork: the solo and thread pools cannot kill a task at its deadline.
+* What the tool reports (``ctx.report_progress``, ``ctx.log``) comes back while it
+  runs as task states (``REPORT_STATE``) that ``get(on_message=...)`` delivers in
+  the caller — with the Redis and RPC result backends, when someone listens.
 
 **The visibility timeout.** With a Redis or SQS broker, a message that a worker
 has reserved but not acknowledged is delivered again after the broker's
@@ -139,8 +142,20 @@ def _run_attempt(request: str, require_prefork: bool = True) -> str:
             "its pool cannot kill an attempt at its deadline, so it refuses to run one"
         )
     else:
-        reply = _remote.run(base64.b64decode(request))
+        reply = _remote.run(base64.b64decode(request), sink=_report)
     return base64.b64encode(reply).decode("ascii")
+
+
+#: The task state that carries one progress or log event of a running attempt.
+REPORT_STATE = "NOUS_TOOLS_REPORT"
+
+
+def _report(event: list[t.Any]) -> None:
+    """On the worker: send one of the tool's progress or log events to the caller, as
+    a task state (``REPORT_STATE``) the caller's ``result.get(on_message=...)`` sees."""
+    task = importlib.import_module("celery").current_task
+    if task is not None and task.request.id:
+        task.update_state(state=REPORT_STATE, meta={"event": event})
 
 
 def install(app: t.Any, *, require_prefork: bool = True) -> t.Any:
@@ -332,7 +347,9 @@ class CeleryBackend:
         self._count("submitted", running=1)
         try:
             reply = result.get(
-                timeout=max(0.0, deadline - monotonic()), interval=self.poll_interval
+                timeout=max(0.0, deadline - monotonic()),
+                interval=self.poll_interval,
+                on_message=self._reports(ctx, result),
             )
         except self._get_timeout:
             self._kill(result)
@@ -368,6 +385,25 @@ class CeleryBackend:
         if kind == "returned":
             return returned(value)
         return (kind, value, None)
+
+    @staticmethod
+    def _reports(ctx: RunContext[t.Any] | None, result: t.Any) -> t.Any:
+        """The ``on_message`` that turns the attempt's report states into its
+        progress and log lines (in this thread, the caller's), when someone listens
+        and the result backend can say (Redis and RPC backends: see
+        ``docs/how-to/progress.md``); else None."""
+        channel = ctx._channel if ctx is not None else None
+        if channel is None or not getattr(result.backend, "is_async", False):
+            return None
+        from .._reporting import replay
+
+        def on_message(message: t.Any) -> None:
+            if isinstance(message, dict) and message.get("status") == REPORT_STATE:
+                meta = message.get("result")
+                if isinstance(meta, dict):
+                    replay(channel, meta.get("event"))
+
+        return on_message
 
     def _kill(self, result: t.Any) -> None:
         """Revoke the task: the worker kills the pool process running it (SIGKILL),
