@@ -43,7 +43,6 @@ __all__ = [
     "MCP_LEVELS",
     "ServedCall",
     "blocks_of",
-    "connect_receivers",
     "content_of",
     "served",
     "set_level",
@@ -113,15 +112,34 @@ class ServedCall:
 _served: contextvars.ContextVar[ServedCall | None] = contextvars.ContextVar(
     "nous_tools_mcp_served_call", default=None
 )
+_active = 0  # calls being served now: the receivers are connected while there are any
+_connect_lock = threading.Lock()
 
 
 def served(call: ServedCall) -> contextvars.Token[ServedCall | None]:
-    """Make ``call`` the call being served in this context (reset with the token)."""
+    """Make ``call`` the call being served in this context (end it with :func:`reset`).
+
+    The receivers that forward reports are connected while at least one call is
+    served, and only then: a process that serves nothing at the moment pays nothing
+    for the reports of its other calls."""
+    global _active
+    with _connect_lock:
+        if _active == 0:
+            _signals.tool_progress.connect(_on_progress, weak=False)
+            _signals.tool_log.connect(_on_log, weak=False)
+        _active += 1
     return _served.set(call)
 
 
 def reset(token: contextvars.Token[ServedCall | None]) -> None:
+    """The call of ``token`` is no longer served."""
+    global _active
     _served.reset(token)
+    with _connect_lock:
+        _active -= 1
+        if _active == 0:
+            _signals.tool_progress.disconnect(_on_progress)
+            _signals.tool_log.disconnect(_on_log)
 
 
 def _on_progress(sender: object, *, measurements: t.Any, metadata: t.Any) -> None:
@@ -134,20 +152,6 @@ def _on_log(sender: object, *, measurements: t.Any, metadata: t.Any) -> None:
     call = _served.get()
     if call is not None:
         call.log(metadata["tool_name"], metadata["level"], metadata["message"], metadata["data"])
-
-
-_connected = False
-_connect_lock = threading.Lock()
-
-
-def connect_receivers() -> None:
-    """Connect the receivers that forward served calls' reports (once per process)."""
-    global _connected
-    with _connect_lock:
-        if not _connected:
-            _signals.tool_progress.connect(_on_progress, weak=False)
-            _signals.tool_log.connect(_on_log, weak=False)
-            _connected = True
 
 
 # -- serving: logging/setLevel ----------------------------------------------------------

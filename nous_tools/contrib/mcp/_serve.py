@@ -386,7 +386,6 @@ def build_server(
     2026-07-28+ (default: random per server, so a restart forgets pending approvals).
     """
     serving = _Serving(registry, ctx_factory, secret or secrets.token_bytes(32))
-    _reports.connect_receivers()
     with warnings.catch_warnings():  # logging/setLevel is deprecated as of 2026-07-28
         warnings.simplefilter("ignore")
         return Server(
