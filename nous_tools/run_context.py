@@ -20,6 +20,19 @@ Inside an attempt the executor also sets ``deadline`` (a ``time.monotonic()``
 value, or None without a timeout) and ``cancelled``, a ``threading.Event`` set
 when the deadline passes; ``ctx.cancelled.wait(seconds)`` is a sleep that ends
 early when the call is cancelled.
+
+A tool says how far it has come with ``ctx.report_progress(progress, total,
+message)`` and what it is doing with ``ctx.log(level, message, **data)``; outside
+an attempt that someone listens to, both only check their arguments:
+
+>>> ctx.report_progress(3, 10, "page 3")
+>>> ctx.log("info", "fetched", pages=3)
+>>> ctx.report_progress(11, 10)
+Traceback (most recent call last):
+...
+ValueError: report_progress: total (10) is below progress (11)
+
+See ``docs/how-to/progress.md`` for where they are delivered.
 """
 
 from __future__ import annotations
