@@ -291,6 +291,11 @@ class Channel:
     def closed(self) -> bool:
         return self._closed
 
+    def owned(self) -> bool:
+        """Whether this thread delivers the channel's events (the attempt's caller):
+        only it may wait on :attr:`inbox`."""
+        return self._owner == threading.get_ident()
+
 
 def signal_channel(
     tool: t.Any,

@@ -215,6 +215,19 @@ class ThreadBackend:
         kwargs = arguments if type(arguments) is dict else dict(arguments)
         if ctx is None:
             return self._run(tool.function, (), kwargs, deadline, interrupt=interrupt)
+        channel = ctx._channel
+        if channel is not None and channel.inbox is not None and channel.owned():
+            # someone listens to this attempt's tool: its reports come as it runs
+            return self.pool.run_watched(
+                tool.function,
+                (ctx,),
+                kwargs,
+                deadline,
+                channel.inbox,
+                channel.serve,
+                cancelled=ctx.cancelled,
+                interrupt=interrupt,
+            )
         return self._run(
             tool.function, (ctx,), kwargs, deadline, cancelled=ctx.cancelled, interrupt=interrupt
         )

@@ -471,3 +471,56 @@ def test_an_on_progress_that_raises_is_logged_and_the_batch_goes_on(
         results = executor.execute_many([(add, {"a": 1}), (add, {"a": 2})], on_progress=broken)
     assert results == [Ok(1), Ok(2)]
     assert "on_progress callback" in caplog.text
+
+
+def test_a_thread_backend_of_its_own_delivers_reports_while_the_tool_runs(events: Events) -> None:
+    from nous_tools import ThreadBackend
+
+    reported = threading.Event()
+    seen_first = threading.Event()
+
+    def waits(ctx: RunContext[t.Any]) -> str:
+        ctx.report_progress(1, 2, "first")
+        reported.set()
+        # delivered by the caller while this attempt still runs
+        assert seen_first.wait(WAIT), "the first report was not delivered while running"
+        return "ok"
+
+    def on_progress(sender: t.Any, **kwargs: t.Any) -> None:
+        seen_first.set()
+
+    signals.tool_progress.connect(on_progress)
+    try:
+        with ToolExecutor(backends={"mine": ThreadBackend(2)}) as executor:
+            tool = Tool.from_function(waits, timeout=WAIT, backend="mine")
+            assert executor.execute(tool, {}) == Ok("ok")
+    finally:
+        signals.tool_progress.disconnect(on_progress)
+    assert events.reports() == [("p", 1, 2, "first")]
+
+
+@pytest.mark.parametrize("how", ["execute", "execute_many"])
+def test_a_worker_threads_reports_are_delivered_while_it_still_runs(
+    executor: ToolExecutor, how: str
+) -> None:
+    delivered = threading.Event()
+
+    def waits(ctx: RunContext[t.Any]) -> str:
+        ctx.report_progress(1)
+        # the caller must deliver it now, not when the attempt ends
+        return "live" if delivered.wait(WAIT) else "only at the end"
+
+    def on_progress(sender: t.Any, **kwargs: t.Any) -> None:
+        delivered.set()
+
+    tool = Tool.from_function(waits, timeout=WAIT)
+    other = Tool.from_function(lambda: "other", name="other", timeout=WAIT)
+    signals.tool_progress.connect(on_progress)
+    try:
+        if how == "execute":
+            results = [executor.execute(tool, {})]
+        else:
+            results = executor.execute_many([(tool, {}), (other, {})])
+    finally:
+        signals.tool_progress.disconnect(on_progress)
+    assert results[0] == Ok("live")
