@@ -587,6 +587,22 @@ def _err_content(reason: object, name: str) -> str:
     return _clip(f"Error: tool '{name}' failed: {message}")
 
 
+def clip_parts(parts: list[_rich.Content], limit: int | None) -> list[_rich.Content]:
+    """``parts`` with each text (a :class:`~nous_tools.content.Text`, a text
+    resource's) kept to ``limit`` characters, as :func:`format_tool_result` keeps a
+    result's text (images, sounds and blobs are not text: left whole)."""
+    if limit is None:
+        return parts
+    clipped: list[_rich.Content] = []
+    for part in parts:
+        if isinstance(part, _rich.Text) and len(part.text) > limit:
+            part = _rich.Text(clip_text(part.text, limit))
+        elif isinstance(part, _rich.Resource) and part.text is not None and len(part.text) > limit:
+            part = attrs.evolve(part, text=clip_text(part.text, limit))
+        clipped.append(part)
+    return clipped
+
+
 def format_tool_result(
     result: CallResult,
     name: str | None = None,
@@ -925,7 +941,11 @@ class ToolCallResults:
         contents = self._contents
         if index < len(contents) and contents[index] is not None:
             return None
-        return _rich.as_content(result.value)
+        parts = _rich.as_content(result.value)
+        if parts is None:
+            return None
+        limits = self._max_chars
+        return clip_parts(parts, limits[index] if index < len(limits) else DEFAULT_MAX_RESULT_CHARS)
 
     def _entries(self, include_pending: bool) -> c.Iterator[tuple[ToolCall, CallResult, str, str]]:
         for _, entry in self._indexed(include_pending):

@@ -272,3 +272,25 @@ def test_tools_without_a_structured_annotation_have_no_output_schema() -> None:
         tool = Tool.from_function(fn, name="t")
         assert structured.output_schema(tool) is None
         assert structured.structured_value(tool, {}) is None
+
+
+def test_the_text_parts_of_a_rich_result_keep_to_the_tools_max_result_chars() -> None:
+    long = "x" * 500
+    registry = Registry()
+    registry.register(
+        Tool(
+            name="chart",
+            function=lambda: [long, Image(PNG, "image/png"), Resource("test://r", None, text=long)],
+            timeout=None,
+            max_result_chars=200,
+        )
+    )
+    results = execute_tool_calls(registry, [ToolCall("c1", "chart", {})])
+    (block,) = results.to_anthropic_blocks()
+    text, image, document = block["content"]
+    assert len(text["text"]) == 200 and "omitted" in text["text"]
+    assert base64.b64decode(image["source"]["data"]) == PNG  # bytes are not text: whole
+    assert len(document["source"]["data"]) == 200
+    (item,) = results.to_responses_items()
+    assert len(item["output"][0]["text"]) == 200
+    assert len(results.to_openai_messages()[0]["content"]) <= 200

@@ -384,7 +384,9 @@ class Counter:
             self.busy.release()
 
 
-def test_on_progress_reaches_total_with_a_validation_failure_an_ask_tool_and_a_timeout() -> None:
+def test_on_progress_reaches_total_with_a_validation_failure_an_ask_tool_a_timeout_and_a_rate_limit() -> (
+    None
+):
     release = threading.Event()
     registry = Registry()
 
@@ -397,6 +399,7 @@ def test_on_progress_reaches_total_with_a_validation_failure_an_ask_tool_and_a_t
     registry.register(
         Tool(name="hang", function=lambda: release.wait(WAIT), timeout=0.3, on_timeout="abandon")
     )
+    registry.register(Tool(name="limited", function=lambda: "once", rate_limit="1/hour"))
     counter = Counter()
     calls = [
         {"id": "1", "type": "function", "function": {"name": "add", "arguments": '{"a":1,"b":2}'}},
@@ -405,6 +408,8 @@ def test_on_progress_reaches_total_with_a_validation_failure_an_ask_tool_and_a_t
         {"id": "4", "type": "function", "function": {"name": "hang", "arguments": "{}"}},
         {"id": "5", "type": "function", "function": {"name": "nope", "arguments": "{}"}},
         {"id": "6", "type": "function", "function": {"name": "add", "arguments": "{oops"}},
+        {"id": "7", "type": "function", "function": {"name": "limited", "arguments": "{}"}},
+        {"id": "8", "type": "function", "function": {"name": "limited", "arguments": "{}"}},
     ]
     with ToolExecutor(max_workers=4) as executor:
         registry.executor = executor
@@ -412,9 +417,9 @@ def test_on_progress_reaches_total_with_a_validation_failure_an_ask_tool_and_a_t
             results = execute_tool_calls(registry, calls, on_progress=counter)
         finally:
             release.set()
-    assert counter.calls[0] == (0, 6, None)
-    assert [done for done, _, _ in counter.calls] == list(range(7))
-    assert {total for _, total, _ in counter.calls} == {6}
+    assert counter.calls[0] == (0, 8, None)
+    assert [done for done, _, _ in counter.calls] == list(range(9))
+    assert {total for _, total, _ in counter.calls} == {8}
     reported = [result for _, _, result in counter.calls[1:]]
     assert sorted(map(id, reported)) == sorted(map(id, results.results))
     kinds = {type(result).__name__ for result in reported}
@@ -422,6 +427,8 @@ def test_on_progress_reaches_total_with_a_validation_failure_an_ask_tool_and_a_t
     assert isinstance(results[1], Err) and "Invalid arguments" in results[1].reason.message
     assert isinstance(results[2], NeedsApproval)
     assert isinstance(results[3], Err) and isinstance(results[3].reason, ToolTimeout)
+    limited = [results[6], results[7]]
+    assert sorted(type(r.reason).__name__ for r in limited if isinstance(r, Err)) == ["RateLimited"]
 
 
 @pytest.mark.parametrize("through", ["executor", "registry"])

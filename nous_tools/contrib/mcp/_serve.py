@@ -34,7 +34,7 @@ from ...registry import Registry
 from ...results import Err, NeedsApproval, Ok
 from ...run_context import RunContext
 from ...tool import Tool
-from ...tool_calls import format_tool_result
+from ...tool_calls import clip_parts, format_tool_result
 from . import _reports
 
 __all__ = ["RunningServer", "build_server", "serve", "serve_http_in_thread", "tool_title"]
@@ -192,7 +192,7 @@ def _to_call_result(
                 )
         parts = _content.as_content(value)
         if parts is not None:
-            return types.CallToolResult(content=_reports.blocks_of(parts))
+            return types.CallToolResult(content=_reports.blocks_of(clip_parts(parts, max_chars)))
         text = format_tool_result(result, name, max_chars=max_chars)
         structured: t.Any = None
         if not isinstance(value, str) and (modern or isinstance(value, c.Mapping)):
