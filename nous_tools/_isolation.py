@@ -27,7 +27,9 @@ from __future__ import annotations
 import collections.abc as c
 import contextlib
 import importlib
+import json
 import pickle
+import threading
 import traceback
 import typing as t
 
@@ -182,7 +184,71 @@ def run_request(request: bytes) -> bytes:
     """In the child: run one attempt and return the reply's bytes. Never raises
     for anything the tool or its data do."""
     name, function, args, context = pickle.loads(request)  # our own framing
-    return load_and_reply(name, function, args, context, "in the child process")
+    return load_and_reply(name, function, args, context, "in the child process", sink=_to_parent())
+
+
+# -- events: what a tool reports, from the child to the parent during a call ------------
+
+#: Event kinds: the tool reported progress, or logged a line (``ctx.report_progress``,
+#: ``ctx.log``); the parent hands each to the call's ``on_event(kind, payload)``.
+PROGRESS_EVENT = 16
+LOG_EVENT = 17
+#: The first byte of an event message; a reply (a pickle) never starts with it.
+EVENT_PREFIX = b"\x00"
+
+
+class Events:
+    """A child's end of its pipe, for the messages it writes: each is written whole
+    (under a lock, so threads never interleave), and an event of a call that has
+    ended is dropped, so a helper thread that outlives its call never reaches the
+    pipe (nor another call's turn)."""
+
+    __slots__ = ("_conn", "_count", "_lock", "call")
+
+    def __init__(self, conn: t.Any) -> None:
+        self._conn = conn
+        self._lock = threading.Lock()
+        self._count = 0  # calls begun
+        self.call = 0  # the call being served (counted from 1); 0 between calls
+
+    def begin(self) -> None:
+        """A call begins."""
+        with self._lock:
+            self._count += 1
+            self.call = self._count
+
+    def reply(self, payload: bytes) -> None:
+        """Answer the call being served, which ends it (no event of it is sent after)."""
+        with self._lock:
+            self.call = 0
+            self._conn.send_bytes(payload)
+
+    def event(self, call: int, kind: int, payload: bytes) -> bool:
+        """Send an event of ``call`` while it runs; False (nothing sent) once it ended."""
+        with self._lock:
+            if call != self.call or not call:
+                return False
+            self._conn.send_bytes(EVENT_PREFIX + bytes((kind,)) + payload)
+        return True
+
+
+#: In a child: its :class:`Events` (set before it serves its first call); None elsewhere.
+events: Events | None = None
+
+
+def _to_parent() -> c.Callable[[list[t.Any]], object] | None:
+    """In the child, for the call being served: what sends one of its tool's progress
+    or log events to the parent, as an event of that call; None outside a child."""
+    sender = events
+    if sender is None:  # not serving a parent (the warm-up)
+        return None
+    call = sender.call
+
+    def send(event: list[t.Any]) -> None:
+        kind = PROGRESS_EVENT if event[0] == "progress" else LOG_EVENT
+        sender.event(call, kind, json.dumps(event[1:]).encode())
+
+    return send
 
 
 def load_and_reply(

@@ -128,12 +128,14 @@ def _child_main(conn: Connection) -> None:
         _isolation.warm_up()
     conn.send_bytes(str(os.getpgrp()).encode() if _GROUPS else b"0")
     run = _isolation.run_request
+    events = _isolation.events = _isolation.Events(conn)  # replies and events, whole
     while True:
         try:
             request = conn.recv_bytes()
         except (EOFError, OSError):
             return
-        conn.send_bytes(run(request))
+        events.begin()
+        events.reply(run(request))
 
 
 class _Child:
@@ -301,9 +303,15 @@ class ProcessPool:
         arguments: c.Mapping[str, t.Any],
         ctx: RunContext[t.Any] | None,
         deadline: float,
+        on_event: c.Callable[[int, memoryview], object] | None = None,
     ) -> tuple[str, t.Any]:
         """Run one attempt of ``tool`` in a child; kill the child at ``deadline``
         (on :func:`~nous_tools._clock.monotonic`'s clock).
+
+        The events the child sends during the call (what its tool reports: see
+        :class:`nous_tools._isolation.Events`) are handed to ``on_event(kind,
+        payload)`` as they arrive, in this thread (what it raises is logged and
+        dropped); without ``on_event`` they are dropped.
 
         Returns ``(kind, value)``: ``RETURNED`` and the value, ``RAISED`` and the
         exception (:class:`ChildProcessDied` when the child died), ``TIMED_OUT``,
@@ -331,14 +339,19 @@ class ProcessPool:
                 self._end(child, "interrupted")
                 raise
         try:
-            readable, exited = child.wait(deadline - monotonic())
-            if not readable and not exited:
-                self._end(child, "timed_out")
-                return TIMED_OUT, None
-            try:
-                reply = child.conn.recv_bytes() if readable else None
-            except (EOFError, OSError):
-                reply = None
+            while True:
+                readable, exited = child.wait(deadline - monotonic())
+                if not readable and not exited:
+                    self._end(child, "timed_out")
+                    return TIMED_OUT, None
+                try:
+                    reply = child.conn.recv_bytes() if readable else None
+                except (EOFError, OSError):
+                    reply = None
+                if reply is None or not reply.startswith(_isolation.EVENT_PREFIX):
+                    break
+                if on_event is not None and len(reply) > 1:  # an event: the call goes on
+                    self._event(on_event, reply[1], memoryview(reply)[2:])
         except BaseException:  # KeyboardInterrupt in the caller: kill as at a deadline
             self._end(child, "interrupted")
             raise
@@ -346,6 +359,18 @@ class ProcessPool:
             return RAISED, self._died(child, tool)
         self._release(child)
         return _isolation.decode_reply(reply)
+
+    @staticmethod
+    def _event(
+        on_event: c.Callable[[int, memoryview], object], kind: int, payload: memoryview
+    ) -> None:
+        """Hand a call's event to its handler; what the handler raises is logged."""
+        try:
+            on_event(kind, payload)
+        except Exception:
+            _log.exception(
+                "nous_tools: the handler of a child's event (kind %s) raised; ignored", kind
+            )
 
     def _take(self, deadline: float) -> _Child | tuple[str, t.Any]:
         """An idle child, marked busy; or the ``(kind, value)`` that prevents it."""

@@ -393,3 +393,20 @@ def replay(channel: Channel, encoded: object) -> None:
             channel.log(first, second, third, when)
     except ValueError:  # not what the tool's side sends: dropped
         return
+
+
+def from_child(channel: Channel) -> c.Callable[[int, memoryview], None]:
+    """The ``on_event`` of a process-isolated attempt (``ProcessPool.run``): each
+    progress or log event its child sends is reported into ``channel``, in the
+    caller's thread."""
+    from ._isolation import PROGRESS_EVENT
+
+    def on_event(kind: int, payload: memoryview) -> None:
+        try:
+            fields = json.loads(bytes(payload))
+        except ValueError:
+            return
+        if isinstance(fields, list):
+            replay(channel, [PROGRESS if kind == PROGRESS_EVENT else LOG, *fields])
+
+    return on_event

@@ -48,6 +48,7 @@ from __future__ import annotations
 import collections.abc as c
 import typing as t
 
+from . import _reporting
 from ._isolation import UNPICKLABLE
 from ._pool import RAISED, RETURNED, SATURATED, SHUT_DOWN, TIMED_OUT, Hook, WorkerPool
 from ._process_pool import ProcessPool, check_option
@@ -271,8 +272,11 @@ class ProcessBackend:
         ctx: RunContext[t.Any] | None,
         deadline: float,
     ) -> Outcome:
-        """Run the attempt in a child process; see :meth:`Backend.run`."""
-        kind, value = self.pool.run(tool, arguments, ctx, deadline)
+        """Run the attempt in a child process; see :meth:`Backend.run`. What the tool
+        reports comes over the pipe and is delivered here, in the caller's thread."""
+        channel = ctx._channel if ctx is not None else None
+        on_event = _reporting.from_child(channel) if channel is not None else None
+        kind, value = self.pool.run(tool, arguments, ctx, deadline, on_event)
         return (kind, value, None)
 
     def stats(self) -> dict[str, int]:

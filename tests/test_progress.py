@@ -531,3 +531,85 @@ def test_a_worker_threads_reports_are_delivered_while_it_still_runs(
     finally:
         signals.tool_progress.disconnect(on_progress)
     assert results[0] == Ok("live")
+
+
+# -- a child process (isolation="process") ------------------------------------------------
+
+
+def in_a_child(ctx: RunContext[t.Any], n: int = 2) -> int:
+    """Module level, so a child process can import it: steps, a log line with data
+    that JSON can and cannot hold, and a helper thread that reports after the call."""
+    import os
+
+    ctx.report_progress(1, n, "first")
+    ctx.cancelled.wait(reporting.PROGRESS_INTERVAL * 1.5)
+    ctx.log("info", "from the child", pid=os.getpid(), thing=object())
+    for step in range(2, n + 1):
+        ctx.report_progress(step, n, f"step {step}")  # held, then replaced: the last goes
+    late = threading.Timer(0.5, ctx.log, args=("error", "after the call"))
+    late.daemon = True
+    late.start()
+    return os.getpid()
+
+
+def test_a_process_isolated_tool_reports_over_its_pipe_in_order_before_stop(
+    executor: ToolExecutor, events: Events
+) -> None:
+    import os
+
+    tool = Tool.from_function(in_a_child, timeout=WAIT, isolation="process")
+    result = executor.execute(tool, {"n": 5}, call_id="call_p")
+    assert isinstance(result, Ok) and result.value != os.getpid()
+    names = [name for name, *_ in events.seen]
+    assert names[0] == "start" and names[-1] == "stop"
+    reports = events.reports()
+    assert reports[:3] == [
+        ("p", 1, 5, "first"),
+        ("l", "info", "from the child", {"pid": result.value}),  # the object() stayed there
+        ("p", 2, 5, "step 2"),  # past the interval: sent at once
+    ]
+    assert reports[-1] == ("p", 5, 5, "step 5")  # held, then sent before the reply
+    steps = [report[1] for report in reports[2:]]
+    assert steps == sorted(steps) and len(steps) == len(set(steps))
+    assert {ident for _, _, ident, *_ in events.seen} == {threading.get_ident()}
+    assert {meta["call_id"] for _, meta in events.of("progress", "log")} == {"call_p"}
+    # The helper thread's line, sent after the call ended, never arrives (nor in the next call).
+    events.seen.clear()
+    again = executor.execute(tool, {"n": 1}, call_id="call_q")
+    assert isinstance(again, Ok)
+    assert "after the call" not in [meta["message"] for _, meta in events.of("log")]
+
+
+def test_a_process_isolated_tool_nobody_listens_to_sends_nothing(executor: ToolExecutor) -> None:
+    assert not (signals.tool_progress.receivers or signals.tool_log.receivers)
+    tool = Tool.from_function(in_a_child, timeout=WAIT, isolation="process")
+    assert isinstance(executor.execute(tool, {}), Ok)
+    import pickle
+
+    from nous_tools import _isolation
+
+    # the request asks the child to report only when someone listens
+    assert "report" not in pickle.loads(_isolation._context_bytes(RunContext.new()))
+
+
+def test_a_process_isolated_call_nested_in_a_worker_thread_reports_under_its_caller(
+    executor: ToolExecutor, events: Events
+) -> None:
+    child = Tool.from_function(in_a_child, timeout=WAIT, isolation="process")
+
+    def outer(ctx: RunContext[t.Any]) -> int:
+        result = executor.execute(child, {"n": 2}, ctx)
+        assert isinstance(result, Ok)
+        return t.cast(int, result.value)
+
+    result = executor.execute(Tool.from_function(outer, timeout=WAIT), {}, call_id="call_o")
+    assert isinstance(result, Ok)
+    reported = [entry for entry in events.seen if entry[0] in ("progress", "log")]
+    assert {(sender, ident) for _, sender, ident, *_ in reported} == {
+        ("outer", threading.get_ident())
+    }
+    assert events.reports()[:2] == [
+        ("p", 1, 2, "first"),
+        ("l", "info", "from the child", {"pid": result.value}),
+    ]
+    assert events.reports()[-1] == ("p", 2, 2, "step 2")
