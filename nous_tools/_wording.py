@@ -1,9 +1,10 @@
 """How one JSON Schema violation reads in a validation failure (private).
 
-jsonschema's own messages are kept, except where they read unlike the rest of the
-failure: an argument the schema does not know is ``unknown argument 'nme'
+jsonschema-rs's own messages are kept, except where they read unlike the rest of
+the failure: an argument the schema does not know is ``unknown argument 'nme'
 (expected: name)``, not ``Additional properties are not allowed ('nme' was
-unexpected)``. The one place that wording lives, whatever path validation takes.
+unexpected)``. The one place that wording lives (``validation`` words its
+violations with it).
 
 >>> unknown_properties(["nme"], ["name"], nested=False)
 "unknown argument 'nme' (expected: name)"
@@ -16,9 +17,8 @@ unexpected)``. The one place that wording lives, whatever path validation takes.
 from __future__ import annotations
 
 import collections.abc as c
-import typing as t
 
-__all__ = ["unknown_properties", "violation_text"]
+__all__ = ["unknown_properties"]
 
 #: Most names listed on either side of an "unknown argument" message.
 _MAX_NAMES = 10
@@ -44,22 +44,3 @@ def unknown_properties(
         else ("it takes no fields" if nested else "this tool takes no arguments")
     )
     return f"unknown {noun}{plural} {_names(extras, quoted=True)} ({known})"
-
-
-def violation_text(error: t.Any) -> str:
-    """The text of one jsonschema ``ValidationError`` in a failure message."""
-    schema = error.schema
-    instance = error.instance
-    if (
-        error.validator == "additionalProperties"
-        and error.validator_value is False
-        and isinstance(schema, c.Mapping)
-        and not schema.get("patternProperties")
-        and isinstance(instance, c.Mapping)
-    ):
-        properties = schema.get("properties")
-        known = [str(key) for key in properties] if isinstance(properties, c.Mapping) else []
-        extras = sorted((key for key in instance if key not in known), key=str)
-        if extras:
-            return unknown_properties(extras, known, nested=bool(error.absolute_path))
-    return str(error.message)

@@ -977,10 +977,12 @@ class ToolExecutor:
         ctx: RunContext[t.Any],
         call_id: str | None,
         total: int,
+        until: float | None = None,
     ) -> t.Any:
         """Attempt 1 of a batch's timed call: its ``start`` signal, and the call
         handed to a worker as :meth:`_timed` would run it, without waiting; then
-        ``_PENDING``, or the result when the pool refused it at once."""
+        ``_PENDING``, or the result when the pool refused it at once. ``until``:
+        the deadline already set (when validation and conversion ran)."""
         job.tool, job.arguments, job.ctx, job.call_id, job.total = (
             tool,
             arguments,
@@ -1003,8 +1005,7 @@ class ToolExecutor:
             emit = True
         job.emit = emit
         job.began = self._started(tool, 1, total, call_id) if emit else 0
-        timeout = t.cast(float, tool.timeout)
-        deadline = monotonic() + timeout
+        deadline = monotonic() + t.cast(float, tool.timeout) if until is None else until
         scope = here.scope
         if scope is not None and scope.deadline is not None and scope.deadline < deadline:
             deadline = scope.deadline  # nested: never later than the enclosing attempt's
@@ -1221,24 +1222,31 @@ class ToolExecutor:
         if type(arguments) is not dict and not isinstance(arguments, c.Mapping):
             return _arguments_error(tool, arguments)
         validator = tool._validator
-        if validator is not None:
-            failure = validator.validate(arguments)
-            if failure is not None:
-                _log.warning("Invalid arguments for tool '%s'", tool.name)
-                return Err(
-                    ToolError(
-                        f"Invalid arguments for '{tool.name}': {failure.message}",
-                        tool_name=tool.name,
-                        attempt=1,
-                        original_error=failure.original_error,
+        converter = tool._converter
+        until: float | None = None  # the first attempt's deadline, when it is already set
+        if validator is not None or converter is not None:
+            if tool.timeout is not None:  # validation and conversion count inside it
+                until = monotonic() + tool.timeout
+            if validator is not None:
+                failure = validator.validate(arguments)
+                if failure is not None:
+                    _log.warning("Invalid arguments for tool '%s'", tool.name)
+                    return Err(
+                        ToolError(
+                            f"Invalid arguments for '{tool.name}': {failure.message}",
+                            tool_name=tool.name,
+                            attempt=1,
+                            original_error=failure.original_error,
+                        )
                     )
-                )
-        # 2b. conversion to the annotated types (once per call, never per retry)
-        if tool._converter is not None:
-            converted = tool._converter.convert(tool.name, arguments)
-            if isinstance(converted, Err):
-                return converted
-            arguments = converted
+            # 2b. conversion to the annotated types (once per call, never per retry)
+            if converter is not None:
+                converted = converter.convert(tool.name, arguments)
+                if isinstance(converted, Err):
+                    return converted
+                arguments = converted
+            if until is not None and monotonic() >= until:
+                return _checked_past_deadline(tool)
         # 3. admission: the tool's limits (docs/concepts/limits.md), once per call
         limits = tool._limits
         if limits is not None:
@@ -1250,11 +1258,11 @@ class ToolExecutor:
                 return self._limited(tool, arguments, ctx, call_id, limits)
         # 4. attempts
         if job is not None and tool.timeout is not None and tool.isolation == "thread":
-            return self._hand_off(job, tool, arguments, ctx, call_id, tool.retries + 1)  # type: ignore[no-any-return]
+            return self._hand_off(job, tool, arguments, ctx, call_id, tool.retries + 1, until)  # type: ignore[no-any-return]
         if _logger.isEnabledFor(_DEBUG):
             total = tool.retries + 1
             began = time.perf_counter()
-            outcome = self._attempt(tool, arguments, ctx, 1, total, call_id)
+            outcome = self._attempt(tool, arguments, ctx, 1, total, call_id, deadline=until)
             if type(outcome) is Ok:
                 elapsed_ms = (time.perf_counter() - began) * 1000
                 _log.debug("Tool '%s' completed in %.1f ms", tool.name, elapsed_ms)
@@ -1286,7 +1294,7 @@ class ToolExecutor:
                 return result
         else:
             total = tool.retries + 1
-            outcome = self._attempt(tool, arguments, ctx, 1, total, call_id)
+            outcome = self._attempt(tool, arguments, ctx, 1, total, call_id, deadline=until)
         if type(outcome) is not _Failure:
             return outcome  # type: ignore[return-value]  # not a _Failure
         if not outcome.will_retry:
@@ -1812,6 +1820,26 @@ def _check_batch_cap(value: object) -> None:
         raise ValueError(
             f"batch option 'max_concurrency' must be an int >= 1 or None, got {value!r}"
         )
+
+
+def _checked_past_deadline(tool: Tool) -> Err:
+    """The answer to a call whose validation and conversion outlasted its timeout
+    (they count inside it): a timeout, and the tool never ran."""
+    _log.error(
+        "Tool '%s' timed out after %s s while its arguments were validated and converted; "
+        "it did not run",
+        tool.name,
+        tool.timeout,
+    )
+    return Err(
+        ToolTimeout(
+            f"Tool '{tool.name}' timed out after {tool.timeout} s: validating and converting "
+            "its arguments took the whole deadline, and the tool did not run",
+            tool_name=tool.name,
+            timeout=tool.timeout,
+            attempt=1,
+        )
+    )
 
 
 def _cancelled_before_start(job: object) -> Err:

@@ -109,6 +109,7 @@ class ToolOptions(TypedDict, total=False):
     max_result_chars: int | t.Literal["executor"] | None
     on_result_overflow: OnResultOverflow
     retry_on: tuple[type[BaseException], ...] | type[BaseException] | t.Callable[..., t.Any] | None
+    trusted_schema: bool
 
 
 def _check_name(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
@@ -170,7 +171,7 @@ def _check_parameters(instance: t.Any, attribute: object, value: t.Any) -> None:
         )
     from .validation import check_schema
 
-    check_schema(value, registry=instance.schema_registry)
+    check_schema(value, registry=instance.schema_registry, trusted=instance.trusted_schema)
 
 
 def _check_registry(instance: object, attribute: object, value: t.Any) -> None:
@@ -198,6 +199,16 @@ def _optional_bool(option: str) -> t.Callable[[object, t.Any, object], None]:
         if value is not None and not isinstance(value, bool):
             raise TypeError(
                 f"Tool option '{option}' must be True, False or None, got {type(value).__name__}"
+            )
+
+    return check
+
+
+def _strict_bool(option: str) -> t.Callable[[object, t.Any, object], None]:
+    def check(instance: object, attribute: object, value: object) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(
+                f"Tool option '{option}' must be True or False, got {type(value).__name__}"
             )
 
     return check
@@ -307,6 +318,10 @@ class Tool(t.Generic[P, R]):
     caller's thread. ``approval`` is ``"auto"`` (run), ``"ask"`` (a person or a
     handler must approve each call) or ``"deny"`` (never run);
     ``requires_approval=True`` is the same as ``approval="ask"``.
+    ``trusted_schema=False`` says that ``parameters`` comes from someone you do not
+    trust (an MCP server's ``inputSchema``): a ``pattern`` in it that needs
+    backtracking (lookaround, a backreference) is refused at construction, since a
+    crafted text could make it take exponential time.
 
     Limits (``docs/concepts/limits.md``): ``max_concurrency`` (attempts at once in
     the executor), ``rate_limit`` (``"10/minute"``), ``max_calls_per_run`` (per
@@ -379,6 +394,10 @@ class Tool(t.Generic[P, R]):
     on_result_overflow: OnResultOverflow = attrs.field(
         default="truncate", validator=_one_of("on_result_overflow", ON_RESULT_OVERFLOW_MODES)
     )
+    # Whether ``parameters`` comes from someone trusted (the tool's own author: the
+    # default). An untrusted schema (an MCP server's) may not use patterns that need
+    # backtracking: they can take exponential time on a crafted text.
+    trusted_schema: bool = attrs.field(default=True, validator=_strict_bool("trusted_schema"))
     _requires_approval: bool | None = attrs.field(
         default=None, alias="requires_approval", repr=False
     )
@@ -415,7 +434,9 @@ class Tool(t.Generic[P, R]):
         if self.parameters and self.validate_args:
             from .validation import shared_validator
 
-            validator = shared_validator(self.parameters, registry=self.schema_registry)
+            validator = shared_validator(
+                self.parameters, registry=self.schema_registry, trusted=self.trusted_schema
+            )
             object.__setattr__(self, "_validator", validator)
         if self.convert_args:
             converter = _convert.compile_converter(self.function, takes_ctx=self.takes_ctx)

@@ -318,6 +318,7 @@ class MCPServer:
             "destructive": destructive,
             "idempotent": idempotent,
             "tags": ("mcp",),
+            "trusted_schema": trusted,  # an untrusted server's patterns must not backtrack
         }
         try:
             tool = Tool(parameters=entry.input_schema, **options)
