@@ -783,7 +783,7 @@ def needs_conversion(annotation: object, seen: tuple[type, ...] = ()) -> bool:
     """False when JSON data is already what ``annotation`` asks for (JSON scalars,
     ``Any``, lists and string-keyed dicts of them), or when it is a type conversion
     does not know (passed through)."""
-    if annotation is _EMPTY or annotation is None or annotation is type(None):
+    if annotation is _EMPTY or annotation is None or any(annotation is k for k in _AS_GIVEN):
         return False
     if isinstance(annotation, (str, t.ForwardRef)):
         return False
@@ -819,6 +819,10 @@ def needs_conversion(annotation: object, seen: tuple[type, ...] = ()) -> bool:
     if _is_sequence_kind(cls) and not issubclass(cls, c.Set):
         return bool(args) and needs_conversion(args[0], seen)
     return _is_known(cls)
+
+
+#: Annotations whose JSON values are passed as they are (the commonest ones, at once).
+_AS_GIVEN = (t.Any, str, int, float, bool, object, type(None))
 
 
 def _is_known(cls: type) -> bool:
@@ -896,12 +900,14 @@ def compile_converter(
     """The converter for ``function``'s keyword parameters (the context left out
     when ``takes_ctx``), or None when no annotation needs converting."""
     try:
-        signature = inspect.signature(function)
+        signature = _schema.signature_of(function)
     except (TypeError, ValueError):
         return None
     parameters = list(signature.parameters.values())
     if takes_ctx and parameters and parameters[0].kind in _schema._POSITIONAL:
         parameters = parameters[1:]
+    if all(parameter.annotation is _EMPTY for parameter in parameters):
+        return None  # nothing annotated, nothing to convert (and no hints to resolve)
     hints = _schema._annotations(function)
     plan: list[tuple[str, t.Any]] = []
     extra: t.Any | None = None

@@ -60,6 +60,7 @@ import sys
 import types
 import typing as t
 import uuid
+import weakref
 
 import attrs
 
@@ -100,7 +101,7 @@ def detect_takes_ctx(fn: c.Callable[..., t.Any]) -> bool:
     Never raises: a callable without a signature (some builtins) gives False.
     """
     try:
-        signature = inspect.signature(fn)
+        signature = signature_of(fn)
     except (TypeError, ValueError):
         return False
     first = next(iter(signature.parameters.values()), None)
@@ -145,7 +146,7 @@ def parameters_schema(fn: c.Callable[..., t.Any], *, takes_ctx: bool) -> dict[st
     (see the module's docstring).
     """
     try:
-        signature = inspect.signature(fn)
+        signature = signature_of(fn)
     except (TypeError, ValueError):
         return {"type": "object", "properties": {}, "required": []}
     parameters = list(signature.parameters.values())
@@ -207,19 +208,64 @@ def parameters_schema(fn: c.Callable[..., t.Any], *, takes_ctx: bool) -> dict[st
 # --------------------------------------------------------------------------- annotations
 
 
+def signature_of(fn: t.Callable[..., t.Any]) -> inspect.Signature:
+    """``inspect.signature(fn)``, remembered for a plain function while its code,
+    defaults and annotations stay the same (making a tool reads it more than once,
+    and tools often share a function)."""
+    if (
+        not isinstance(fn, types.FunctionType)
+        or "__wrapped__" in vars(fn)
+        or "__signature__" in vars(fn)
+    ):
+        return inspect.signature(fn)
+    marks = (fn.__code__, fn.__defaults__, fn.__kwdefaults__, fn.__annotations__)
+    known = _SIGNATURES.get(fn)
+    if known is not None and all(a is b for a, b in zip(known[0], marks, strict=True)):
+        return known[1]
+    signature = inspect.signature(fn)
+    _SIGNATURES[fn] = (marks, signature)
+    return signature
+
+
+_SIGNATURES: weakref.WeakKeyDictionary[
+    types.FunctionType, tuple[tuple[object, ...], inspect.Signature]
+] = weakref.WeakKeyDictionary()
+
+
 def _annotations(fn: object) -> dict[str, t.Any]:
-    """Resolved annotations of the function behind ``fn``; unresolvable ones stay strings."""
+    """Resolved annotations of the function behind ``fn``; unresolvable ones stay strings.
+
+    Remembered per function (a tool per server tool, say, share one): a function's
+    annotations are resolved once, unless some could not be resolved yet (a class
+    defined later in its module), which are tried again next time."""
     target = _annotation_source(fn)
     try:
-        return dict(t.get_type_hints(target, include_extras=True))
+        known = _RESOLVED.get(target)
+    except TypeError:  # not weakly referable, or unhashable
+        known = None
+    if known is not None and known[0] is getattr(target, "__annotations__", None):
+        return dict(known[1])
+    try:
+        hints = dict(t.get_type_hints(target, include_extras=True))
     except Exception:  # any error in user annotations: fall back to resolving one by one
         pass
+    else:
+        if not any(isinstance(hint, (str, t.ForwardRef)) for hint in hints.values()):
+            with contextlib.suppress(TypeError):
+                _RESOLVED[target] = (getattr(target, "__annotations__", None), hints)
+        return hints
     try:
         raw = dict(getattr(target, "__annotations__", None) or {})
     except Exception:
         return {}
     namespace = _globals_of(target)
     return {name: _resolve(annotation, namespace) for name, annotation in raw.items()}
+
+
+#: Resolved annotations by function, with the ``__annotations__`` they came from.
+_RESOLVED: weakref.WeakKeyDictionary[object, tuple[object, dict[str, t.Any]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _annotation_source(fn: object) -> object:

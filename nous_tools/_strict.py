@@ -36,7 +36,15 @@ import collections.abc as c
 import copy
 import typing as t
 
-__all__ = ["FORMATS", "UNSUPPORTED", "nulls_to_defaults", "strict_schema"]
+__all__ = [
+    "FORMATS",
+    "UNSUPPORTED",
+    "NullPlan",
+    "apply_null_plan",
+    "null_plan",
+    "nulls_to_defaults",
+    "strict_schema",
+]
 
 Schema = dict[str, t.Any]
 
@@ -339,6 +347,135 @@ def _fill_value(
         if not isinstance(items, c.Mapping):
             return item
         new = [_fill_value(items, element, root, depth + 1) for element in item]
+        if all(a is b for a, b in zip(new, item, strict=True)):
+            return item
+        return new
+    return item
+
+
+# -- the same walk, planned once per schema -------------------------------------------
+
+
+class NullPlan(t.NamedTuple):
+    """Where in an object :func:`nulls_to_defaults` can change anything: the optional
+    properties whose schema refuses ``null`` (a ``None`` there is dropped), and the
+    properties whose values may hold such properties in turn."""
+
+    drop: tuple[str, ...]
+    nested: tuple[tuple[str, _ValuePlan], ...]
+
+
+class _ValuePlan(t.NamedTuple):
+    """The plan for a value: for it as an object, and for each item as an array."""
+
+    as_object: NullPlan | None
+    as_array: _ValuePlan | None
+
+
+def null_plan(schema: c.Mapping[str, t.Any]) -> NullPlan | None:
+    """What :func:`nulls_to_defaults` would look at for ``schema``, worked out once:
+    None when it can change nothing (no optional property that refuses ``null``,
+    at any depth), so that arguments need no walk at all."""
+    return _object_plan(schema, schema, 0, {})
+
+
+def apply_null_plan(plan: NullPlan, arguments: c.Mapping[str, t.Any]) -> c.Mapping[str, t.Any]:
+    """:func:`nulls_to_defaults` of the schema ``plan`` was made from, visiting only
+    the places the plan names."""
+    return _apply_object(plan, arguments)
+
+
+_Memo = dict[tuple[int, int], t.Any]
+
+
+def _object_plan(
+    schema: c.Mapping[str, t.Any], root: c.Mapping[str, t.Any], depth: int, memo: _Memo
+) -> NullPlan | None:
+    """The plan of :func:`_fill` for ``schema`` at ``depth`` (None: no change)."""
+    if depth > _MAX_INLINE:
+        return None
+    key = (id(schema), depth)
+    if key in memo:
+        return t.cast("NullPlan | None", memo[key])
+    memo[key] = None  # a cycle within one depth cannot happen; this ends any other
+    plan = _make_object_plan(schema, root, depth, memo)
+    memo[key] = plan
+    return plan
+
+
+def _make_object_plan(
+    schema: c.Mapping[str, t.Any], root: c.Mapping[str, t.Any], depth: int, memo: _Memo
+) -> NullPlan | None:
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        try:
+            schema = {**_resolve(root, ref, ()), **{k: v for k, v in schema.items() if k != "$ref"}}
+        except ValueError:
+            return None
+    properties = schema.get("properties")
+    if not isinstance(properties, c.Mapping):
+        branches = [
+            b
+            for b in schema.get("anyOf") or schema.get("oneOf") or ()
+            if isinstance(b, c.Mapping) and ("properties" in b or "$ref" in b)
+        ]
+        if len(branches) == 1:
+            return _object_plan(branches[0], root, depth + 1, memo)
+        return None
+    required = schema.get("required")
+    required = required if isinstance(required, list) else []
+    drop: list[str] = []
+    nested: list[tuple[str, _ValuePlan]] = []
+    for name, sub in properties.items():
+        if not isinstance(name, str) or not isinstance(sub, c.Mapping):
+            continue
+        if name not in required and not _accepts_null(sub, root):
+            drop.append(name)
+        inner = _value_plan(sub, root, depth + 1, memo)
+        if inner is not None:
+            nested.append((name, inner))
+    if not drop and not nested:
+        return None
+    return NullPlan(tuple(drop), tuple(nested))
+
+
+def _value_plan(
+    schema: c.Mapping[str, t.Any], root: c.Mapping[str, t.Any], depth: int, memo: _Memo
+) -> _ValuePlan | None:
+    """The plan of :func:`_fill_value` for ``schema`` at ``depth``."""
+    as_object = _object_plan(schema, root, depth, memo)
+    items = schema.get("items")
+    as_array = _value_plan(items, root, depth + 1, memo) if isinstance(items, c.Mapping) else None
+    if as_object is None and as_array is None:
+        return None
+    return _ValuePlan(as_object, as_array)
+
+
+def _apply_object(plan: NullPlan, value: c.Mapping[str, t.Any]) -> c.Mapping[str, t.Any]:
+    changed: dict[str, t.Any] | None = None
+    for name in plan.drop:
+        if name in value and value[name] is None:
+            if changed is None:
+                changed = dict(value)
+            del changed[name]
+    for name, inner in plan.nested:
+        item = value.get(name)
+        if item is None:
+            continue
+        new = _apply_value(inner, item)
+        if new is not item:
+            if changed is None:
+                changed = dict(value)
+            changed[name] = new
+    return value if changed is None else changed
+
+
+def _apply_value(plan: _ValuePlan, item: t.Any) -> t.Any:
+    if isinstance(item, c.Mapping):
+        return item if plan.as_object is None else _apply_object(plan.as_object, item)
+    if isinstance(item, list) and plan.as_array is not None:
+        inner = plan.as_array
+        new = [_apply_value(inner, element) for element in item]
         if all(a is b for a, b in zip(new, item, strict=True)):
             return item
         return new

@@ -162,16 +162,12 @@ def _one_of(
 
 
 def _check_parameters(instance: t.Any, attribute: object, value: t.Any) -> None:
-    if value is None:
-        return
-    if not isinstance(value, c.Mapping):
+    # The schema itself is checked when its validator is compiled (post-init).
+    if value is not None and not isinstance(value, c.Mapping):
         raise TypeError(
             f"Tool option 'parameters' must be a JSON Schema mapping or None, "
             f"got {type(value).__name__}"
         )
-    from .validation import check_schema
-
-    check_schema(value, registry=instance.schema_registry, trusted=instance.trusted_schema)
 
 
 def _check_registry(instance: object, attribute: object, value: t.Any) -> None:
@@ -431,13 +427,16 @@ class Tool(t.Generic[P, R]):
         if self.module is None:
             module = getattr(self.function, "__module__", None)
             object.__setattr__(self, "module", module if isinstance(module, str) else None)
-        if self.parameters and self.validate_args:
+        if self.parameters is not None:
             from .validation import shared_validator
 
+            # Compiling checks the schema (a ValueError naming 'parameters'), and
+            # the validator is kept when the arguments are validated.
             validator = shared_validator(
                 self.parameters, registry=self.schema_registry, trusted=self.trusted_schema
             )
-            object.__setattr__(self, "_validator", validator)
+            if self.parameters and self.validate_args:
+                object.__setattr__(self, "_validator", validator)
         if self.convert_args:
             converter = _convert.compile_converter(self.function, takes_ctx=self.takes_ctx)
             object.__setattr__(self, "_converter", converter)

@@ -52,6 +52,7 @@ import hashlib
 import hmac
 import json
 import typing as t
+import weakref
 
 import attrs
 
@@ -444,21 +445,30 @@ def _custom_arguments(tool: Tool, text: object) -> c.Mapping[str, t.Any] | Err:
 def _defaults_for_nulls(tool: Tool, arguments: c.Mapping[str, t.Any]) -> c.Mapping[str, t.Any]:
     """``None`` sent for an optional parameter (strict mode's way of leaving it out)
     becomes the parameter's default: the key is dropped, so the function's own default
-    applies. Only where the parameter's schema does not accept null itself."""
+    applies. Only where the parameter's schema does not accept null itself, and only
+    the places the tool's schema has such parameters are visited (planned once per
+    tool: most schemas have none, and their arguments are not walked at all)."""
     schema = tool.parameters
     if not schema:
         return arguments
-    for value in arguments.values():
-        if value is None or isinstance(value, (dict, list)):
-            break
-    else:
-        return arguments  # nothing that could hold a null: the common case
+    plan = _NULL_PLANS.get(tool, _UNPLANNED)
     try:
-        from ._strict import nulls_to_defaults
+        if plan is _UNPLANNED:
+            from ._strict import null_plan
 
-        return nulls_to_defaults(schema, arguments)
+            plan = _NULL_PLANS[tool] = null_plan(schema)
+        if plan is None:
+            return arguments  # no optional parameter that refuses null: no walk
+        from ._strict import apply_null_plan
+
+        return apply_null_plan(plan, arguments)
     except Exception:  # a schema or arguments we cannot walk: leave them to validation
         return arguments
+
+
+#: The plan of :func:`_defaults_for_nulls` for each tool (see ``_strict.null_plan``).
+_NULL_PLANS: weakref.WeakKeyDictionary[Tool, t.Any] = weakref.WeakKeyDictionary()
+_UNPLANNED = object()
 
 
 # -- writing results for a model -----------------------------------------------------

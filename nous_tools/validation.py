@@ -80,19 +80,14 @@ import urllib.parse
 import weakref
 
 import attrs
-import jsonschema
-import jsonschema.exceptions
-import jsonschema.protocols
-import jsonschema.validators
 import jsonschema_rs
-import jsonschema_specifications
-import referencing
-import referencing.exceptions
-import referencing.jsonschema
 
 from . import _iso
 from ._text import json_type as _json_type
 from ._wording import unknown_properties
+
+if t.TYPE_CHECKING:
+    import referencing
 
 __all__ = [
     "BACKTRACK_LIMIT",
@@ -195,13 +190,14 @@ def check_schema(
 ) -> None:
     """Raise unless ``schema`` is a valid JSON Schema whose ``$ref``\\ s all resolve.
 
-    The metaschema is the one named by ``$schema`` (2020-12 when none is named).
-    Every violation is listed, sorted by where it is and then by what it says (the
-    same order on every run). Then every ``$ref`` must resolve: to a place inside
-    the schema, or to a schema in ``registry`` (a :class:`referencing.Registry`).
-    A ``$ref`` to a remote URI that ``registry`` does not hold is refused, since it
-    is never fetched; a JSON pointer that points nowhere is refused too, since no
-    arguments could ever be validated against it.
+    The metaschema is the one named by ``$schema`` (2020-12 when none is named;
+    drafts 4, 6, 7, 2019-09 and 2020-12 are known). Every violation is listed,
+    sorted by where it is and then by what it says (the same order on every run).
+    Then every ``$ref`` must resolve: to a place inside the schema, or to a schema
+    in ``registry`` (a :class:`referencing.Registry`). A ``$ref`` to a remote URI
+    that ``registry`` does not hold is refused, since it is never fetched; a JSON
+    pointer that points nowhere is refused too, since no arguments could ever be
+    validated against it.
 
     Every ``pattern`` (and ``patternProperties`` key) must be a regular expression.
     An untrusted schema (``trusted=False``: one from an MCP server, say) may not use
@@ -210,11 +206,10 @@ def check_schema(
 
     Raises ``TypeError`` when ``schema`` is not a mapping and ``ValueError``
     otherwise; both messages name the tool option ``parameters``, e.g.
-    ``Tool option 'parameters' is not a valid JSON Schema: 5 is not of type
-    'object' (at path properties)``.
+    ``Tool option 'parameters' is not a valid JSON Schema: 5 is not of types
+    "boolean", "object" (at path properties.a)``.
     """
-    plain = _checked_copy(schema, registry, trusted)
-    _compile(plain, registry, trusted)
+    shared_validator(t.cast("c.Mapping[str, t.Any]", schema), registry=registry, trusted=trusted)
 
 
 def _invalid_schema(problems: list[tuple[str, tuple[object, ...]]]) -> ValueError:
@@ -227,151 +222,269 @@ def _invalid_schema(problems: list[tuple[str, tuple[object, ...]]]) -> ValueErro
     return ValueError(f"Tool option 'parameters' is not a valid JSON Schema: {shown}")
 
 
-def _checked_copy(
-    schema: object, registry: referencing.Registry[t.Any] | None = None, trusted: bool = True
-) -> dict[str, t.Any]:
-    """``schema`` as plain dicts and lists, checked as :func:`check_schema` says."""
-    if not isinstance(schema, c.Mapping):
-        raise TypeError(
-            f"Tool option 'parameters' must be a JSON Schema mapping, got {type(schema).__name__}"
-        )
-    if registry is not None and not isinstance(registry, referencing.Registry):
+def _check_registry(registry: object) -> None:
+    if registry is None:
+        return
+    try:
+        import referencing
+    except ImportError:  # then it cannot be one
+        referencing = None  # type: ignore[assignment]
+    if referencing is None or not isinstance(registry, referencing.Registry):
         raise TypeError(
             "Tool option 'schema_registry' must be a referencing.Registry or None, "
             f"got {type(registry).__name__}"
         )
+
+
+def _plain_copy(schema: object) -> dict[str, t.Any]:
+    """``schema`` as plain dicts and lists (raising as :func:`check_schema` says)."""
+    if not isinstance(schema, c.Mapping):
+        raise TypeError(
+            f"Tool option 'parameters' must be a JSON Schema mapping, got {type(schema).__name__}"
+        )
     try:
-        plain = t.cast("dict[str, t.Any]", _plain(schema))
-        key = _cache_key(plain) if registry is None else None
-        if key is not None:
-            key = f"{trusted}:{key}"
-            if key in _KNOWN_GOOD:
-                return plain
-        cls = _validator_class(plain)
-        problems = _metaschema_problems(plain, cls, trusted)
+        return t.cast("dict[str, t.Any]", _plain(schema))
     except RecursionError:
         raise _invalid_schema([("the schema is nested too deeply", ())]) from None
-    except Exception as exc:  # e.g. an unhashable "$schema" value
-        raise _invalid_schema([(f"{type(exc).__name__}: {exc}", ())]) from None
-    if problems:
-        raise _invalid_schema(problems)
-    _check_references(plain, cls, registry)
-    if key is not None:
-        if len(_KNOWN_GOOD) >= 1024:
-            _KNOWN_GOOD.clear()
-        _KNOWN_GOOD.add(key)
-    return plain
 
 
-#: Schemas already checked (a metaschema check takes about a millisecond, and a
-#: tool's schema is checked by ``Tool`` and again by its ``ArgumentValidator``).
-_KNOWN_GOOD: set[str] = set()
+def _plain(value: object) -> object:
+    """A deep copy of ``value`` with every mapping a dict and every tuple a list."""
+    if isinstance(value, c.Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value
 
 
 def _cache_key(plain: object) -> str | None:
-    """A text that tells this schema from every other, or None (do not cache)."""
+    """A text that tells this schema from every other (``1`` from ``true`` and
+    ``1.0``), or None when it holds a value JSON cannot (then it is not shared)."""
     try:
-        json.dumps(plain, allow_nan=False)  # JSON values only; repr tells 1 from True
+        return json.dumps(plain, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError, RecursionError):
         return None
-    return repr(plain)
 
 
-_METASCHEMA_VALIDATORS: dict[tuple[type[t.Any], bool], jsonschema.protocols.Validator] = {}
+def _read(schema: object) -> tuple[dict[str, t.Any], str | None]:
+    """What jsonschema-rs compiles for ``schema`` and its JSON text (None when it
+    holds a value JSON cannot). A schema of dicts and lists is compiled as it is
+    (jsonschema-rs copies it); any other mapping is copied into dicts first."""
+    text = _cache_key(schema) if isinstance(schema, dict) else None
+    if text is not None:
+        return t.cast("dict[str, t.Any]", schema), text
+    plain = _plain_copy(schema)
+    return plain, _cache_key(plain)
 
 
-def _metaschema_problems(
-    plain: dict[str, t.Any], cls: type[jsonschema.protocols.Validator], trusted: bool
-) -> list[tuple[str, tuple[object, ...]]]:
-    """Every metaschema violation as ``(reason, path)``, each once, in a fixed order."""
-    meta = _METASCHEMA_VALIDATORS.get((cls, trusted))
-    if meta is None:
-        meta_cls = jsonschema.validators.validator_for(cls.META_SCHEMA, default=cls)
-        checker = jsonschema.FormatChecker()
-        checker.checkers = dict(cls.FORMAT_CHECKER.checkers)
-        checker.checkers["regex"] = (functools.partial(_is_regex, trusted=trusted), ())
-        meta = meta_cls(cls.META_SCHEMA, format_checker=checker)
-        _METASCHEMA_VALIDATORS[cls, trusted] = meta
-    found = {
-        (_schema_error_reason(error), tuple(error.absolute_path))
-        for error in meta.iter_errors(plain)
-    }
-    return sorted(found, key=lambda problem: (_sort_key(problem[1]), problem[0]))
+def _tree(source: dict[str, t.Any], text: str | None) -> dict[str, t.Any]:
+    """A private copy of the schema as plain dicts and lists, to walk."""
+    return t.cast("dict[str, t.Any]", json.loads(text)) if text is not None else source
 
 
-def _schema_error_reason(error: jsonschema.exceptions.ValidationError) -> str:
-    path = tuple(error.absolute_path)
-    if (
-        error.validator == "anyOf"
-        and path
-        and path[-1] == "type"
-        and isinstance(error.instance, str)
-    ):
-        return f"unknown type {error.instance!r}, expected one of {', '.join(_JSON_TYPES)}"
-    if error.validator == "format" and error.validator_value == "regex":
-        if isinstance(error.instance, str) and _is_regex(error.instance, trusted=True):
-            return (
-                f"{error.instance!r} needs a backtracking regular expression engine "
-                "(lookaround or a backreference), which an untrusted schema may not use: "
-                "matching it can take exponential time on a crafted text"
-            )
-        return f"{error.instance!r} is not a regular expression"
-    return error.message
+# -- compiling: jsonschema-rs -------------------------------------------------------
 
 
-def _check_references(
-    plain: dict[str, t.Any],
-    cls: type[jsonschema.protocols.Validator],
+def _pattern_options(trusted: bool) -> t.Any:
+    """jsonschema-rs's ``pattern_options``: Rust's linear-time ``regex`` for an
+    untrusted schema (a pattern that needs backtracking does not compile), and
+    ``fancy-regex`` for a trusted one, which hands every pattern without lookaround
+    or backreferences to ``regex`` too and bounds the backtracking of the others."""
+    return _TRUSTED_PATTERNS if trusted else _UNTRUSTED_PATTERNS
+
+
+_TRUSTED_PATTERNS = jsonschema_rs.FancyRegexOptions(backtrack_limit=BACKTRACK_LIMIT)
+_UNTRUSTED_PATTERNS = jsonschema_rs.RegexOptions()
+
+
+@functools.lru_cache(maxsize=1024)
+def _is_regex(pattern: str, trusted: bool) -> bool:
+    """Whether ``pattern`` compiles with the engine that trust allows."""
+    try:
+        jsonschema_rs.validator_for({"pattern": pattern}, pattern_options=_pattern_options(trusted))
+    except Exception:
+        return False
+    return True
+
+
+def _refuse_retrieval(uri: str) -> t.NoReturn:
+    raise ValueError(f"remote schema {uri!r} is not fetched")
+
+
+def _native_registry(registry: referencing.Registry[t.Any]) -> t.Any:
+    """``registry``'s schemas as a jsonschema-rs registry."""
+    return jsonschema_rs.Registry([(uri, registry[uri].contents) for uri in registry])
+
+
+def _compile(
+    source: dict[str, t.Any],
     registry: referencing.Registry[t.Any] | None,
-) -> None:
-    """Resolve every ``$ref`` now (with ``registry``'s schemas and the metaschemas),
-    so that none fails later, at a call."""
-    specification = _specification(cls)
-    known = _with_metaschemas(registry)
-    root = known.resolver_with_root(specification.create_resource(plain))
-    remote: list[tuple[str, tuple[object, ...]]] = []
-    nowhere: list[tuple[str, tuple[object, ...]]] = []
-    stack: list[tuple[object, tuple[object, ...], referencing._core.Resolver[t.Any]]] = [
-        (plain, (), root)
-    ]
-    seen: set[int] = set()
-    while stack:
-        node, where, resolver = stack.pop()
-        if not isinstance(node, dict) or id(node) in seen:
-            continue
-        seen.add(id(node))
-        if where and specification.id_of(node) is not None:
-            resolver = resolver.in_subresource(specification.create_resource(node))
-        ref = node.get("$ref")
-        if isinstance(ref, str):
-            try:
-                resolver.lookup(ref)
-            except _NOWHERE:
-                nowhere.append((ref, (*where, "$ref")))
-            except referencing.exceptions.Unresolvable:  # a URI the registry lacks
-                remote.append((ref, (*where, "$ref")))
-        stack.extend((sub, (*where, *step), resolver) for step, sub in _subschemas(node))
-    if nowhere:
-        raise _invalid_schema(
+    trusted: bool,
+    text: str | None,
+) -> t.Any:
+    """jsonschema-rs's validator for ``source`` (whose JSON text is ``text``, when it
+    has one), with every ``format`` it names checked as :data:`CHECKED_FORMATS` says
+    (or not at all); raises ``ValueError`` worded for the tool option ``parameters``
+    when ``source`` is not a valid schema."""
+    options: dict[str, t.Any] = {
+        "retriever": _refuse_retrieval,
+        "pattern_options": _pattern_options(trusted),
+    }
+    used = _used_formats(_tree(source, text)) if text is None or '"format"' in text else set()
+    if used:  # custom formats make every check slower: only when needed
+        options["validate_formats"] = True
+        options["formats"] = {
+            name: _ISO_FORMATS.get(name, _any_value) for name in used if name not in _NATIVE_FORMATS
+        }
+    else:
+        options["validate_formats"] = False
+    if registry is not None:
+        options["registry"] = _native_registry(registry)
+    try:
+        return jsonschema_rs.validator_for(source, **options)
+    except jsonschema_rs.ValidationError as exc:
+        raise _why_invalid(_tree(source, text), exc, trusted) from None
+    except Exception as exc:  # a value it cannot read, a schema nested too deeply
+        reason = str(exc).split("\n", 1)[0]
+        if "Recursion limit" in reason:
+            reason = "the schema is nested too deeply"
+        raise _invalid_schema([(reason, ())]) from None
+
+
+# -- why a schema is not valid -------------------------------------------------------
+
+#: The metaschema of each draft jsonschema-rs implements, by its validator class.
+_METASCHEMAS = {
+    "Draft4Validator": "http://json-schema.org/draft-04/schema#",
+    "Draft6Validator": "http://json-schema.org/draft-06/schema#",
+    "Draft7Validator": "http://json-schema.org/draft-07/schema#",
+    "Draft201909Validator": "https://json-schema.org/draft/2019-09/schema",
+    "Draft202012Validator": "https://json-schema.org/draft/2020-12/schema",
+}
+
+
+@functools.cache
+def _metaschema_validator(name: str) -> t.Any:
+    """jsonschema-rs's validator of the metaschema of draft ``name`` (its class)."""
+    cls = getattr(jsonschema_rs, name)
+    return cls({"$ref": _METASCHEMAS[name]}, validate_formats=False)
+
+
+def _why_invalid(plain: dict[str, t.Any], error: t.Any, trusted: bool) -> ValueError:
+    """The ``ValueError`` for a schema jsonschema-rs refused with ``error`` (its
+    first problem): every metaschema violation and every bad pattern, or the
+    ``$ref`` that cannot be resolved, or the ``$schema`` that is unknown."""
+    first = str(error).split("\n", 1)[0]
+    if type(error.kind) is _Kind.Referencing:
+        return _reference_problem(plain, first)
+    problems = set(_metaschema_problems(plain))
+    problems.update(_pattern_problems(plain, trusted))
+    if not problems:
+        problems.add((first, tuple(error.instance_path)))
+    return _invalid_schema(sorted(problems, key=lambda p: (_sort_key(p[1]), p[0])))
+
+
+def _metaschema_problems(plain: dict[str, t.Any]) -> c.Iterator[tuple[str, tuple[object, ...]]]:
+    """Every metaschema violation as ``(reason, path)`` (a path in ``plain``)."""
+    try:
+        name = jsonschema_rs.validator_cls_for(plain).__name__
+        meta = _metaschema_validator(name)
+    except Exception:  # an unknown $schema: said elsewhere
+        return
+    for error in meta.iter_errors(plain):
+        path = tuple(_steps(plain, error.instance_path))
+        reason = str(error.message)
+        if type(error.kind) is _Kind.AnyOf and path and path[-1] == "type":
+            value = _locate(plain, path)[1]
+            if isinstance(value, str):
+                reason = f"unknown type {value!r}, expected one of {', '.join(_JSON_TYPES)}"
+        yield reason, path
+
+
+def _pattern_problems(
+    plain: dict[str, t.Any], trusted: bool
+) -> c.Iterator[tuple[str, tuple[object, ...]]]:
+    """Every pattern (and ``patternProperties`` key) the engine trust allows cannot
+    read, as ``(reason, path)``."""
+    for node, where in _each_subschema_at(plain):
+        patterns: list[tuple[object, tuple[object, ...]]] = []
+        if "pattern" in node:
+            patterns.append((node["pattern"], (*where, "pattern")))
+        keyed = node.get("patternProperties")
+        if isinstance(keyed, dict):
+            patterns.extend((key, (*where, "patternProperties", key)) for key in keyed)
+        for pattern, path in patterns:
+            if not isinstance(pattern, str) or _is_regex(pattern, trusted):
+                continue
+            if not trusted and _is_regex(pattern, True):
+                yield (
+                    f"{pattern!r} needs a backtracking regular expression engine "
+                    "(lookaround or a backreference), which an untrusted schema may not "
+                    "use: matching it can take exponential time on a crafted text",
+                    path,
+                )
+            else:
+                yield f"{pattern!r} is not a regular expression", path
+
+
+def _reference_problem(plain: dict[str, t.Any], first: str) -> ValueError:
+    """The ``ValueError`` for a ``$ref`` (or ``$schema``) jsonschema-rs cannot
+    resolve, naming where it is."""
+    import re  # only here: the start-up of a tool pays for nothing it does not use
+
+    refs = [(ref, where) for ref, where in _each_ref(plain)]
+    if (found := re.search(r"Unknown meta-schema: '([^']*)'", first)) is not None:
+        return ValueError(
+            f"Tool option 'parameters' names $schema {found.group(1)!r}, which is not a "
+            "JSON Schema dialect jsonschema-rs knows (drafts 4, 6, 7, 2019-09, 2020-12)"
+        )
+    if (found := re.search(r"Pointer '([^']*)' does not exist", first)) is not None:
+        pointer = found.group(1)
+        nowhere = [
+            (ref, where)
+            for ref, where in refs
+            if urllib.parse.unquote(ref.partition("#")[2]) == pointer
+        ] or [(f"#{pointer}", ())]
+        return _invalid_schema(
             [(f"$ref {ref!r} points to nothing in the schema", at) for ref, at in sorted(nowhere)]
         )
-    if remote:
-        refs = ", ".join(
-            f"{ref!r} (at path {_format_path(at)})" for ref, at in sorted(remote, key=str)
+    if (found := re.search(r"Resource '([^']*)' is not present", first)) is not None:
+        uri = found.group(1)
+        remote = [
+            (ref, where)
+            for ref, where in refs
+            if ref.partition("#")[0].rstrip("/") in (uri.rstrip("/"), "")
+            or uri.endswith(ref.partition("#")[0])
+        ] or [(uri, ())]
+        shown = ", ".join(f"{ref!r} (at path {_format_path(at)})" for ref, at in sorted(remote))
+        return ValueError(
+            f"Tool option 'parameters' refers to a remote schema ({_shorten(shown)}), which is "
+            "never fetched: add it to a referencing.Registry and pass it as "
+            "Tool(schema_registry=...)"
         )
-        raise ValueError(
-            f"Tool option 'parameters' refers to a remote schema ({_shorten(refs)}), which is "
-            f"never fetched: add it to a referencing.Registry and pass it as "
-            f"Tool(schema_registry=...)"
-        )
+    return _invalid_schema([(first, ())])
 
 
-#: A ``$ref`` into a known document that finds nothing there.
-_NOWHERE = (
-    referencing.exceptions.PointerToNowhere,
-    referencing.exceptions.NoSuchAnchor,
-    referencing.exceptions.InvalidAnchor,
-)
+def _each_ref(plain: dict[str, t.Any]) -> c.Iterator[tuple[str, tuple[object, ...]]]:
+    """Every ``$ref`` of ``plain`` and where it is (the path of the ``$ref`` key)."""
+    for node, where in _each_subschema_at(plain):
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            yield ref, (*where, "$ref")
+
+
+def _steps(root: object, path: c.Sequence[str | int]) -> c.Iterator[str | int]:
+    """``path`` with each step an ``int`` only where it indexes an array (an object
+    key that looks like a number may come back from jsonschema-rs as an ``int``)."""
+    node: t.Any = root
+    for step in path:
+        if isinstance(node, list) and type(step) is int:
+            yield step
+            node = node[step] if 0 <= step < len(node) else None
+        else:
+            key = str(step)
+            yield key
+            node = node.get(key) if isinstance(node, dict) else None
 
 
 def _subschemas(node: dict[str, t.Any]) -> c.Iterator[tuple[tuple[object, ...], object]]:
@@ -394,111 +507,28 @@ def _subschemas(node: dict[str, t.Any]) -> c.Iterator[tuple[tuple[object, ...], 
             yield from (((keyword, key), item) for key, item in group.items())
 
 
-def _specification(cls: type[jsonschema.protocols.Validator]) -> referencing.Specification[t.Any]:
-    dialect = cls.META_SCHEMA.get("$id") or cls.META_SCHEMA.get("id") or ""
-    return referencing.jsonschema.specification_with(
-        str(dialect).rstrip("#"), default=referencing.jsonschema.DRAFT202012
-    )
-
-
-def _with_metaschemas(registry: referencing.Registry[t.Any] | None) -> referencing.Registry[t.Any]:
-    """``registry`` (or an empty one) plus the metaschemas jsonschema knows; nothing
-    is ever retrieved from the network."""
-    known: referencing.Registry[t.Any] = jsonschema_specifications.REGISTRY
-    return known.combine(registry or referencing.Registry())
-
-
-def _plain(value: object) -> object:
-    """A deep copy of ``value`` with every mapping a dict and every tuple a list."""
-    if isinstance(value, c.Mapping):
-        return {key: _plain(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
-    return value
-
-
-def _validator_class(schema: c.Mapping[str, t.Any]) -> type[jsonschema.protocols.Validator]:
-    return jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-
-
-# -- compiling: jsonschema-rs -------------------------------------------------------
-
-
-def _pattern_options(trusted: bool) -> t.Any:
-    """jsonschema-rs's ``pattern_options``: Rust's linear-time ``regex`` for an
-    untrusted schema (a pattern that needs backtracking does not compile), and
-    ``fancy-regex`` for a trusted one, which hands every pattern without lookaround
-    or backreferences to ``regex`` too and bounds the backtracking of the others."""
-    if trusted:
-        return jsonschema_rs.FancyRegexOptions(backtrack_limit=BACKTRACK_LIMIT)
-    return jsonschema_rs.RegexOptions()
-
-
-@functools.lru_cache(maxsize=1024)
-def _is_regex(pattern: str, trusted: bool) -> bool:
-    """Whether ``pattern`` compiles with the engine that trust allows."""
-    if not isinstance(pattern, str):
-        return True
-    try:
-        jsonschema_rs.validator_for({"pattern": pattern}, pattern_options=_pattern_options(trusted))
-    except Exception:
-        return False
-    return True
-
-
-def _refuse_retrieval(uri: str) -> t.NoReturn:
-    raise ValueError(f"remote schema {uri!r} is not fetched")
-
-
-def _native_registry(registry: referencing.Registry[t.Any]) -> t.Any:
-    """``registry``'s schemas as a jsonschema-rs registry."""
-    return jsonschema_rs.Registry([(uri, registry[uri].contents) for uri in registry])
-
-
-def _compile(
-    plain: dict[str, t.Any], registry: referencing.Registry[t.Any] | None, trusted: bool
-) -> t.Any:
-    """jsonschema-rs's validator for ``plain``, with every ``format`` it names checked
-    as :data:`CHECKED_FORMATS` says (or not at all); raises ``ValueError`` worded for
-    the tool option ``parameters`` when it cannot be compiled."""
-    options: dict[str, t.Any] = {
-        "retriever": _refuse_retrieval,
-        "pattern_options": _pattern_options(trusted),
-    }
-    used = _used_formats(plain)
-    if used:  # custom formats make every check slower: only when needed
-        options["validate_formats"] = True
-        options["formats"] = {
-            name: _ISO_FORMATS.get(name, _any_value) for name in used if name not in _NATIVE_FORMATS
-        }
-    else:
-        options["validate_formats"] = False
-    if registry is not None:
-        options["registry"] = _native_registry(registry)
-    try:
-        return jsonschema_rs.validator_for(plain, **options)
-    except Exception as exc:  # checked before: rare (a draft or keyword it lacks)
-        text = str(exc).split("\n", 1)[0]
-        raise _invalid_schema([(f"jsonschema-rs cannot compile it: {text}", ())]) from None
+def _each_subschema_at(
+    schema: dict[str, t.Any],
+) -> c.Iterator[tuple[dict[str, t.Any], tuple[object, ...]]]:
+    """``schema`` and every subschema in it with its path, each once (a ``$ref``
+    is not followed)."""
+    seen: set[int] = set()
+    stack: list[tuple[object, tuple[object, ...]]] = [(schema, ())]
+    while stack:
+        node, where = stack.pop()
+        if not isinstance(node, dict) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        yield node, where
+        stack.extend((sub, (*where, *steps)) for steps, sub in _subschemas(node))
 
 
 def _used_formats(schema: dict[str, t.Any]) -> set[str]:
     return {
-        node["format"] for node in _each_subschema(schema) if isinstance(node.get("format"), str)
+        node["format"]
+        for node, _ in _each_subschema_at(schema)
+        if isinstance(node.get("format"), str)
     }
-
-
-def _each_subschema(schema: dict[str, t.Any]) -> c.Iterator[dict[str, t.Any]]:
-    """``schema`` and every subschema in it, each once (a ``$ref`` is not followed)."""
-    seen: set[int] = set()
-    stack: list[object] = [schema]
-    while stack:
-        node = stack.pop()
-        if not isinstance(node, dict) or id(node) in seen:
-            continue
-        seen.add(id(node))
-        yield node
-        stack.extend(sub for _, sub in _subschemas(node))
 
 
 def _any_value(value: object) -> bool:
@@ -621,12 +651,13 @@ def _deeper_than(value: object, limit: int) -> bool:
     return False
 
 
-class _Opaque(t.NamedTuple):
+class _Opaque:
     """A place in the arguments that a JSON view could not copy."""
 
-    path: tuple[str | int, ...]
-    value: object
-    too_deep: bool
+    __slots__ = ("path", "too_deep", "value")
+
+    def __init__(self, path: tuple[str | int, ...], value: object, too_deep: bool) -> None:
+        self.path, self.value, self.too_deep = path, value, too_deep
 
 
 def _json_view(arguments: object) -> tuple[object, list[_Opaque]]:
@@ -696,12 +727,15 @@ def _locate(arguments: object, path: c.Sequence[str | int]) -> tuple[str, object
     text = ""
     node: t.Any = arguments
     for step in path:
-        if isinstance(node, (list, tuple)) and type(step) is int:
+        kind = type(node)
+        if type(step) is int and (kind is list or kind is tuple or isinstance(node, (list, tuple))):
             text += f"[{step}]"
             node = node[step] if -len(node) <= step < len(node) else _ABSENT
             continue
         text += f".{step}" if text else str(step)
-        if isinstance(node, c.Mapping):
+        if kind is dict and type(step) is str:
+            node = node.get(step, _ABSENT)
+        elif isinstance(node, c.Mapping):
             try:
                 node = node[step] if step in node else _by_text(node, str(step))
             except Exception:
@@ -709,6 +743,20 @@ def _locate(arguments: object, path: c.Sequence[str | int]) -> tuple[str, object
         else:
             node = _ABSENT
     return text or "(root)", node
+
+
+def _path_text(arguments: object, path: c.Sequence[str | int]) -> str:
+    """The text of ``path`` (as :func:`_locate` gives it, without walking the
+    arguments when no step could be an array index)."""
+    for step in path:
+        if type(step) is int:
+            return _locate(arguments, path)[0]
+    return ".".join(t.cast("c.Sequence[str]", path)) or "(root)"
+
+
+class _NotJson(Exception):
+    """An error of jsonschema-rs about a value it read as something else (``NaN``
+    reads as ``null``): the arguments are explained through a JSON view instead."""
 
 
 def _by_text(mapping: c.Mapping[t.Any, t.Any], key: str) -> object:
@@ -759,7 +807,7 @@ class ArgumentValidator:
     immutable and safe to share between threads.
     """
 
-    __slots__ = ("__weakref__", "_engine", "_max_depth", "_native", "_schema", "_valid")
+    __slots__ = ("__weakref__", "_engine", "_max_depth", "_native", "_plain", "_text", "_valid")
 
     def __init__(
         self,
@@ -768,14 +816,28 @@ class ArgumentValidator:
         registry: referencing.Registry[t.Any] | None = None,
         trusted: bool = True,
     ) -> None:
-        plain = _checked_copy(schema, registry, trusted)
-        native = _compile(plain, registry, trusted)
+        _check_registry(registry)
+        source, text = _read(schema)
+        self._build(source, registry, bool(trusted), text)
+
+    def _build(
+        self,
+        source: dict[str, t.Any],
+        registry: referencing.Registry[t.Any] | None,
+        trusted: bool,
+        text: str | None,
+    ) -> None:
+        native = _compile(source, registry, trusted, text)
         self._native: t.Any = native
-        self._schema = plain
-        self._max_depth = MAX_RECURSIVE_DEPTH if _has_ref_cycle(plain) else None
+        # The schema as it was compiled, to walk: loaded from its text when needed.
+        self._text = text
+        self._plain: dict[str, t.Any] | None = None if text is not None else source
+        cyclic = text is None or "$ref" in text or "Ref" in text  # $dynamicRef, $recursiveRef
+        cycles = cyclic and _has_ref_cycle(self._schema())
+        self._max_depth = MAX_RECURSIVE_DEPTH if cycles else None
         # The quick check: True only when the arguments are certainly valid.
         self._valid: c.Callable[[t.Any], bool]
-        if _accepts_every_mapping(plain):
+        if _accepts_every_mapping(source):
             self._valid, self._engine = _is_mapping, "mapping"
         elif self._max_depth is None:
             self._valid, self._engine = native.is_valid, "jsonschema-rs"
@@ -795,6 +857,13 @@ class ArgumentValidator:
         except Exception:  # e.g. a value jsonschema-rs cannot read: not sure
             pass
         return self._explain(arguments)
+
+    def _schema(self) -> dict[str, t.Any]:
+        """The schema as plain dicts and lists (loaded once, when first needed)."""
+        plain = self._plain
+        if plain is None:
+            plain = self._plain = _tree({}, self._text)
+        return plain
 
     @property
     def engine(self) -> str:
@@ -818,11 +887,10 @@ class ArgumentValidator:
                 return self._explain_view(arguments)
             if not errors:
                 return None
-            for error in errors:
-                value = _locate(arguments, error.instance_path)[1]
-                if type(value) is float and not math.isfinite(value):
-                    return self._explain_view(arguments)
-            return _describe(arguments, errors, self._schema, [])
+            try:
+                return _describe(arguments, errors, self._schema(), [])
+            except _NotJson:
+                return self._explain_view(arguments)
         except RecursionError:
             return _failure_at_root(_TOO_DEEP)
         except Exception as exc:  # never raise, whatever the arguments hold
@@ -844,7 +912,7 @@ class ArgumentValidator:
                     place = _opaque_at(opaque, error.instance_path)
                     if place is not None and place.too_deep:
                         return _failure_at_root(_TOO_DEEP)
-                return _describe(arguments, errors, self._schema, opaque)
+                return _describe(arguments, errors, self._schema(), opaque)
         return None
 
 
@@ -899,10 +967,7 @@ def _format_path(parts: c.Iterable[object]) -> str:
 
 
 def _sort_key(path: c.Sequence[object]) -> tuple[tuple[int, int, str], ...]:
-    return tuple(
-        (0, part, "") if isinstance(part, int) and not isinstance(part, bool) else (1, 0, str(part))
-        for part in path
-    )
+    return tuple([(0, part, "") if type(part) is int else (1, 0, str(part)) for part in path])
 
 
 def _listed(entries: list[str]) -> str:
@@ -919,6 +984,8 @@ _FORMAT = _Kind.Format
 _BACKTRACKED = _Kind.BacktrackLimitExceeded
 _FALSE = _Kind.FalseSchema
 _ADDITIONAL = _Kind.AdditionalProperties
+_ENUM = _Kind.Enum
+_CONST = _Kind.Constant
 
 
 def _describe(
@@ -941,7 +1008,7 @@ def _describe(
             if kind_type is _TYPE and len(path) == len(place.path):
                 expected = " or ".join(_expected_types(kind, error, schema))
             mismatch = (
-                _shorten(_locate(arguments, place.path)[0]),
+                _shorten(_path_text(arguments, place.path)),
                 expected,
                 _actual(place.value),
             )
@@ -949,8 +1016,8 @@ def _describe(
                 seen.add(mismatch)
                 mismatches.append(mismatch)
             continue
-        where, value = _locate(arguments, path)
         if kind_type is _REQUIRED:
+            where = _path_text(arguments, path)
             name = str(kind.property)
             full = _shorten(name if not path else f"{where}.{name}")
             if ("m", full) not in seen:
@@ -959,6 +1026,9 @@ def _describe(
         elif kind_type is _TYPE or kind_type is _FORMAT:
             # A string that is not a date-time is the wrong type of value for the
             # tool, worded as conversion words it: "expected date-time, got string".
+            where, value = _locate(arguments, path)
+            if type(value) is float and not math.isfinite(value):
+                raise _NotJson
             if kind_type is _TYPE:
                 expected = " or ".join(_expected_types(kind, error, schema))
             else:
@@ -969,6 +1039,7 @@ def _describe(
                 mismatches.append(mismatch)
         else:
             if kind_type is _BACKTRACKED:
+                where, value = _locate(arguments, path)
                 text = (
                     f"{_shorten(repr(value), 60)} could not be matched within "
                     f"{BACKTRACK_LIMIT} backtracking steps"
@@ -976,9 +1047,16 @@ def _describe(
             elif kind_type is _ADDITIONAL or (
                 kind_type is _FALSE and error.schema_path[-1:] == ["additionalProperties"]
             ):
+                where, value = _locate(arguments, path)
                 node = _schema_at(schema, error.schema_path[:-1])
                 text = _unknown_keys(value, node, path) or _shorten(error.message)
             else:
+                if kind_type is _ENUM or kind_type is _CONST:
+                    where, value = _locate(arguments, path)
+                    if type(value) is float and not math.isfinite(value):
+                        raise _NotJson
+                else:
+                    where = _path_text(arguments, path)
                 text = _shorten(error.message)
             violation = (_shorten(where), text)
             if violation not in seen:
@@ -1081,20 +1159,20 @@ def shared_validator(
     >>> a is shared_validator({"type": "object", "properties": {"q": {"type": "string"}}})
     True
     """
-    key: str | None = None
-    if registry is None and isinstance(schema, c.Mapping):
-        try:
-            key = _cache_key(_plain(schema))
-        except RecursionError:
-            key = None
-    if key is None:
-        return ArgumentValidator(schema, registry=registry, trusted=trusted)
-    key = f"{bool(trusted)}:{key}"
+    _check_registry(registry)
+    source, text = _read(schema)
+    trusted = bool(trusted)
+    if text is None or registry is not None:
+        validator = ArgumentValidator.__new__(ArgumentValidator)
+        validator._build(source, registry, trusted, text)
+        return validator
+    key = f"{trusted}:{text}"
     with _SHARED_LOCK:
         found = _SHARED.get(key)
     if found is not None:
         return found
     # Compiled outside the lock; the first one stays.
-    validator = ArgumentValidator(schema, trusted=trusted)
+    validator = ArgumentValidator.__new__(ArgumentValidator)
+    validator._build(source, None, trusted, text)
     with _SHARED_LOCK:
         return _SHARED.setdefault(key, validator)

@@ -20,6 +20,8 @@ import jsonschema
 import pydantic
 import pytest
 from anthropic.types import Message, MessageParam, ToolParam, ToolResultBlockParam
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from openai.types import CompletionUsage
 from openai.types.chat import (
     ChatCompletion,
@@ -917,3 +919,113 @@ def test_strict_mode_keeps_local_references_and_a_tool_without_parameters_is_str
         "required": [],
         "additionalProperties": False,
     }
+
+
+# -- the walk that turns nulls into defaults is planned once per tool (issue 26) ----------
+
+_PLAN_SCHEMAS: list[dict[str, t.Any]] = [
+    Tool.from_function(book).parameters,  # type: ignore[list-item]
+    {
+        "$defs": {
+            "Room": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}, "floor": {"type": "integer"}},
+                "required": ["name"],
+            },
+            "Tree": {
+                "type": "object",
+                "properties": {
+                    "label": {"type": "string"},
+                    "kids": {"type": "array", "items": {"$ref": "#/$defs/Tree"}},
+                },
+            },
+        },
+        "properties": {
+            "room": {"$ref": "#/$defs/Room"},
+            "maybe": {"anyOf": [{"$ref": "#/$defs/Room"}, {"type": "null"}]},
+            "rooms": {"type": "array", "items": {"$ref": "#/$defs/Room"}},
+            "grid": {
+                "type": "array",
+                "items": {"type": "array", "items": {"$ref": "#/$defs/Room"}},
+            },
+            "tree": {"$ref": "#/$defs/Tree"},
+            "free": {},
+        },
+        "required": ["room"],
+    },
+]
+
+_null_json = st.recursive(
+    st.none() | st.integers() | st.sampled_from(["x", "B2"]),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(["name", "floor", "label", "kids", "start", "end", "x"]),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=300)
+@given(
+    index=st.sampled_from(range(len(_PLAN_SCHEMAS))),
+    arguments=st.dictionaries(
+        st.sampled_from(
+            ["room", "maybe", "rooms", "grid", "tree", "free", "window", "note", "size", "q"]
+        ),
+        _null_json,
+        max_size=6,
+    ),
+)
+def test_the_planned_walk_drops_exactly_the_nulls_the_full_walk_drops(
+    index: int, arguments: dict[str, t.Any]
+) -> None:
+    from nous_tools._strict import apply_null_plan, null_plan, nulls_to_defaults
+
+    schema = _PLAN_SCHEMAS[index]
+    plan = null_plan(schema)
+    assert plan is not None
+    expected = nulls_to_defaults(schema, arguments)
+    got = apply_null_plan(plan, arguments)
+    assert got == expected
+    assert (got is arguments) == (expected is arguments)
+
+
+def test_a_schema_without_an_optional_parameter_that_refuses_null_is_never_walked() -> None:
+    from nous_tools._strict import null_plan
+
+    rows = {
+        "type": "object",
+        "properties": {
+            "rows": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"id": {"type": "integer"}, "note": {"type": ["string", "null"]}},
+                    "required": ["id"],
+                },
+            }
+        },
+        "required": ["rows"],
+    }
+    assert null_plan(rows) is None  # "note" takes null itself: nothing to drop anywhere
+
+    visits: list[str] = []
+
+    class Watched(dict[str, t.Any]):
+        def items(self) -> t.Any:
+            visits.append("items")
+            return super().items()
+
+        def get(self, *args: t.Any) -> t.Any:
+            visits.append("get")
+            return super().get(*args)
+
+    tool = Tool(name="ingest", function=lambda rows: len(rows), parameters=rows, timeout=None)
+    row = Watched(id=1, note=None)
+    result = execute_tool_calls(Registry([tool]), [ToolCall("c1", "ingest", {"rows": [row]})])
+    assert result.results == [Ok(1)]
+    assert visits == []

@@ -509,7 +509,7 @@ def test_check_schema_accepts_a_good_schema() -> None:
     ("schema", "reason"),
     [
         ({"type": "objekt"}, "unknown type 'objekt'"),
-        ({"properties": 5}, "5 is not of type 'object' (at path properties)"),
+        ({"properties": 5}, '5 is not of type "object" (at path properties)'),
         ({"properties": {"a": {"pattern": "("}}}, "(at path properties.a.pattern)"),
         ({"$ref": "#/$defs/missing"}, "'#/$defs/missing' points to nothing"),
     ],
@@ -919,3 +919,40 @@ def test_the_listing_is_the_same_whatever_the_hash_seed() -> None:
     }
     assert len(outputs) == 1
     assert "is not a valid JSON Schema" in outputs.pop()
+
+
+# -- dialects (issue 26: the metaschema check is jsonschema-rs's) ------------------------
+
+
+def test_a_draft_3_schema_is_refused_naming_the_dialects_jsonschema_rs_knows() -> None:
+    schema = {"$schema": "http://json-schema.org/draft-03/schema#", "properties": {}}
+    with pytest.raises(ValueError) as refused:
+        check_schema(schema)
+    assert str(refused.value) == (
+        "Tool option 'parameters' names $schema 'http://json-schema.org/draft-03/schema#', "
+        "which is not a JSON Schema dialect jsonschema-rs knows (drafts 4, 6, 7, 2019-09, "
+        "2020-12)"
+    )
+
+
+@pytest.mark.parametrize(
+    "dialect",
+    [
+        "http://json-schema.org/draft-04/schema#",
+        "http://json-schema.org/draft-06/schema#",
+        "http://json-schema.org/draft-07/schema#",
+        "https://json-schema.org/draft/2019-09/schema",
+        "https://json-schema.org/draft/2020-12/schema",
+    ],
+)
+def test_every_metaschema_violation_is_listed_in_each_known_dialect(dialect: str) -> None:
+    with pytest.raises(ValueError) as refused:
+        check_schema({"$schema": dialect, "type": "objekt", "required": "name"})
+    message = str(refused.value)
+    assert "unknown type 'objekt'" in message and "(at path type)" in message
+    assert "(at path required)" in message
+
+
+def test_a_metaschema_path_through_a_key_that_looks_like_a_number_stays_a_key() -> None:
+    with pytest.raises(ValueError, match=r"\(at path properties\.0\.type\)"):
+        check_schema({"properties": {"0": {"type": "objekt"}}})
