@@ -1223,7 +1223,6 @@ ARGS_15: dict[str, t.Any] = {
 
 def measure_validation(settings: Settings) -> str:
     """Issue 15's validation targets, over several runs: a Markdown section."""
-    import fastjsonschema
     import jsonschema_rs
 
     from nous_tools.validation import ArgumentValidator
@@ -1235,9 +1234,8 @@ def measure_validation(settings: Settings) -> str:
     fifteen = ArgumentValidator(SCHEMA_15)
     own3 = jsonschema_rs.validator_for(validated.parameters).is_valid
     own15 = jsonschema_rs.validator_for(SCHEMA_15).is_valid
-    fast15 = fastjsonschema.compile(SCHEMA_15, use_default=False, use_formats=False)
     assert three.validate(ARGS) is None and fifteen.validate(ARGS_15) is None
-    assert own3(ARGS) and own15(ARGS_15) and fast15(ARGS_15) is not None
+    assert own3(ARGS) and own15(ARGS_15)
 
     def calls(fn: c.Callable[[t.Any], object], arguments: dict[str, t.Any]) -> Loop:
         def run(n: int) -> None:
@@ -1254,7 +1252,6 @@ def measure_validation(settings: Settings) -> str:
         "v5": calls(own3, ARGS),
         "v6": calls(fifteen.validate, ARGS_15),
         "v7": calls(own15, ARGS_15),
-        "v8": calls(fast15, ARGS_15),
     }
     runs = 2 if settings.quick else 5
     per_run: list[dict[str, Timing]] = []
@@ -1269,7 +1266,6 @@ def measure_validation(settings: Settings) -> str:
         ("v5", "jsonschema-rs `is_valid` alone, 3 properties"),
         ("v6", f"`validator.validate` alone, 15 properties ({fifteen.engine})"),
         ("v7", "jsonschema-rs `is_valid` alone, 15 properties"),
-        ("v8", "fastjsonschema alone, 15 properties (the fast path before)"),
     ]
     lines = [
         "## Validation (issue 15, part 2)",

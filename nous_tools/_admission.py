@@ -150,6 +150,7 @@ def parse_rate(value: str) -> tuple[RateLimitItem, ...]:
     """The rate limits of a ``rate_limit`` string (the ``limits`` library's notation:
     ``"10/minute"``, ``"5 per second"``, ``"100/hour; 1000/day"``); ``ValueError``
     naming the option when it is not one."""
+    _need_limits("Tool option 'rate_limit'")
     from limits import parse_many  # the first tool with a rate_limit imports it
 
     try:
@@ -165,6 +166,17 @@ def parse_rate(value: str) -> tuple[RateLimitItem, ...]:
         if item.amount < 1:
             raise ValueError(f"Tool option 'rate_limit' must allow at least 1 call, got {value!r}")
     return items
+
+
+def _need_limits(option: str) -> None:
+    """Raise ``ImportError`` naming the extra when the ``limits`` library (the
+    ``rate-limits`` extra) is not installed."""
+    try:
+        import limits  # noqa: F401
+    except ImportError:
+        raise ImportError(
+            f"{option} needs the limits library: pip install 'nous-tools[rate-limits]'"
+        ) from None
 
 
 def result_limit(tool: object, default: int | None) -> int | None:
@@ -497,6 +509,7 @@ def _budget_key(name: str, run_id: str) -> str:
 def _make_storage(value: object) -> Storage:
     """A ``limits`` storage from a URI or a storage object; ``ValueError``/``TypeError``
     naming the option when it cannot be one."""
+    _need_limits("ToolExecutor option 'limits_storage'")
     import limits.errors
     import limits.storage
 

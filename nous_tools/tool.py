@@ -171,15 +171,10 @@ def _check_parameters(instance: t.Any, attribute: object, value: t.Any) -> None:
 
 
 def _check_registry(instance: object, attribute: object, value: t.Any) -> None:
-    if value is None:
-        return
-    import referencing
+    if value is not None:
+        from .validation import check_registry
 
-    if not isinstance(value, referencing.Registry):
-        raise TypeError(
-            "Tool option 'schema_registry' must be a referencing.Registry or None, "
-            f"got {type(value).__name__}"
-        )
+        check_registry(value)
 
 
 def _check_retry_wait(instance: object, attribute: object, value: object) -> None:

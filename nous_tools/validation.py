@@ -95,6 +95,7 @@ __all__ = [
     "MAX_RECURSIVE_DEPTH",
     "ArgumentValidator",
     "ValidationFailure",
+    "check_registry",
     "check_schema",
     "compile_validator",
     "failure_message",
@@ -222,7 +223,9 @@ def _invalid_schema(problems: list[tuple[str, tuple[object, ...]]]) -> ValueErro
     return ValueError(f"Tool option 'parameters' is not a valid JSON Schema: {shown}")
 
 
-def _check_registry(registry: object) -> None:
+def check_registry(registry: object) -> None:
+    """Raise ``TypeError`` unless ``registry`` is None or a ``referencing.Registry``
+    (the ``schema-registry`` extra: ``pip install 'nous-tools[schema-registry]'``)."""
     if registry is None:
         return
     try:
@@ -232,7 +235,8 @@ def _check_registry(registry: object) -> None:
     if referencing is None or not isinstance(registry, referencing.Registry):
         raise TypeError(
             "Tool option 'schema_registry' must be a referencing.Registry or None, "
-            f"got {type(registry).__name__}"
+            f"got {type(registry).__name__} (pip install 'nous-tools[schema-registry]' "
+            "for referencing)"
         )
 
 
@@ -816,7 +820,7 @@ class ArgumentValidator:
         registry: referencing.Registry[t.Any] | None = None,
         trusted: bool = True,
     ) -> None:
-        _check_registry(registry)
+        check_registry(registry)
         source, text = _read(schema)
         self._build(source, registry, bool(trusted), text)
 
@@ -1159,7 +1163,7 @@ def shared_validator(
     >>> a is shared_validator({"type": "object", "properties": {"q": {"type": "string"}}})
     True
     """
-    _check_registry(registry)
+    check_registry(registry)
     source, text = _read(schema)
     trusted = bool(trusted)
     if text is None or registry is not None:
