@@ -21,7 +21,10 @@ ValueError: Tool option 'parameters' is not a valid JSON Schema: unknown type 'o
 `jsonschema-rs`_ validator compiled once per schema: its ``is_valid`` on the common
 path, its ``iter_errors`` (every violation, with where it is) when the arguments
 are wrong. The dialect is the one the schema names in ``$schema`` (JSON Schema
-2020-12 when it names none; drafts 4, 6, 7 and 2019-09 too).
+2020-12 when it names none; drafts 4, 6, 7 and 2019-09 too). The check of a
+schema against its metaschema is jsonschema-rs's as well (the ``validator_for``
+that compiles it). Pure-Python jsonschema is not used anywhere: a draft 3 schema,
+which jsonschema-rs does not implement, is refused.
 
 **Arguments are read as JSON carries them**: any ``Mapping`` is an object, a
 ``tuple`` an array, a key that is not a string reads as ``str(key)`` would (as
@@ -47,8 +50,8 @@ not match).
 failure is a type mismatch, ``expected date-time``.
 
 **References.** :func:`check_schema` resolves every ``$ref`` at construction: into
-the schema itself, or into the ``referencing.Registry`` given. A remote schema is
-never fetched.
+the schema itself, or into the ``referencing.Registry`` given (the
+``schema-registry`` extra). A remote schema is never fetched.
 
 **Depth.** Arguments nested more than :data:`MAX_RECURSIVE_DEPTH` levels deep are
 refused by a schema that refers to itself (a tree of ``$ref``\\ s, whose checks go

@@ -286,3 +286,42 @@ def test_a_registry_call_also_counts_validation_inside_the_deadline(
     registry = Registry([Tool.from_function(book, timeout=5)])
     result = registry.execute("book", {"room": {"name": "Ada"}})
     assert isinstance(result, Err) and isinstance(result.reason, ToolTimeout)
+
+
+def test_arguments_far_deeper_than_any_schema_never_crash_the_process() -> None:
+    out = run_program(
+        """
+        import threading
+        from nous_tools.validation import ArgumentValidator
+
+        deep = []
+        for _ in range(300_000):
+            deep = [deep]
+        flat = ArgumentValidator({"properties": {"a": {"type": "array"}, "b": {"type": "string"}}})
+        typed = ArgumentValidator({"properties": {"a": {"type": "string"}}})
+        tree = ArgumentValidator({
+            "$defs": {"node": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+            "properties": {"a": {"$ref": "#/$defs/node"}},
+        })
+        answers = []
+
+        def validate():  # in a thread of its own, as in a pool worker
+            answers.append(flat.validate({"a": deep, "b": "x"}))
+            answers.append(flat.validate({"a": deep, "b": 1}).message)
+            answers.append(typed.validate({"a": deep}).message)
+            answers.append(tree.validate({"a": deep}).message)
+            answers.append(tree.validate({"a": [[[]]]}))
+
+        thread = threading.Thread(target=validate)
+        thread.start()
+        thread.join()
+        print(*answers, sep="\\n")
+        """
+    )
+    assert out == [
+        "None",
+        "Type mismatch: b: expected string, got integer",
+        "Type mismatch: a: expected string, got array",
+        "Invalid values: (root): arguments nested too deeply to validate",
+        "None",
+    ]
