@@ -1222,11 +1222,11 @@ class ToolExecutor:
         if type(arguments) is not dict and not isinstance(arguments, c.Mapping):
             return _arguments_error(tool, arguments)
         validator = tool._validator
-        converter = tool._converter
         until: float | None = None  # the first attempt's deadline, when it is already set
-        if validator is not None or converter is not None:
-            if tool.timeout is not None:  # validation and conversion count inside it
-                until = monotonic() + tool.timeout
+        if validator is not None or tool._converter is not None:
+            timeout = tool.timeout
+            if timeout is not None:  # validation and conversion count inside it
+                until = monotonic() + timeout
             if validator is not None:
                 failure = validator.validate(arguments)
                 if failure is not None:
@@ -1240,6 +1240,7 @@ class ToolExecutor:
                         )
                     )
             # 2b. conversion to the annotated types (once per call, never per retry)
+            converter = tool._converter
             if converter is not None:
                 converted = converter.convert(tool.name, arguments)
                 if isinstance(converted, Err):
