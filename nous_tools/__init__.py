@@ -24,9 +24,13 @@ from .context_update import ContextUpdate
 from .errors import (
     ApprovalAlreadyUsed,
     BatchAlreadyResolved,
+    CallInProgress,
     ChildProcessDied,
     ExecutorSaturated,
     ExecutorShutdown,
+    JournalConflict,
+    JournalUnavailable,
+    OutcomeUnknown,
     RateLimited,
     ResultTooLarge,
     SandboxViolation,
@@ -44,6 +48,7 @@ from .executor import (
     execute_many,
     set_default_executor,
 )
+from .journal import Journal, JournalRecord, PostgresJournal, SQLiteJournal
 from .registry import Registry
 from .results import ApprovalRequest, Edit, Err, NeedsApproval, Ok, Result
 from .run_context import RunContext
@@ -66,6 +71,7 @@ __all__ = [
     "ApprovalStore",
     "Backend",
     "BatchAlreadyResolved",
+    "CallInProgress",
     "ChildProcessDied",
     "ContextUpdate",
     "Edit",
@@ -73,14 +79,21 @@ __all__ = [
     "ExecutorSaturated",
     "ExecutorShutdown",
     "InMemoryApprovalStore",
+    "Journal",
+    "JournalConflict",
+    "JournalRecord",
+    "JournalUnavailable",
     "NeedsApproval",
     "Ok",
+    "OutcomeUnknown",
+    "PostgresJournal",
     "ProcessBackend",
     "RateLimited",
     "Registry",
     "Result",
     "ResultTooLarge",
     "RunContext",
+    "SQLiteJournal",
     "SandboxPolicy",
     "SandboxViolation",
     "ThreadBackend",

@@ -12,7 +12,7 @@ import sys
 import time
 import typing as t
 
-__all__ = ["monotonic"]
+__all__ = ["monotonic", "wall"]
 
 
 def _real_monotonic() -> t.Callable[[], float]:
@@ -24,10 +24,25 @@ def _real_monotonic() -> t.Callable[[], float]:
     return time.monotonic
 
 
+def _real_time() -> t.Callable[[], float]:
+    api = sys.modules.get("freezegun.api")
+    real = getattr(api, "real_time", None) if api is not None else None
+    if real is not None and time.time is not real:
+        return t.cast(t.Callable[[], float], real)
+    return time.time
+
+
 class _Clock:
     monotonic = staticmethod(_real_monotonic())
+    time = staticmethod(_real_time())
 
 
 def monotonic() -> float:
     """Seconds on the real monotonic clock, unaffected by freezegun."""
     return _Clock.monotonic()
+
+
+def wall() -> float:
+    """Seconds since the epoch on the real clock, unaffected by freezegun (the
+    call journal's leases: they follow the real deadlines)."""
+    return _Clock.time()

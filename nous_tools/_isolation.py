@@ -147,6 +147,7 @@ def _context_bytes(ctx: RunContext[t.Any], dumps: c.Callable[[t.Any], bytes] = _
         "sandbox": ctx.sandbox,
         "deadline": ctx.deadline,
         "run_id": ctx.run_id,
+        "idempotency_key": ctx.idempotency_key,
     }
     if ctx._channel is not None:  # someone listens: report what the tool reports
         fields["report"] = True

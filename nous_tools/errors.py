@@ -19,9 +19,13 @@ import typing as t
 __all__ = [
     "ApprovalAlreadyUsed",
     "BatchAlreadyResolved",
+    "CallInProgress",
     "ChildProcessDied",
     "ExecutorSaturated",
     "ExecutorShutdown",
+    "JournalConflict",
+    "JournalUnavailable",
+    "OutcomeUnknown",
     "RateLimited",
     "ResultTooLarge",
     "SandboxViolation",
@@ -272,6 +276,31 @@ class BatchAlreadyResolved(ValueError):
     """``ToolCallResults.resolve`` of a batch whose decisions were already applied
     (a replayed or double-submitted batch): the registry's approval store had
     already claimed its id. Nothing ran."""
+
+
+class CallInProgress(ToolError):
+    """The call journal holds this call as started and its lease is live: it is
+    running elsewhere (another thread, process or host). It was not run again;
+    ask again later, or pass ``wait=`` seconds to wait for its outcome."""
+
+
+class OutcomeUnknown(ToolError):
+    """The call journal holds this call as started, never completed, and its lease
+    has expired: an earlier attempt crashed somewhere between starting and
+    recording its outcome. It was not run again (its tool is not
+    ``idempotent=True``); a person finds out what happened and records it with
+    ``journal.settle``."""
+
+
+class JournalConflict(ToolError):
+    """The call journal already holds this call id (in this run) with other
+    arguments, another tool, or another decision of a person: the call never runs."""
+
+
+class JournalUnavailable(ToolError):
+    """The call journal could not be read or written (a database that cannot be
+    reached, a full disk, a corrupt record): the call did not run. The message
+    names why."""
 
 
 class SandboxViolation(PermissionError):

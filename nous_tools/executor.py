@@ -47,6 +47,9 @@ from ._text import safe_str as _safe_str
 from .approval import check_approval
 from .backend import Backend, ProcessBackend, ThreadBackend, check_backend
 from .errors import ExecutorSaturated, ExecutorShutdown, ToolError, ToolTimeout
+from .journal._pipeline import UNJOURNALED, Claim, check_journal
+from .journal._pipeline import run as _journal_run
+from .journal._record import Journal
 from .results import Err, Ok, Result
 from .results import _set_update as _set_ok_update
 from .results import _set_value as _set_ok_value
@@ -344,6 +347,11 @@ class ToolExecutor:
     them (default None: this executor counts them in memory);
     ``rate_limit_strategy`` is the ``limits`` strategy of rates
     (``"fixed-window"``, ``"moving-window"`` or ``"sliding-window-counter"``).
+
+    ``journal`` (a :class:`~nous_tools.Journal`) records each call that has a key —
+    ``ctx.run_id`` and ``call_id`` — before its first attempt and after its last,
+    so a repeat of the key replays the outcome instead of running the tool again
+    (see :mod:`nous_tools.journal` and ``docs/concepts/journal.md``).
     """
 
     def __init__(
@@ -363,8 +371,10 @@ class ToolExecutor:
         max_result_chars: int | None = _admission.DEFAULT_MAX_RESULT_CHARS,
         limits_storage: t.Any = None,
         rate_limit_strategy: str = "fixed-window",
+        journal: Journal | None = None,
     ) -> None:
         _check_on_timeout(on_timeout)
+        check_journal("ToolExecutor", journal)
         if max_result_chars is not None and (
             isinstance(max_result_chars, bool)
             or not isinstance(max_result_chars, int)
@@ -403,6 +413,7 @@ class ToolExecutor:
             self._backends[backend] if isinstance(backend, str) else self._backends["default"]
         )
         self.log_exception_text = bool(log_exception_text)
+        self._journal = journal
 
     @staticmethod
     def _check_backends(
@@ -454,6 +465,12 @@ class ToolExecutor:
         self._threads.on_timeout = value
 
     @property
+    def journal(self) -> Journal | None:
+        """The call journal of this executor's calls, or None (see
+        :mod:`nous_tools.journal`)."""
+        return self._journal
+
+    @property
     def backends(self) -> dict[str, Backend]:
         """The backends by name (a copy): ``"thread"``, ``"process"``, those given."""
         return dict(self._backends)
@@ -493,6 +510,7 @@ class ToolExecutor:
         ctx: RunContext[t.Any] | None = None,
         *,
         call_id: str | None = None,
+        wait: float | None = None,
     ) -> Ok[_T] | Err[ToolError]: ...
     @t.overload
     def execute(  # type: ignore[overload-overlap]
@@ -502,6 +520,7 @@ class ToolExecutor:
         ctx: RunContext[t.Any] | None = None,
         *,
         call_id: str | None = None,
+        wait: float | None = None,
     ) -> Ok[_T] | Err[ToolError | _E]: ...
     @t.overload
     def execute(  # type: ignore[overload-overlap]
@@ -511,6 +530,7 @@ class ToolExecutor:
         ctx: RunContext[t.Any] | None = None,
         *,
         call_id: str | None = None,
+        wait: float | None = None,
     ) -> Err[ToolError | _E]: ...
     @t.overload
     def execute(
@@ -520,6 +540,7 @@ class ToolExecutor:
         ctx: RunContext[t.Any] | None = None,
         *,
         call_id: str | None = None,
+        wait: float | None = None,
     ) -> Ok[_R] | Err[ToolError]: ...
     def execute(
         self,
@@ -528,17 +549,21 @@ class ToolExecutor:
         ctx: RunContext[t.Any] | None = None,
         *,
         call_id: str | None = None,
+        wait: float | None = None,
     ) -> Result:
         """Run ``tool`` with ``arguments`` (None counts as ``{}``) and return ``Ok`` or ``Err``.
 
-        ``call_id`` is passed to an approval handler as ``ApprovalRequest.id``. For a
-        type checker, a ``Tool[P, R]`` gives ``Ok[R] | Err[ToolError]`` (a tool that
-        returns ``Ok``/``Err`` itself gives those through).
+        ``call_id`` is passed to an approval handler as ``ApprovalRequest.id``; with
+        ``ctx.run_id`` it is the call's key in the executor's journal. ``wait``
+        (seconds) is how long a journaled call waits for the outcome of the same
+        call running elsewhere, rather than answering ``Err(CallInProgress)`` at once.
+        For a type checker, a ``Tool[P, R]`` gives ``Ok[R] | Err[ToolError]`` (a tool
+        that returns ``Ok``/``Err`` itself gives those through).
         """
         if here.nested:  # inside a pool worker: shield our own code from cancellation
-            return self._shielded(tool, arguments, ctx, call_id, False)
+            return self._shielded(tool, arguments, ctx, call_id, False, wait=wait)
         try:
-            return self._execute(tool, arguments, ctx, call_id)
+            return self._execute(tool, arguments, ctx, call_id, wait=wait)
         except BaseException as exc:  # a bug of ours must not reach the caller either
             if interrupts(exc):
                 raise
@@ -551,11 +576,13 @@ class ToolExecutor:
         ctx: RunContext[t.Any] | None = None,
         *,
         call_id: str | None = None,
+        wait: float | None = None,
     ) -> Result:
         """Like :meth:`execute`, but without the approval step (step 1): the caller has
         already approved this call. Even a ``"deny"`` tool runs, as in Minga's
-        ``execute_approved``; validation, attempts and signals are unchanged."""
-        return self._shielded(tool, arguments, ctx, call_id, True)
+        ``execute_approved``; validation, attempts, signals and the journal are
+        unchanged."""
+        return self._shielded(tool, arguments, ctx, call_id, True, wait=wait)
 
     def _shielded(
         self,
@@ -564,6 +591,9 @@ class ToolExecutor:
         ctx: RunContext[t.Any] | None,
         call_id: str | None,
         skip_approval: bool,
+        *,
+        journal: t.Any = None,
+        wait: float | None = None,
     ) -> Result:
         """:meth:`_execute` for a call made from inside a pool worker (a tool calling
         another): no asynchronous ``ToolCancelled`` lands in the library's code —
@@ -572,7 +602,14 @@ class ToolExecutor:
         token = _pool.shield()
         try:
             return self._execute(
-                tool, arguments, ctx, call_id, skip_approval=skip_approval, shielded=True
+                tool,
+                arguments,
+                ctx,
+                call_id,
+                skip_approval=skip_approval,
+                shielded=True,
+                journal=journal,
+                wait=wait,
             )
         except BaseException as exc:  # a bug of ours must not reach the caller either
             if interrupts(exc):
@@ -581,6 +618,29 @@ class ToolExecutor:
         finally:
             if token is not None:
                 _pool.unshield(token)
+
+    def _run_with(
+        self,
+        tool: Tool,
+        arguments: c.Mapping[str, t.Any] | None,
+        ctx: RunContext[t.Any] | None,
+        call_id: str | None,
+        skip_approval: bool,
+        journal: t.Any,
+        wait: float | None,
+    ) -> Result:
+        """:meth:`execute` (or :meth:`execute_approved`) with another journal than
+        the executor's: a registry's, or a :class:`~nous_tools.journal._pipeline.Claim`."""
+        if skip_approval or here.nested:
+            return self._shielded(
+                tool, arguments, ctx, call_id, skip_approval, journal=journal, wait=wait
+            )
+        try:
+            return self._execute(tool, arguments, ctx, call_id, journal=journal, wait=wait)
+        except BaseException as exc:  # a bug of ours must not reach the caller either
+            if interrupts(exc):
+                raise
+            return _internal_error(tool, exc)
 
     def execute_many(
         self,
@@ -857,6 +917,7 @@ class ToolExecutor:
         )
         main = threading.current_thread() is threading.main_thread()
         gated = isinstance(ctx, RunContext) and ctx.approval_gated
+        journaled = self._journal is not None  # its calls run whole, in lanes
         while True:
             while pending and len(waiting) + state.lanes < limit and not batch.cancelled:
                 i = pending.popleft()
@@ -867,6 +928,7 @@ class ToolExecutor:
                     or not self._on_threads(tool)
                     or (tool.approval == "ask" and not gated)
                     or (tool._limits is not None and tool._limits.in_lane)
+                    or journaled
                 ):
                     job.tool = tool
 
@@ -1194,11 +1256,16 @@ class ToolExecutor:
         skip_approval: bool = False,
         shielded: bool = False,
         job: _Job | None = None,
+        journal: t.Any = None,
+        wait: float | None = None,
     ) -> Result:
         """The pipeline. ``shielded``: called by :meth:`_shielded` (perhaps in a pool
         worker, whose shield an inline tool must leave). ``job``: a call of a batch
         (see :meth:`_run_batch`), whose timed first attempt is handed to a worker and
-        not waited for here."""
+        not waited for here. ``journal``: None for the executor's own journal, a
+        registry's journal, a :class:`Claim` (step 0 let the call go on: it is
+        recorded around its attempts), or ``UNJOURNALED``; ``wait`` is passed to
+        the journal's step 0."""
         if type(tool) is not Tool and not isinstance(tool, Tool):
             return Err(ToolError(f"execute expects a Tool, got {type(tool).__name__}"))
         if ctx is None:
@@ -1212,6 +1279,17 @@ class ToolExecutor:
             )
         if arguments is None:
             arguments = {}
+        # 0. the call journal (when there is one): answers a repeat, or lets it go on
+        if journal is None:
+            journal = self._journal
+            if journal is not None:
+                return _journal_run(
+                    self, journal, tool, arguments, ctx, call_id, skip_approval, shielded, wait
+                )
+        elif journal is not UNJOURNALED and not isinstance(journal, Claim):
+            return _journal_run(
+                self, journal, tool, arguments, ctx, call_id, skip_approval, shielded, wait
+            )
         # 1. approval (skipped for a call the caller has already approved)
         if tool.approval != "auto" and not skip_approval:
             approved = check_approval(tool, arguments, ctx, call_id)
@@ -1255,9 +1333,12 @@ class ToolExecutor:
                 refused = self._admission.admit(tool, limits, ctx, call_id)
                 if refused is not None:
                     return refused
-            if limits.in_lane:  # max_concurrency slots, on_result_overflow="error"
+            if limits.in_lane and (journal is None or journal is UNJOURNALED):
                 return self._limited(tool, arguments, ctx, call_id, limits)
-        # 4. attempts
+        # 4. the call journal: started, the attempts, completed (an admitted call only)
+        if journal is not None and journal is not UNJOURNALED:
+            return self._claimed(journal, tool, arguments, ctx, call_id, limits)
+        # 5. attempts
         if job is not None and tool.timeout is not None and tool.isolation == "thread":
             return self._hand_off(job, tool, arguments, ctx, call_id, tool.retries + 1, until)  # type: ignore[no-any-return]
         if _logger.isEnabledFor(_DEBUG):
@@ -1355,6 +1436,37 @@ class ToolExecutor:
             )
         finally:
             slot.release()
+
+    def _claimed(
+        self,
+        claim: Claim,
+        tool: Tool,
+        arguments: c.Mapping[str, t.Any],
+        ctx: RunContext[t.Any],
+        call_id: str | None,
+        limits: _admission.ToolLimits | None,
+    ) -> Result:
+        """Steps 4 to 6 of a journaled call (after its admission): ``started``
+        recorded, the attempts (holding their ``max_concurrency`` slots), then
+        ``completed`` with the outcome. A call the journal cannot record as started
+        does not run."""
+        started = claim.start(tool, ctx)
+        if not isinstance(started, RunContext):
+            return started
+        if limits is not None and limits.in_lane:
+            result = self._limited(tool, arguments, started, call_id, limits)
+        else:
+            total = tool.retries + 1
+            outcome = self._attempt(tool, arguments, started, 1, total, call_id)
+            if type(outcome) is _Failure:
+                if outcome.will_retry:
+                    result = self._retry(tool, arguments, started, outcome, total, call_id)
+                else:
+                    result = self._final_failure(tool, outcome)
+            else:
+                result = t.cast(Result, outcome)
+        claim.finish(tool, result)
+        return result
 
     def _retry(
         self,
@@ -1896,6 +2008,7 @@ def execute(
     ctx: RunContext[t.Any] | None = None,
     *,
     call_id: str | None = None,
+    wait: float | None = None,
 ) -> Ok[_T] | Err[ToolError]: ...
 @t.overload
 def execute(  # type: ignore[overload-overlap]
@@ -1904,6 +2017,7 @@ def execute(  # type: ignore[overload-overlap]
     ctx: RunContext[t.Any] | None = None,
     *,
     call_id: str | None = None,
+    wait: float | None = None,
 ) -> Ok[_T] | Err[ToolError | _E]: ...
 @t.overload
 def execute(  # type: ignore[overload-overlap]
@@ -1912,6 +2026,7 @@ def execute(  # type: ignore[overload-overlap]
     ctx: RunContext[t.Any] | None = None,
     *,
     call_id: str | None = None,
+    wait: float | None = None,
 ) -> Err[ToolError | _E]: ...
 @t.overload
 def execute(
@@ -1920,6 +2035,7 @@ def execute(
     ctx: RunContext[t.Any] | None = None,
     *,
     call_id: str | None = None,
+    wait: float | None = None,
 ) -> Ok[_R] | Err[ToolError]: ...
 def execute(
     tool: Tool,
@@ -1927,6 +2043,7 @@ def execute(
     ctx: RunContext[t.Any] | None = None,
     *,
     call_id: str | None = None,
+    wait: float | None = None,
 ) -> Result:
     """Run ``tool`` on the process-wide default executor; see :meth:`ToolExecutor.execute`.
 
@@ -1936,9 +2053,9 @@ def execute(
         executor = default_executor()
     # ToolExecutor.execute, a frame shorter (this is the most common call of all).
     if here.nested:
-        return executor._shielded(tool, arguments, ctx, call_id, False)
+        return executor._shielded(tool, arguments, ctx, call_id, False, wait=wait)
     try:
-        return executor._execute(tool, arguments, ctx, call_id)
+        return executor._execute(tool, arguments, ctx, call_id, wait=wait)
     except BaseException as exc:  # a bug of ours must not reach the caller either
         if interrupts(exc):
             raise

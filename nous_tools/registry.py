@@ -55,6 +55,9 @@ from .executor import (
     _read_jobs,
     default_executor,
 )
+from .journal._pipeline import check_journal
+from .journal._pipeline import peek as _journal_peek
+from .journal._record import Journal
 from .results import (
     DEFAULT_MAX_CLOCK_SKEW,
     Err,
@@ -188,6 +191,11 @@ class Registry:
     :class:`InMemoryApprovalStore`) makes each approval single-use: it is asked to
     remember each claim until the approval's token expires.
 
+    ``journal`` (a :class:`~nous_tools.Journal`) journals the calls run through this
+    registry that have a key (``ctx.run_id`` and a call id), whichever executor runs
+    them; without one, the executor's own journal (if any) applies. See
+    ``docs/concepts/journal.md``.
+
     Writes take a lock and change the table in place: one dict store or removal,
     which a reader sees whole or not at all, so lookups take no lock and
     registering stays linear (100,000 tools in well under a second). Listing works
@@ -204,6 +212,7 @@ class Registry:
         approval_max_age: float | None = DEFAULT_APPROVAL_MAX_AGE,
         approval_store: ApprovalStore | None = None,
         approval_max_clock_skew: float = DEFAULT_MAX_CLOCK_SKEW,
+        journal: Journal | None = None,
     ) -> None:
         if name is not None and (type(name) is not str or not name):
             raise TypeError(f"Registry name must be a non-empty str or None, got {name!r}")
@@ -213,6 +222,8 @@ class Registry:
                 "method, got "
                 f"{type(approval_store).__name__}"
             )
+        check_journal("Registry", journal)
+        self._journal = journal
         self._lock = threading.Lock()
         self._tools: dict[str, Tool] = {}
         self._executor = executor
@@ -237,6 +248,18 @@ class Registry:
     def approval_max_age(self) -> float | None:
         """How old (seconds) an approval token may be, unless ``from_dict`` says otherwise."""
         return self._approval_max_age
+
+    @property
+    def journal(self) -> Journal | None:
+        """The call journal of this registry's calls, or None (then the executor's
+        journal applies, if it has one)."""
+        return self._journal
+
+    def _effective_journal(self, executor: ToolExecutor | None = None) -> Journal | None:
+        """The journal a call through this registry is recorded in."""
+        if self._journal is not None:
+            return self._journal
+        return (executor if executor is not None else self.executor).journal
 
     @property
     def approval_max_clock_skew(self) -> float:
@@ -356,6 +379,7 @@ class Registry:
         ctx: RunContext[t.Any] | None = None,
         *,
         call_id: str | None = None,
+        wait: float | None = None,
     ) -> Ok[_T] | Err[ToolError] | NeedsApproval: ...
     @t.overload
     def execute(  # type: ignore[overload-overlap]
@@ -365,6 +389,7 @@ class Registry:
         ctx: RunContext[t.Any] | None = None,
         *,
         call_id: str | None = None,
+        wait: float | None = None,
     ) -> Ok[_T] | Err[ToolError | _E] | NeedsApproval: ...
     @t.overload
     def execute(  # type: ignore[overload-overlap]
@@ -374,6 +399,7 @@ class Registry:
         ctx: RunContext[t.Any] | None = None,
         *,
         call_id: str | None = None,
+        wait: float | None = None,
     ) -> Err[ToolError | _E] | NeedsApproval: ...
     @t.overload
     def execute(
@@ -383,6 +409,7 @@ class Registry:
         ctx: RunContext[t.Any] | None = None,
         *,
         call_id: str | None = None,
+        wait: float | None = None,
     ) -> Ok[_R] | Err[ToolError] | NeedsApproval: ...
     @t.overload
     def execute(
@@ -392,6 +419,7 @@ class Registry:
         ctx: RunContext[t.Any] | None = None,
         *,
         call_id: str | None = None,
+        wait: float | None = None,
     ) -> RegistryResult: ...
     def execute(
         self,
@@ -400,6 +428,7 @@ class Registry:
         ctx: RunContext[t.Any] | None = None,
         *,
         call_id: str | None = None,
+        wait: float | None = None,
     ) -> RegistryResult:
         """Run the tool called ``name``; never raises.
 
@@ -415,7 +444,10 @@ class Registry:
         ``approval_handler``, in which case the executor's approval step decides;
         ``"auto"`` → the executor runs it. The advice of ``name`` wraps the executor
         call. ``call_id`` reaches an approval handler as ``ApprovalRequest.id`` and a
-        ``NeedsApproval`` as its ``call_id``.
+        ``NeedsApproval`` as its ``call_id``. With a journal (the registry's or the
+        executor's), ``call_id`` and ``ctx.run_id`` are the call's key, and ``wait``
+        is how long to wait for the outcome of the same call running elsewhere
+        (see :meth:`ToolExecutor.execute`).
         """
         try:
             tool = self._tools.get(name)  # type: ignore[arg-type]  # a Tool finds none
@@ -426,8 +458,8 @@ class Registry:
                 if isinstance(name, Tool):  # a Tool in place of its name: run as given
                     return self._dispatch(name, arguments, ctx, call_id)
                 return _not_found(name)
-            if tool.approval != "auto":
-                return self._dispatch(tool, arguments, ctx, call_id)
+            if tool.approval != "auto" or self._journal is not None or wait is not None:
+                return self._dispatch(tool, arguments, ctx, call_id, wait=wait)
             executor = self._executor
             if executor is None:
                 executor = _executor_module._default or default_executor()
@@ -449,6 +481,7 @@ class Registry:
         ctx: RunContext[t.Any] | None = None,
         *,
         call_id: str | None = None,
+        wait: float | None = None,
     ) -> Result:
         """Run a call that a person (or the caller) has approved; never raises.
 
@@ -471,12 +504,15 @@ class Registry:
         store that fails also refuses). The ``before`` advice does not run again
         (it ran before the approval); an ``around`` that proceeds with other
         arguments than the approved ones gets an ``Err`` instead of the call.
+
+        With a journal, a call with a key is journaled as :meth:`execute` journals it
+        (``wait`` as there).
         """
         try:
             if isinstance(tool, NeedsApproval):
                 if isinstance(arguments, RunContext) and ctx is None:
                     ctx, arguments = arguments, None
-                return self._execute_approval(tool, arguments, ctx, call_id)
+                return self._execute_approval(tool, arguments, ctx, call_id, wait=wait)
             if isinstance(tool, Tool):
                 target = tool
             else:
@@ -507,12 +543,10 @@ class Registry:
             if executor is None:
                 executor = default_executor()
             gated = _gated(ctx)
+            run = self._runner(executor, True, None, wait)
             if target.name in self.advice._chains:
-                return t.cast(
-                    Result,
-                    self._advised(executor.execute_approved, target, arguments, gated, call_id),
-                )
-            return executor.execute_approved(target, arguments, gated, call_id=call_id)
+                return t.cast(Result, self._advised(run, target, arguments, gated, call_id))
+            return run(target, arguments, gated, call_id=call_id)
         except BaseException as exc:
             if interrupts(exc):
                 raise
@@ -618,12 +652,16 @@ class Registry:
         ctx: RunContext[t.Any] | None,
         call_id: str | None,
         executor: ToolExecutor | None = None,
+        *,
+        wait: float | None = None,
     ) -> RegistryResult:
         """The registry path for a tool already found: approval level, then advice
         around the call on ``executor`` (default: the registry's own)."""
         level = tool.approval
         if level == "deny":
             return Err(ToolDenied(tool.name))
+        if executor is None:
+            executor = self.executor
         if level == "ask" and not (
             isinstance(ctx, RunContext) and (ctx.approval_gated or ctx.approval_handler is not None)
         ):
@@ -633,13 +671,38 @@ class Registry:
                 return _arguments_error(tool, arguments)
             if tool.name in self.advice._chains:  # the person approves what would run
                 arguments = self.advice._run_befores(tool.name, arguments)
+            # A call the journal already holds (resolved before, say) is answered by it.
+            answered = _journal_peek(
+                self._effective_journal(executor), tool, arguments, ctx, call_id, wait
+            )
+            if answered is not None:
+                return answered
             try:
                 return NeedsApproval(tool, arguments, call_id=call_id, audience=self._name)
             except (TypeError, ValueError) as exc:
                 return Err(ToolError(str(exc), tool_name=tool.name, original_error=exc))
-        if executor is None:
-            executor = self.executor
-        return self._advised(executor.execute, tool, arguments, ctx, call_id)
+        run = self._runner(executor, False, None, wait)
+        return self._advised(run, tool, arguments, ctx, call_id)
+
+    def _runner(
+        self, executor: ToolExecutor, approved: bool, claim: t.Any, wait: float | None
+    ) -> c.Callable[..., Result]:
+        """``executor.execute`` (or ``execute_approved``), with this registry's
+        journal (or ``claim``, a call step 0 let go on) and ``wait``."""
+        journal = claim if claim is not None else self._journal
+        if journal is None and wait is None:
+            return executor.execute_approved if approved else executor.execute
+
+        def run(
+            tool: Tool,
+            arguments: c.Mapping[str, t.Any] | None,
+            ctx: RunContext[t.Any] | None,
+            *,
+            call_id: str | None = None,
+        ) -> Result:
+            return executor._run_with(tool, arguments, ctx, call_id, approved, journal, wait)
+
+        return run
 
     def _advised(
         self,
@@ -660,12 +723,28 @@ class Registry:
         arguments: object,
         ctx: RunContext[t.Any] | None,
         call_id: str | None,
+        *,
+        claim: t.Any = None,
+        wait: float | None = None,
     ) -> Result:
-        """``execute_approved`` of a :class:`NeedsApproval`: check, claim, run once."""
+        """``execute_approved`` of a :class:`NeedsApproval`: check, claim, run once.
+        ``claim``: the journal's step 0 is done (a resolved batch's call)."""
         refused = self._check_approved(na, arguments, ctx)
         if refused is not None:
             return refused
         tool, name = na.tool, na.tool.name
+        if claim is None:
+            # The journal first: a call it holds is answered, the approval not used.
+            answered = _journal_peek(
+                self._effective_journal(),
+                tool,
+                _canonical.thaw(na.arguments),
+                ctx,
+                call_id if call_id is not None else na.call_id,
+                wait,
+            )
+            if answered is not None:
+                return answered
         max_age, skew = na._limits_in(self)
         why = refusal(na.issued_at, max_age, skew)
         if why is not None:
@@ -696,8 +775,9 @@ class Registry:
         gated = _gated(ctx)
         run_id = call_id if call_id is not None else na.call_id
         approved = na.arguments
+        execute_approved = self._runner(executor, True, claim, wait)
         if name not in self.advice._chains:
-            return executor.execute_approved(tool, _canonical.thaw(approved), gated, call_id=run_id)
+            return execute_approved(tool, _canonical.thaw(approved), gated, call_id=run_id)
         expected = _canonical.dumps(_canonical.encode(approved))
 
         def core(args: t.Any) -> Result:
@@ -714,7 +794,7 @@ class Registry:
                     )
                 )
             # A fresh copy: whatever the advice holds, the tool gets what was approved.
-            return executor.execute_approved(tool, _canonical.thaw(approved), gated, call_id=run_id)
+            return execute_approved(tool, _canonical.thaw(approved), gated, call_id=run_id)
 
         advised = self.advice._wrap_results(name, core, befores=False)
         return t.cast(Result, advised(_canonical.thaw(approved)))

@@ -169,6 +169,11 @@ class RunContext(t.Generic[DepsT]):
     #: The run (a conversation, a job) this call belongs to: with a call id, the key
     #: of the call journal and of per-run budgets. Carried to attempts and nested calls.
     run_id: str | None = attrs.field(default=None, validator=_check_run_id)
+    #: Inside a journaled call: a stable key derived from the journal's key
+    #: ``(run_id, call_id)`` (never the raw ids) to pass downstream, e.g. as Stripe's
+    #: ``Idempotency-Key``; the same on every re-run of the call. None otherwise.
+    #: Kept out of ``repr``: it never reaches logs.
+    idempotency_key: str | None = attrs.field(default=None, repr=False)
     #: Where ``report_progress`` and ``log`` go during an attempt that someone
     #: listens to (set by the executor; None otherwise). Carried to nested calls
     #: made with this context, so they report under the call that made them.
@@ -253,6 +258,7 @@ _set_sandbox = _slot["sandbox"].__set__
 _set_deadline = _slot["deadline"].__set__
 _set_cancelled = _slot["cancelled"].__set__
 _set_run_id = _slot["run_id"].__set__
+_set_idempotency_key = _slot["idempotency_key"].__set__
 _set_channel = _slot["_channel"].__set__
 
 
@@ -279,6 +285,7 @@ def for_attempt(
     _set_deadline(new, deadline)
     _set_cancelled(new, ctx.cancelled if cancelled is None else cancelled)
     _set_run_id(new, ctx.run_id)
+    _set_idempotency_key(new, ctx.idempotency_key)
     _set_channel(new, ctx._channel)
     return new
 

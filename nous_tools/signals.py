@@ -69,6 +69,7 @@ __all__ = [
     "scrub",
     "send",
     "tool_execute_exception",
+    "tool_execute_replayed",
     "tool_execute_start",
     "tool_execute_stop",
     "tool_execute_timeout",
@@ -100,6 +101,13 @@ tool_execute_exception = blinker.NamedSignal("nous_tools.tool.execute.exception"
 #: whose tool raised ``TimeoutError``). measurements: ``timeout`` (seconds);
 #: metadata: ``tool_name``.
 tool_execute_timeout = blinker.NamedSignal("nous_tools.tool.execute.timeout")
+
+#: Sent instead of ``start``/``stop`` when the call journal answers a repeat of a
+#: completed call with its stored outcome: the tool did not run (a replay is not an
+#: execution). measurements: ``system_time``; metadata: ``tool_name``, ``success``
+#: (whether the stored outcome is an ``Ok``), and ``call_id`` when the call has one.
+#: Never an idempotency key.
+tool_execute_replayed = blinker.NamedSignal("nous_tools.tool.execute.replayed")
 
 #: The older name of :data:`tool_execute_timeout`: the same signal object, kept so
 #: that code written against it goes on working.

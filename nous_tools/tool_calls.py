@@ -75,6 +75,7 @@ from .errors import (
     ToolTimeout,
 )
 from .executor import ToolCall, ToolExecutor, _check_batch_cap
+from .journal import _pipeline as _journal
 from .results import (
     _HMAC,
     Edit,
@@ -571,6 +572,10 @@ def _clip(text: str) -> str:
 
 
 def _err_content(reason: object, name: str) -> str:
+    if isinstance(reason, ToolError):
+        stored = reason.__dict__.get("_model_text")  # a journal's replay: the text it gave
+        if type(stored) is str:
+            return stored
     if isinstance(reason, ToolTimeout):
         if reason.timeout:
             return f"Error: tool '{name}' timed out after {float(reason.timeout)} s and was not retried"
@@ -1052,8 +1057,8 @@ class ToolCallResults:
         browser, say) and read it back with :meth:`from_dict`.
 
         It holds ``v`` (the format, 1), ``type`` (``"tool_call_batch"``), ``id``,
-        ``issued_at``, ``audience`` (the registry's name), ``provider``, ``calls`` and
-        ``signature``. Each call is ``{"id", "name", "kind", "arguments"}`` (the
+        ``issued_at``, ``audience`` (the registry's name), ``provider``, ``calls``,
+        ``run_id`` (only when the batch's context has one) and ``signature``. Each call is ``{"id", "name", "kind", "arguments"}`` (the
         arguments as parsed from what the model sent, in the type-faithful encoding
         of approval tokens; the raw text when they were not JSON) plus either
         ``"output": {"content", "is_error"}`` — the text the model gets for a
@@ -1105,6 +1110,9 @@ class ToolCallResults:
             "provider": self.provider,
             "calls": calls,
         }
+        run_id = self.context.run_id if isinstance(self.context, RunContext) else None
+        if run_id is not None:  # the run the calls belong to: resolve journals under it
+            payload["run_id"] = run_id
         payload["signature"] = _seal_batch(payload, secret)
         return payload
 
@@ -1144,7 +1152,8 @@ class ToolCallResults:
         The batch comes back with each finished call as ``Ok(text)`` or
         ``Err(ToolError)`` (what the model gets, exactly: the outputs write the same
         text), each pending call as its ``NeedsApproval``, ``skipped`` empty and a
-        fresh ``context`` (``RunContext.new()``: pass your own to :meth:`resolve`).
+        fresh ``context`` (``RunContext.new()``, with the ``run_id`` the batch was made
+        in: pass your own to :meth:`resolve`).
         A batch that was already resolved is still read; :meth:`resolve` is what
         refuses it (``BatchAlreadyResolved``).
         """
@@ -1158,6 +1167,10 @@ class ToolCallResults:
         payload: dict[str, t.Any] = {"v": version, "type": _BATCH_TYPE}
         for key, types in _BATCH_FIELDS:
             payload[key] = _batch_field(data, key, types)
+        if "run_id" in data:
+            payload["run_id"] = _batch_field(data, "run_id", (str,))
+            if not payload["run_id"]:
+                raise _batch_refused("the batch has an empty run_id")
         signature = _batch_field(data, "signature", (str,))
         if not payload["id"]:
             raise _batch_refused("the batch has an empty id")
@@ -1211,7 +1224,11 @@ class ToolCallResults:
         return cls(
             results=results,
             calls=calls,
-            context=_FRESH_CONTEXT,  # RunContext.new(): frozen, no deps, so one will do
+            context=(  # RunContext.new(): frozen, no deps, so one will do
+                _FRESH_CONTEXT
+                if payload.get("run_id") is None
+                else RunContext.new(run_id=payload["run_id"])
+            ),
             kinds=kinds,
             provider=t.cast("Provider | None", provider),
             registry=registry,
@@ -1224,6 +1241,8 @@ class ToolCallResults:
         self,
         decisions: c.Mapping[str, str | Edit],
         ctx: RunContext[t.Any] | None = None,
+        *,
+        wait: float | None = None,
     ) -> ToolCallResults:
         """Apply a person's decisions to the pending calls and return the new batch.
 
@@ -1260,6 +1279,16 @@ class ToolCallResults:
         same ``issued_at``: calls left pending expire when the original would have.
         An approval used elsewhere meanwhile gives that call
         ``Err(ApprovalAlreadyUsed)``; an approval store that raises propagates.
+
+        **With a call journal** (the registry's, or its executor's) and a ``run_id``
+        (``ctx``'s, else the one the batch was made in), each decided call is
+        journaled under its call id with the decision, instead of the batch being
+        used up: a Ctrl-C or a crash during ``resolve`` loses no call that finished,
+        and submitting the same decisions again returns the first outcomes, running
+        nothing (a call still running elsewhere answers ``Err(CallInProgress)``, or
+        is waited for ``wait`` seconds). A decision that differs from the one the
+        journal holds for its call raises :class:`~nous_tools.errors.JournalConflict`
+        before anything runs.
         """
         registry = self.registry
         if registry is None:
@@ -1271,10 +1300,32 @@ class ToolCallResults:
             ctx = self.context
         elif not isinstance(ctx, RunContext):
             raise TypeError(f"resolve expects a RunContext or None, got {type(ctx).__name__}")
+        if ctx.run_id is None and isinstance(self.context, RunContext) and self.context.run_id:
+            ctx = attrs.evolve(ctx, run_id=self.context.run_id)  # the run the batch was made in
         plan = self._plan(decisions)
         if not plan:
             return attrs.evolve(self, context=ctx)
-        if registry._claim(_BATCH_CLAIM + self.id, self._claim_expiry(registry, plan)) is not True:
+        journal = registry._effective_journal()
+        run_id = ctx.run_id
+        if journal is None or run_id is None or getattr(journal, "_run_call", None) is not None:
+            journal = None
+        decided: dict[int, str] = {}
+        if journal is not None:
+            assert run_id is not None
+            for index, decision, na in plan:
+                original = t.cast(NeedsApproval, self.results[index])
+                decided[index] = _journal.decision_text(decision, na.tool, _c.thaw(na.arguments))
+                conflict = _journal.resolve_conflict(
+                    journal,
+                    na.tool,
+                    _c.thaw(original.arguments),
+                    run_id,
+                    t.cast(str, self.calls[index].id),
+                    decided[index],
+                )
+                if conflict is not None:
+                    raise conflict
+        elif registry._claim(_BATCH_CLAIM + self.id, self._claim_expiry(registry, plan)) is not True:
             raise BatchAlreadyResolved(
                 f"cannot resolve: tool call batch {self.id} was already resolved "
                 "(a replay or a second submit); nothing was run"
@@ -1295,7 +1346,19 @@ class ToolCallResults:
             seen = _observe_start(observer, tool, call)
             result: Result | None = None
             try:
-                if decision == "reject":
+                if journal is not None and isinstance(run_ctx, RunContext):
+                    result = _resolve_journaled(
+                        registry,
+                        journal,
+                        t.cast(NeedsApproval, self.results[index]),
+                        na,
+                        decision,
+                        decided[index],
+                        run_ctx,
+                        t.cast(str, call_id),
+                        wait,
+                    )
+                elif decision == "reject":
                     result = _reject(registry, na)
                 else:
                     result = registry.execute_approved(na, None, run_ctx)
@@ -1391,6 +1454,36 @@ class ToolCallResults:
             plan.append((index, *_decided(call_id, decision, na)))
         plan.sort(key=lambda step: step[0])
         return plan
+
+
+def _resolve_journaled(
+    registry: Registry,
+    journal: t.Any,
+    original: NeedsApproval,
+    na: NeedsApproval,
+    decision: str,
+    recorded: str,
+    ctx: RunContext[t.Any],
+    call_id: str,
+    wait: float | None,
+) -> Result:
+    """One decided call of a journaled ``resolve``: replayed when the journal holds
+    its outcome, else run (or rejected) and recorded with its decision."""
+    tool = na.tool
+
+    def go(claim: _journal.JournalClaim) -> Result:
+        if decision != "reject":
+            return registry._execute_approval(na, None, ctx, call_id, claim=claim)
+        started = claim.start(tool, ctx)
+        if not isinstance(started, RunContext):
+            return started
+        result = _reject(registry, na)
+        claim.finish(tool, result)
+        return result
+
+    return _journal.resolve_call(
+        journal, tool, _c.thaw(original.arguments), ctx, call_id, recorded, go, wait
+    )
 
 
 class _CallObserver(t.Protocol):

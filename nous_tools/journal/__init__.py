@@ -1,0 +1,56 @@
+"""The durable call journal: side effects happen once, or are parked.
+
+A :class:`Journal` remembers each call by ``(ctx.run_id, call_id)``. Give one to
+the executor or the registry (``ToolExecutor(journal=...)``,
+``Registry(journal=...)``) and a call that has both — the provider's tool-call id
+in :func:`~nous_tools.execute_tool_calls`, ``call_id=`` of ``execute`` — is
+recorded as ``started`` (durably) right before its first attempt and ``completed``
+with its outcome after. A repeat of the same key then never runs the tool again:
+
+- completed → the stored outcome (the same message for the model);
+- started elsewhere, its lease live → ``Err(CallInProgress)`` (or ``wait=`` seconds);
+- started and never completed, its lease expired (a crash) → ``Err(OutcomeUnknown)``,
+  unless the tool is ``idempotent=True``: then it runs again with the same
+  ``ctx.idempotency_key``;
+- the same key with other arguments → ``Err(JournalConflict)``.
+
+A call without ``run_id`` or ``call_id`` is not journaled. A journal that cannot be
+read or written means the call does not run (``Err(JournalUnavailable)``).
+
+>>> import os, tempfile
+>>> from nous_tools import Err, RunContext, Tool, ToolExecutor, OutcomeUnknown
+>>> journal = SQLiteJournal(os.path.join(tempfile.mkdtemp(), "calls.db"))
+>>> sent = []
+>>> def send_email(ctx: RunContext, to: str) -> str:
+...     sent.append((to, ctx.idempotency_key[:8]))
+...     return f"sent to {to}"
+>>> email = Tool.from_function(send_email, timeout=None)
+>>> ctx = RunContext.new(run_id="conversation-42")
+>>> with ToolExecutor(journal=journal) as executor:
+...     first = executor.execute(email, {"to": "ada@example.com"}, ctx, call_id="call_1")
+...     again = executor.execute(email, {"to": "ada@example.com"}, ctx, call_id="call_1")
+...     other = executor.execute(email, {"to": "bob@example.com"}, ctx, call_id="call_1")
+>>> first == again, len(sent)
+(True, 1)
+>>> type(other.reason).__name__
+'JournalConflict'
+
+See ``docs/concepts/journal.md``: at-most-once, at-least-once, and where exactly-once
+is possible.
+"""
+
+from __future__ import annotations
+
+from ._postgres import PostgresJournal
+from ._record import Journal, JournalRecord, decode_outcome, encode_outcome, idempotency_key
+from ._sqlite import SQLiteJournal
+
+__all__ = [
+    "Journal",
+    "JournalRecord",
+    "PostgresJournal",
+    "SQLiteJournal",
+    "decode_outcome",
+    "encode_outcome",
+    "idempotency_key",
+]

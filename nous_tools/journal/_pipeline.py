@@ -1,0 +1,507 @@
+"""The journal's steps in the pipeline (private).
+
+Step 0, before approval (:func:`run`, :func:`peek`): the journal is read, and a
+completed call replays its stored outcome, a conflict, a call in progress or one
+whose outcome is unknown is answered — nothing below runs. Step 4, right before the
+first attempt (:meth:`JournalClaim.start`): ``started`` is written, atomically and
+durably. Step 6, after the last attempt (:meth:`JournalClaim.finish`): ``completed``
+with the outcome. What a repeat of a key gets is the table of
+``docs/concepts/journal.md``.
+
+The journal's own exceptions never leave here: each is an ``Err(JournalUnavailable)``
+naming why, and the call does not run (fail closed).
+"""
+
+from __future__ import annotations
+
+import collections.abc as c
+import time
+import typing as t
+
+import attrs
+
+from .. import signals as _signals
+from .._clock import monotonic, wall
+from .._log import log as _log
+from .._text import safe_str
+from ..errors import (
+    CallInProgress,
+    JournalConflict,
+    JournalUnavailable,
+    OutcomeUnknown,
+    ToolError,
+)
+from ..results import Err
+from ._record import (
+    Corrupt,
+    JournalRecord,
+    arguments_digest,
+    encode_outcome,
+    idempotency_key,
+    new_owner,
+)
+
+if t.TYPE_CHECKING:
+    from ..executor import ToolExecutor
+    from ..results import Result
+    from ..run_context import RunContext
+    from ..tool import Tool
+
+__all__ = [
+    "UNJOURNALED",
+    "Claim",
+    "JournalClaim",
+    "check_journal",
+    "peek",
+    "resolve_call",
+    "resolve_conflict",
+    "run",
+]
+
+
+class _Marker:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+#: ``journal=`` of a call the executor must not journal (it has no key, or the
+#: journal already decided about it).
+UNJOURNALED = _Marker("UNJOURNALED")
+
+
+class Claim:
+    """What the executor's pipeline is given as ``journal`` once step 0 has let a
+    call go on: :meth:`start` right before the first attempt, :meth:`finish` after
+    the last."""
+
+    __slots__ = ()
+
+    def start(self, tool: Tool, ctx: RunContext[t.Any]) -> RunContext[t.Any] | Result:
+        """The context the attempts run in, or the call's result when it must not
+        run (it was answered elsewhere meanwhile, or the journal failed)."""
+        raise NotImplementedError
+
+    def finish(self, tool: Tool, result: Result) -> None:
+        """Record the call's outcome. Never raises."""
+        raise NotImplementedError
+
+
+def check_journal(owner: str, journal: object) -> None:
+    """``TypeError`` unless ``journal`` is None or has what a journal needs."""
+    if journal is None or callable(getattr(journal, "_run_call", None)):
+        return
+    missing = [
+        name for name in ("get", "start", "complete") if not callable(getattr(journal, name, None))
+    ]
+    grace = getattr(journal, "grace", None)
+    if missing or type(grace) not in (int, float):
+        lacking = ", ".join([*missing, *([] if type(grace) in (int, float) else ["grace"])])
+        raise TypeError(
+            f"{owner} option 'journal' must be a nous_tools.Journal (SQLiteJournal, "
+            f"PostgresJournal, ...); {type(journal).__name__} has no {lacking}"
+        )
+
+
+class _Go:
+    """Step 0's answer "run it": ``replace`` is the owner of an expired record
+    that an ``idempotent=True`` call takes over (None: a new record)."""
+
+    __slots__ = ("replace",)
+
+    def __init__(self, replace: str | None) -> None:
+        self.replace = replace
+
+
+_RUNNING = _Marker("_RUNNING")
+
+
+@attrs.frozen(slots=True)
+class _Call:
+    """A call being decided: its journal, its key and what identifies it."""
+
+    journal: t.Any
+    tool: Tool
+    run_id: str
+    call_id: str
+    digest: str
+    decision: str | None = None
+
+
+def _unavailable(call: _Call, doing: str, exc: BaseException) -> Err:
+    name = call.tool.name
+    why = safe_str(exc) if isinstance(exc, Corrupt) else f"{type(exc).__name__}: {safe_str(exc)}"
+    _log.error(
+        "Call journal failed to %s the call of tool '%s' (%s); the call was not run",
+        doing,
+        name,
+        type(exc).__name__,
+    )
+    return Err(
+        JournalUnavailable(
+            f"Tool '{name}' was not run: the call journal could not {doing} call "
+            f"{call.call_id!r} of run {call.run_id!r} ({why})",
+            tool_name=name,
+            original_error=exc,
+        )
+    )
+
+
+def _conflict(call: _Call, record: JournalRecord) -> JournalConflict:
+    name = call.tool.name
+    if record.tool != name:
+        what = f"for tool '{record.tool}'"
+        rule = "the same call id for another call never runs"
+    elif record.digest != call.digest:
+        what = "with other arguments"
+        rule = "the same call id with other arguments never runs"
+    else:
+        what = f"with another decision ({_shown(record.decision)}, not {_shown(call.decision)})"
+        rule = "a call is decided once"
+    return JournalConflict(
+        f"Tool '{name}' was not run: call {call.call_id!r} of run {call.run_id!r} is in "
+        f"the call journal {what}; {rule}",
+        tool_name=name,
+    )
+
+
+def _shown(decision: str | None) -> str:
+    if decision is not None and decision.startswith("edit:"):
+        return "edit"
+    return str(decision)
+
+
+def _in_progress(call: _Call) -> Err:
+    name = call.tool.name
+    return Err(
+        CallInProgress(
+            f"Tool '{name}' was not run: call {call.call_id!r} of run {call.run_id!r} is "
+            "running elsewhere (its lease in the call journal is live); ask again later",
+            tool_name=name,
+        )
+    )
+
+
+def _unknown(call: _Call) -> Err:
+    name = call.tool.name
+    _log.warning("Call of tool '%s' has an unknown outcome in the call journal; not run", name)
+    return Err(
+        OutcomeUnknown(
+            f"Tool '{name}' was not run: the outcome of an earlier attempt is unknown; "
+            f"it was not run again (call {call.call_id!r} of run {call.run_id!r} started "
+            "and never completed: a person finds out and settles it)",
+            tool_name=name,
+        )
+    )
+
+
+def replayed(tool: Tool, call_id: str | None, result: Result) -> Result:
+    """``result`` as a replay: the ``tool_execute_replayed`` signal, sent from the
+    caller's thread (no ``start``/``stop``: nothing ran)."""
+    signal = _signals.tool_execute_replayed
+    if signal.receivers:
+        metadata: dict[str, t.Any] = {
+            "tool_name": tool.name,
+            "success": result.is_ok(),
+        }
+        if call_id is not None:
+            metadata["call_id"] = call_id
+        _signals.send(signal, tool, {"system_time": time.time_ns()}, metadata)
+    _log.debug("Tool '%s': outcome replayed from the call journal", tool.name)
+    return result
+
+
+def _judge(call: _Call, record: JournalRecord | None) -> Result | _Go | _Marker:
+    """What the journal's ``record`` means for ``call`` (the table)."""
+    if record is None:
+        return _Go(None)
+    if record.tool != call.tool.name or record.digest != call.digest:
+        return Err(_conflict(call, record))
+    if (
+        call.decision is not None
+        and record.decision is not None
+        and record.decision != call.decision
+    ):
+        return Err(_conflict(call, record))
+    if record.state == "completed":
+        try:
+            result = record.result()
+        except (Corrupt, ValueError) as exc:
+            return _unavailable(call, "read", exc)
+        return replayed(call.tool, call.call_id, result)
+    if not record.expired():
+        return _RUNNING
+    if call.tool.idempotent is True:
+        return _Go(record.owner)
+    return _unknown(call)
+
+
+def _check_wait(wait: object) -> float | None:
+    if wait is None:
+        return None
+    if type(wait) not in (int, float) or not t.cast(float, wait) >= 0:
+        raise ValueError(f"wait must be a number of seconds >= 0 or None, got {wait!r}")
+    return float(t.cast(float, wait))
+
+
+def decide(call: _Call, wait: float | None) -> Result | _Go:
+    """Step 0: read the journal and judge; while the call runs elsewhere, wait up
+    to ``wait`` seconds for its outcome (polling), then ``CallInProgress``."""
+    deadline: float | None = None
+    pause = 0.005
+    while True:
+        try:
+            record = call.journal.get(call.run_id, call.call_id)
+        except Exception as exc:
+            return _unavailable(call, "read", exc)
+        verdict = _judge(call, record)
+        if verdict is not _RUNNING:
+            return t.cast("Result | _Go", verdict)
+        if not wait:
+            return _in_progress(call)
+        now = monotonic()
+        if deadline is None:
+            deadline = now + wait
+        left = deadline - now
+        if left <= 0:
+            return _in_progress(call)
+        assert record is not None
+        until_expiry = max(record.lease_expires - wall(), 0.0) + 0.001
+        time.sleep(min(left, pause, until_expiry))
+        pause = min(pause * 2, 0.25)
+
+
+def prepare(
+    journal: t.Any,
+    tool: Tool,
+    arguments: object,
+    run_id: str,
+    call_id: object,
+    decision: str | None = None,
+) -> _Call | Err:
+    """The call to decide about, or the ``Err`` for a call id that cannot be a key."""
+    if type(call_id) is not str or not call_id:
+        return Err(
+            ToolError(
+                f"Tool '{tool.name}' was not run: a journaled call needs a non-empty str "
+                f"call_id, got {type(call_id).__name__}",
+                tool_name=tool.name,
+            )
+        )
+    digest = arguments_digest(tool.name, arguments)
+    return _Call(journal, tool, run_id, call_id, digest, decision)
+
+
+class JournalClaim(Claim):
+    """A call step 0 let go on: ``started`` before its first attempt, ``completed``
+    after its last."""
+
+    __slots__ = ("call", "record", "replace")
+
+    def __init__(self, call: _Call, replace: str | None) -> None:
+        self.call = call
+        self.replace = replace
+        self.record: JournalRecord | None = None
+
+    def start(self, tool: Tool, ctx: RunContext[t.Any]) -> RunContext[t.Any] | Result:
+        call = self.call
+        journal = call.journal
+        from ..results import tool_digest
+
+        timeout = tool.timeout
+        lease = float(journal.grace)
+        if timeout:
+            lease += timeout * (tool.retries + 1)
+        now = wall()
+        record = JournalRecord(
+            run_id=call.run_id,
+            call_id=call.call_id,
+            tool=tool.name,
+            digest=call.digest,
+            state="started",
+            owner=new_owner(),
+            lease_expires=now + lease,
+            started_at=now,
+            decision=call.decision,
+            tool_digest=tool_digest(tool),
+        )
+        for _ in range(3):
+            try:
+                found = journal.start(record, replace=self.replace)
+            except Exception as exc:
+                return _unavailable(call, "record the start of", exc)
+            if found is None:
+                self.record = record
+                return attrs.evolve(ctx, idempotency_key=idempotency_key(call.run_id, call.call_id))
+            # Another caller wrote it between step 0 and now: judge again.
+            verdict = _judge(call, found)
+            if verdict is _RUNNING:
+                return _in_progress(call)
+            if not isinstance(verdict, _Go):
+                return t.cast("Result", verdict)
+            self.replace = verdict.replace
+        return _in_progress(call)
+
+    def finish(self, tool: Tool, result: Result) -> None:
+        record = self.record
+        if record is None:
+            return
+        try:
+            written = self.call.journal.complete(record, encode_outcome(result, tool.name))
+        except Exception as exc:
+            _log.error(
+                "Call journal failed to record the outcome of tool '%s' (%s); a repeat "
+                "of the call will find its outcome unknown",
+                tool.name,
+                type(exc).__name__,
+            )
+            return
+        if not written:
+            _log.warning(
+                "Call journal: the call of tool '%s' was settled or taken over before its "
+                "outcome was recorded; the journal keeps the other outcome",
+                tool.name,
+            )
+
+
+def run(
+    executor: ToolExecutor,
+    journal: t.Any,
+    tool: Tool,
+    arguments: c.Mapping[str, t.Any],
+    ctx: RunContext[t.Any],
+    call_id: str | None,
+    skip_approval: bool,
+    shielded: bool,
+    wait: float | None,
+) -> Result:
+    """A call on an executor or registry with a journal: step 0, then the pipeline
+    with a :class:`JournalClaim` (or unjournaled, for a call without a key)."""
+    hook = getattr(journal, "_run_call", None)
+    if hook is not None:  # a journal that takes the whole call (a Cassette)
+        return t.cast(
+            "Result", hook(executor, tool, arguments, ctx, call_id, skip_approval, shielded)
+        )
+    run_id = ctx.run_id
+    if run_id is None or call_id is None:
+        return executor._execute(
+            tool,
+            arguments,
+            ctx,
+            call_id,
+            skip_approval=skip_approval,
+            shielded=shielded,
+            journal=UNJOURNALED,
+        )
+    try:
+        seconds = _check_wait(wait)
+    except ValueError as exc:
+        return Err(ToolError(f"Tool '{tool.name}' was not run: {exc}", tool_name=tool.name))
+    call = prepare(journal, tool, arguments, run_id, call_id)
+    if isinstance(call, Err):
+        return call
+    decided = decide(call, seconds)
+    if type(decided) is not _Go:
+        return t.cast("Result", decided)
+    return executor._execute(
+        tool,
+        arguments,
+        ctx,
+        call_id,
+        skip_approval=skip_approval,
+        shielded=shielded,
+        journal=JournalClaim(call, decided.replace),
+    )
+
+
+def peek(
+    journal: t.Any,
+    tool: Tool,
+    arguments: object,
+    ctx: object,
+    call_id: str | None,
+    wait: float | None = None,
+) -> Result | None:
+    """Step 0 for a call that would not run now (an ``ask`` tool about to come back
+    as ``NeedsApproval``): its journaled answer, or None to go on."""
+    from ..run_context import RunContext
+
+    if journal is None or getattr(journal, "_run_call", None) is not None:
+        return None
+    run_id = ctx.run_id if isinstance(ctx, RunContext) else None
+    if run_id is None or call_id is None:
+        return None
+    try:
+        seconds = _check_wait(wait)
+    except ValueError as exc:
+        return Err(ToolError(f"Tool '{tool.name}' was not run: {exc}", tool_name=tool.name))
+    call = prepare(journal, tool, arguments, run_id, call_id)
+    if isinstance(call, Err):
+        return call
+    decided = decide(call, seconds)
+    return None if type(decided) is _Go else t.cast("Result", decided)
+
+
+# -- a paused batch's decisions (ToolCallResults.resolve) ---------------------------
+
+
+def decision_text(decision: str, tool: Tool, edited: object) -> str:
+    """How a person's decision is recorded: ``"approve"``, ``"reject"``, or
+    ``"edit:<digest of the edited arguments>"``."""
+    if decision == "edit":
+        return "edit:" + arguments_digest(tool.name, edited)
+    return decision
+
+
+def resolve_conflict(
+    journal: t.Any, tool: Tool, arguments: object, run_id: str, call_id: str, decision: str
+) -> JournalConflict | None:
+    """The conflict a decision would be with what the journal holds for its call
+    (another decision, other arguments), or None. Checked for every decision of a
+    batch before any runs; a journal that cannot be read is answered per call."""
+    call = prepare(journal, tool, arguments, run_id, call_id, decision)
+    if isinstance(call, Err):
+        return None
+    try:
+        record = journal.get(run_id, call_id)
+    except Exception:
+        return None
+    if record is None:
+        return None
+    if (
+        record.tool != tool.name
+        or record.digest != call.digest
+        or (record.decision is not None and record.decision != decision)
+    ):
+        return _conflict(call, record)
+    return None
+
+
+def resolve_call(
+    journal: t.Any,
+    tool: Tool,
+    arguments: object,
+    ctx: RunContext[t.Any],
+    call_id: str,
+    decision: str,
+    go: c.Callable[[JournalClaim], Result],
+    wait: float | None,
+) -> Result:
+    """One decided call of a paused batch: step 0 for its key and decision (a call
+    decided before replays its outcome), then ``go(claim)`` runs it journaled."""
+    assert ctx.run_id is not None
+    try:
+        seconds = _check_wait(wait)
+    except ValueError as exc:
+        return Err(ToolError(f"Tool '{tool.name}' was not run: {exc}", tool_name=tool.name))
+    call = prepare(journal, tool, arguments, ctx.run_id, call_id, decision)
+    if isinstance(call, Err):
+        return call
+    decided = decide(call, seconds)
+    if type(decided) is not _Go:
+        return t.cast("Result", decided)
+    return go(JournalClaim(call, decided.replace))

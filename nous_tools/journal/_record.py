@@ -1,0 +1,450 @@
+"""What a call journal stores, and the protocol a journal implements (private module;
+the names are public through :mod:`nous_tools.journal`).
+
+A record is one call, keyed by ``(run_id, call_id)``: the tool's name, a digest of
+its identity (:func:`~nous_tools.results.tool_digest`) and one of the canonical
+arguments, who runs it and until when (the lease), and once it is over its outcome,
+encoded as :func:`encode_outcome` writes it.
+"""
+
+from __future__ import annotations
+
+import collections.abc as c
+import datetime
+import hashlib
+import json
+import os
+import typing as t
+
+import attrs
+
+from .. import _canonical as _c
+from ..errors import ToolError
+
+if t.TYPE_CHECKING:
+    from ..results import Result
+
+__all__ = [
+    "OUTCOME_VERSION",
+    "Journal",
+    "JournalRecord",
+    "arguments_digest",
+    "decode_outcome",
+    "encode_outcome",
+    "idempotency_key",
+    "new_owner",
+]
+
+#: The version of the outcome encoding (the ``"v"`` of a stored outcome).
+OUTCOME_VERSION = 1
+
+#: The states of a record: ``started`` (written before the first attempt) and
+#: ``completed`` (written with the outcome).
+STATES = ("started", "completed")
+
+State = t.Literal["started", "completed"]
+
+
+class Corrupt(ValueError):
+    """A record the journal holds cannot be read back (its outcome, its state)."""
+
+
+def _seconds(value: object, what: str) -> float:
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    if type(value) in (int, float) and t.cast(float, value) >= 0:  # NaN fails the >=
+        return float(t.cast(float, value))
+    raise ValueError(f"{what} must be a number of seconds >= 0 or a timedelta, got {value!r}")
+
+
+@attrs.frozen(slots=True)
+class JournalRecord:
+    """One journaled call, as the journal holds it.
+
+    ``run_id`` and ``call_id`` are its key. ``tool`` is the tool's name,
+    ``tool_digest`` the digest of its identity (its code and schema) when it
+    started, ``digest`` the SHA-256 of the tool name and the canonical arguments.
+    ``decision`` is a person's decision for a call resolved from a paused batch
+    (``"approve"``, ``"reject"``, or ``"edit:<digest of the edited arguments>"``),
+    None otherwise. ``state`` is ``"started"`` or ``"completed"``; ``owner`` names
+    the process that started it and ``lease_expires`` (Unix seconds) until when it
+    may still be running there. ``runs`` counts the times it was started (more than
+    one only for an ``idempotent=True`` tool re-run after a crash). ``outcome`` is
+    the stored outcome (:meth:`result` rebuilds it); ``settled`` is True when a
+    person recorded it with ``journal.settle``.
+    """
+
+    run_id: str
+    call_id: str
+    tool: str
+    digest: str
+    state: State = "started"
+    owner: str = ""
+    lease_expires: float = 0.0
+    started_at: float = 0.0
+    completed_at: float | None = None
+    outcome: c.Mapping[str, t.Any] | None = attrs.field(default=None, repr=False)
+    decision: str | None = None
+    runs: int = 1
+    settled: bool = False
+    tool_digest: str = attrs.field(default="", repr=False)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """``(run_id, call_id)``."""
+        return (self.run_id, self.call_id)
+
+    def expired(self, now: float | None = None) -> bool:
+        """True when the record is started and its lease has passed (the call's
+        outcome is unknown: whoever ran it stopped before recording it)."""
+        if self.state != "started":
+            return False
+        if now is None:
+            from .._clock import wall
+
+            now = wall()
+        return self.lease_expires <= now
+
+    def result(self) -> Result:
+        """The stored outcome as ``Ok``/``Err`` (see :func:`decode_outcome`);
+        ``ValueError`` when the record is not completed or its outcome is corrupt."""
+        if self.state != "completed" or self.outcome is None:
+            raise Corrupt(
+                f"the record of call {self.call_id!r} of run {self.run_id!r} has no outcome"
+            )
+        return decode_outcome(self.outcome, self.tool)
+
+    def to_dict(self) -> dict[str, t.Any]:
+        """The record as JSON-safe data (what ``nous-tools journal show --json`` prints)."""
+        return {
+            "run_id": self.run_id,
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "tool_digest": self.tool_digest,
+            "digest": self.digest,
+            "decision": self.decision,
+            "state": self.state,
+            "unknown": self.expired(),
+            "owner": self.owner,
+            "lease_expires": self.lease_expires,
+            "started_at": self.started_at,
+            "completed_at": self.completed_at,
+            "runs": self.runs,
+            "settled": self.settled,
+            "outcome": dict(self.outcome) if self.outcome is not None else None,
+        }
+
+
+#: What ``settle`` accepts as a key: ``(run_id, call_id)``, or a record.
+Key = t.Union[tuple[str, str], JournalRecord]  # noqa: UP007  (a runtime alias)
+
+
+def key_of(key: object) -> tuple[str, str]:
+    """``(run_id, call_id)`` of a key given to ``settle``; ``TypeError`` otherwise."""
+    if isinstance(key, JournalRecord):
+        return key.key
+    if isinstance(key, tuple) and len(key) == 2 and all(type(part) is str and part for part in key):
+        return t.cast(tuple[str, str], key)
+    raise TypeError(
+        f"a journal key is a (run_id, call_id) tuple of non-empty str or a JournalRecord, "
+        f"got {type(key).__name__}"
+    )
+
+
+@t.runtime_checkable
+class Journal(t.Protocol):
+    """Where journaled calls are recorded: :class:`SQLiteJournal` (one host),
+    :class:`PostgresJournal` (many hosts), or your own.
+
+    The pipeline uses :meth:`get`, :meth:`start` and :meth:`complete`; operators use
+    :meth:`unknown`, :meth:`settle` and :meth:`prune`. Each method may raise: the
+    executor turns any exception into ``Err(JournalUnavailable)`` and does not
+    run the call (fail closed). ``grace`` is added to a call's deadline to make its
+    lease.
+    """
+
+    grace: float
+
+    def get(self, run_id: str, call_id: str) -> JournalRecord | None:
+        """The record of ``(run_id, call_id)``, or None."""
+        ...
+
+    def start(self, record: JournalRecord, *, replace: str | None = None) -> JournalRecord | None:
+        """Write ``record`` (state ``started``), durably, if no record has its key —
+        or, with ``replace``, if the record there is still started by the owner
+        ``replace`` (an ``idempotent=True`` call taken over after a crash; then
+        ``runs`` goes up by one). None when it was written, else the record found
+        there (the caller decides again from it). Atomic across every process that
+        shares the journal."""
+        ...
+
+    def complete(self, record: JournalRecord, outcome: c.Mapping[str, t.Any]) -> bool:
+        """Record ``outcome`` for the call ``record`` started, if it is still
+        started by ``record.owner``; True when written."""
+        ...
+
+    def unknown(self) -> list[JournalRecord]:
+        """The uncertain calls: started, never completed, their lease expired."""
+        ...
+
+    def settle(self, key: Key, result: Result) -> JournalRecord:
+        """Record what a person found out about a started call (``Ok(...)`` or
+        ``Err(...)``); a repeat then gets it. ``ValueError`` when the call is not
+        in the journal or is already completed."""
+        ...
+
+    def prune(self, *, older_than: float | datetime.timedelta) -> int:
+        """Remove the completed records older than ``older_than`` (seconds or a
+        timedelta); the number removed. Started records are kept."""
+        ...
+
+
+# -- digests and keys ----------------------------------------------------------------
+
+
+def _fallback_tree(value: object, depth: int = 0) -> t.Any:
+    """A JSON tree for arguments the canonical encoding refuses (a datetime, an
+    attrs value passed to ``execute`` directly): values it cannot hold are tagged
+    with their type and ``repr``, so equal calls still share a digest."""
+    if depth > _c.MAX_DEPTH:
+        return {"$repr": "<too deep>"}
+    try:
+        return _c.encode(value)
+    except ValueError:
+        pass
+    if isinstance(value, c.Mapping):
+        return {
+            "$mapping": sorted(
+                ([repr(k), _fallback_tree(v, depth + 1)] for k, v in value.items()),
+                key=lambda pair: pair[0],
+            )
+        }
+    if isinstance(value, (list, tuple)):
+        return [_fallback_tree(item, depth + 1) for item in value]
+    kind = type(value)
+    try:
+        shown = repr(value)
+    except Exception:
+        shown = "<repr raised>"
+    return {"$repr": f"{kind.__module__}.{kind.__qualname__}:{shown}"}
+
+
+def arguments_digest(tool: str, arguments: object) -> str:
+    """SHA-256 hex of the tool name and the canonical, type-faithful encoding of the
+    arguments (an approval's fingerprint): the same call has the same digest in
+    every process, ``{"a": 1}`` and ``{"a": 1.0}`` do not."""
+    try:
+        tree = _c.encode(arguments if type(arguments) is dict else dict(t.cast(t.Any, arguments)))
+    except (ValueError, TypeError):
+        tree = _fallback_tree(arguments)
+    data = _c.dumps({"tool": tool, "arguments": tree})
+    return hashlib.sha256(data).hexdigest()
+
+
+def idempotency_key(run_id: str, call_id: str) -> str:
+    """The ``ctx.idempotency_key`` of the call ``(run_id, call_id)``: SHA-256 hex of
+    both, so it is stable (every process, every re-run) and reveals neither id."""
+    data = json.dumps(["nous-tools idempotency key v1", run_id, call_id]).encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+_owner_prefix: tuple[int, str] | None = None
+
+
+def new_owner() -> str:
+    """A new owner name for a call being started: ``host:pid:random``."""
+    global _owner_prefix
+    pid = os.getpid()
+    prefix = _owner_prefix
+    if prefix is None or prefix[0] != pid:
+        import socket
+
+        prefix = _owner_prefix = (pid, f"{socket.gethostname()}:{pid}")
+    return f"{prefix[1]}:{os.urandom(6).hex()}"
+
+
+# -- outcomes ------------------------------------------------------------------------
+
+
+def _update_tree(update: object) -> list[t.Any] | None:
+    """A ContextUpdate's operations as ``[[op, key, value], ...]``, or None when a
+    value cannot be encoded faithfully."""
+    operations = getattr(update, "operations", None)
+    if not operations:
+        return []
+    try:
+        return [[op.op, op.key, _c.encode(op.value)] for op in operations]
+    except (ValueError, RecursionError):
+        return None
+
+
+def encode_outcome(result: Result, tool: str) -> dict[str, t.Any]:
+    """An outcome as the journal stores it (JSON-safe):
+
+    - ``Ok`` whose value the canonical encoding holds (JSON values, and tuples,
+      sets, bytes, non-string keys, tagged as approval tokens and batches write
+      them) and whose text for a model reads back the same:
+      ``{"v": 1, "ok": true, "value": <tree>}``;
+    - any other ``Ok``: ``{"v": 1, "ok": true, "text": <the text a model gets>}``
+      (replayed as ``Ok(text)``);
+    - ``Err``: ``{"v": 1, "ok": false, "error": {"type", "message", "text",
+      "tool_name"[, "timeout"]}}`` — the error's class name and message and the
+      text a model gets, so a replay gives the provider the same message.
+
+    An ``Ok``'s context update is kept as ``"update"`` when its values can be
+    encoded (else ``"update_dropped": true``).
+
+    >>> from nous_tools import Err, Ok, ToolTimeout
+    >>> encode_outcome(Ok({"id": 7, "tags": ("a",)}), "charge")
+    {'v': 1, 'ok': True, 'value': {'id': 7, 'tags': {'$tuple': ['a']}}}
+    >>> encode_outcome(Err(ToolTimeout(tool_name="slow", timeout=2.0)), "slow")["error"]["text"]
+    "Error: tool 'slow' timed out after 2.0 s and was not retried"
+    """
+    from ..results import Ok
+    from ..tool_calls import format_tool_result
+
+    if isinstance(result, Ok):
+        tree: dict[str, t.Any] = {"v": OUTCOME_VERSION, "ok": True}
+        try:
+            value = _c.encode(result.value)
+            if _unordered(value):  # sets and non-str keys come back in another order
+                text = format_tool_result(result, tool)
+                back = Ok(_c.thaw(_c.decode(value)))
+                if format_tool_result(back, tool) != text:
+                    raise ValueError("its text would change")
+            tree["value"] = value
+        except (ValueError, RecursionError):
+            tree["text"] = format_tool_result(result, tool)
+        if result.update is not None and len(getattr(result.update, "operations", ())):
+            operations = _update_tree(result.update)
+            if operations is None:
+                tree["update_dropped"] = True
+            else:
+                tree["update"] = operations
+        return tree
+    reason = getattr(result, "reason", None)
+    error: dict[str, t.Any] = {
+        "type": type(reason).__name__,
+        "message": _message(reason),
+        "text": format_tool_result(result, tool),
+        "tool_name": tool,
+    }
+    timeout = getattr(reason, "timeout", None)
+    if type(timeout) in (int, float):
+        error["timeout"] = timeout
+    return {"v": OUTCOME_VERSION, "ok": False, "error": error}
+
+
+def _unordered(tree: object) -> bool:
+    """Whether an encoded value holds a set or a dict with keys that are not all
+    str, whose items the encoding sorts."""
+    return any(tag in _c.dumps(tree) for tag in (b'"$set"', b'"$frozenset"', b'"$dict"'))
+
+
+def _message(reason: object) -> str:
+    if isinstance(reason, ToolError):
+        return reason.message
+    if isinstance(reason, str):
+        return reason
+    from .._text import safe_str
+
+    return safe_str(reason)
+
+
+def _errors() -> dict[str, type[ToolError]]:
+    from .. import errors
+
+    found: dict[str, type[ToolError]] = {}
+    for name in errors.__all__:
+        kind = getattr(errors, name)
+        if isinstance(kind, type) and issubclass(kind, ToolError):
+            found[name] = kind
+    return found
+
+
+def _field(tree: c.Mapping[str, t.Any], key: str, kinds: tuple[type, ...]) -> t.Any:
+    value = tree.get(key)
+    if type(value) not in kinds:
+        raise Corrupt(f"'{key}' is {type(value).__name__}")
+    return value
+
+
+def decode_outcome(tree: c.Mapping[str, t.Any], tool: str | None = None) -> Result:
+    """The ``Ok``/``Err`` an encoded outcome stands for; ``ValueError`` for a tree
+    :func:`encode_outcome` would not have written.
+
+    An ``Err`` comes back with a :class:`~nous_tools.ToolError` of the stored class
+    when it is one of nous_tools' own (``ToolTimeout``, ...), else a ``ToolError``;
+    either way ``format_tool_result`` gives the stored text.
+
+    >>> from nous_tools import Ok, format_tool_result
+    >>> decode_outcome(encode_outcome(Ok({"id": 7}), "charge"))
+    Ok(value={'id': 7}, update=None)
+    """
+    from ..results import Err, Ok
+
+    if not isinstance(tree, c.Mapping) or tree.get("v") != OUTCOME_VERSION:
+        raise Corrupt("not an outcome of version 1")
+    ok = tree.get("ok")
+    if ok is True:
+        update = None
+        if "update" in tree:
+            update = _decode_update(tree["update"])
+        if "value" in tree:
+            try:
+                value = _c.thaw(_c.decode(tree["value"], "the value"))
+            except ValueError as exc:
+                raise Corrupt(str(exc)) from None
+        else:
+            value = _field(tree, "text", (str,))
+        return Ok(value, update)
+    if ok is not False:
+        raise Corrupt("'ok' is neither true nor false")
+    error = tree.get("error")
+    if not isinstance(error, c.Mapping):
+        raise Corrupt("an error outcome without its 'error'")
+    kind = _field(error, "type", (str,))
+    message = _field(error, "message", (str,))
+    text = _field(error, "text", (str,))
+    name = error.get("tool_name", tool)
+    if name is not None and type(name) is not str:
+        raise Corrupt("'tool_name' is not a str")
+    cls = _errors().get(kind, ToolError)
+    from ..errors import _rebuild
+
+    reason = _rebuild(cls, message, name, None, None)
+    if kind == "ToolTimeout":
+        timeout = error.get("timeout")
+        reason.timeout = timeout if type(timeout) in (int, float) else None  # type: ignore[attr-defined]
+    if kind in ("ToolNotFound", "ToolDenied"):
+        reason.name = name  # type: ignore[attr-defined]
+    reason._model_text = text  # type: ignore[attr-defined]  # what format_tool_result gives
+    reason.error_type = kind  # type: ignore[attr-defined]
+    return Err(reason)
+
+
+def _decode_update(tree: object) -> t.Any:
+    from ..context_update import ContextUpdate, Operation
+
+    if type(tree) is not list:
+        raise Corrupt("'update' is not a list")
+    operations = []
+    for entry in tree:
+        if type(entry) is not list or len(entry) != 3:
+            raise Corrupt("an update operation is not [op, key, value]")
+        op, key, value = entry
+        try:
+            operations.append(Operation(op, key, _c.thaw(_c.decode(value, "an update value"))))
+        except (TypeError, ValueError) as exc:
+            raise Corrupt(str(exc)) from None
+    return ContextUpdate(operations)
+
+
+def check_grace(value: object) -> float:
+    """A journal's ``grace`` option, checked."""
+    return _seconds(value, "grace")
+
+
+def older_than_seconds(value: object) -> float:
+    """``prune``'s ``older_than``, checked."""
+    return _seconds(value, "older_than")

@@ -1,0 +1,314 @@
+"""The journal on an SQL database: what SQLite, PostgreSQL and Django's databases
+share (private).
+
+One table, keyed by ``(run_id, call_id)``. Every write is one statement in
+autocommit mode — an insert that does nothing when the key is there, or an update
+guarded by the state and owner it expects — so each is atomic on its own and
+durable when it returns, and no transaction is ever left open across a call.
+"""
+
+from __future__ import annotations
+
+import collections.abc as c
+import contextlib
+import datetime
+import json
+import re
+import typing as t
+
+from .._clock import wall
+from ._record import (
+    STATES,
+    Corrupt,
+    JournalRecord,
+    Key,
+    check_grace,
+    encode_outcome,
+    key_of,
+    older_than_seconds,
+)
+
+if t.TYPE_CHECKING:
+    from ..results import Result
+
+__all__ = ["SQLJournal"]
+
+COLUMNS = (
+    "run_id",
+    "call_id",
+    "tool",
+    "tool_digest",
+    "digest",
+    "decision",
+    "state",
+    "owner",
+    "lease_expires",
+    "runs",
+    "started_at",
+    "completed_at",
+    "outcome",
+    "settled",
+)
+
+#: The table's default name.
+TABLE = "nous_tools_journal"
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+def check_table(name: object) -> str:
+    if type(name) is not str or not _IDENTIFIER.fullmatch(name):
+        raise ValueError(
+            f"a journal table name must be a plain SQL identifier (letters, digits, _), got {name!r}"
+        )
+    return name
+
+
+class SQLJournal:
+    """A :class:`~nous_tools.Journal` on one SQL table. Subclasses give
+    :meth:`_connection` (a DB-API connection in autocommit mode), the placeholder
+    and the column types."""
+
+    #: The DB-API placeholder of the driver (``?`` or ``%s``).
+    _placeholder = "?"
+    #: The column type of seconds since the epoch.
+    _real = "REAL"
+
+    grace: float
+
+    def __init__(self, *, grace: float, table: str) -> None:
+        self.grace = check_grace(grace)
+        self.table = check_table(table)
+        columns = ", ".join(COLUMNS)
+        p = self._placeholder
+        values = ", ".join([p] * len(COLUMNS))
+        table = self.table
+        self._sql_get = f"SELECT {columns} FROM {table} WHERE run_id = {p} AND call_id = {p}"
+        self._sql_insert = (
+            f"INSERT INTO {table} ({columns}) VALUES ({values}) "
+            "ON CONFLICT (run_id, call_id) DO NOTHING"
+        )
+        self._sql_replace = (
+            f"UPDATE {table} SET owner = {p}, lease_expires = {p}, started_at = {p}, "
+            f"tool_digest = {p}, runs = runs + 1 "
+            f"WHERE run_id = {p} AND call_id = {p} AND state = 'started' AND owner = {p}"
+        )
+        self._sql_complete = (
+            f"UPDATE {table} SET state = 'completed', outcome = {p}, completed_at = {p} "
+            f"WHERE run_id = {p} AND call_id = {p} AND state = 'started' AND owner = {p}"
+        )
+        self._sql_settle = (
+            f"UPDATE {table} SET state = 'completed', outcome = {p}, completed_at = {p}, "
+            f"settled = 1 WHERE run_id = {p} AND call_id = {p} AND state = 'started'"
+        )
+        self._sql_unknown = (
+            f"SELECT {columns} FROM {table} WHERE state = 'started' AND lease_expires <= {p} "
+            "ORDER BY started_at, run_id, call_id"
+        )
+        self._sql_prune = f"DELETE FROM {table} WHERE state = 'completed' AND completed_at < {p}"
+
+    # -- for subclasses --------------------------------------------------------------
+
+    def _connection(self) -> contextlib.AbstractContextManager[t.Any]:
+        raise NotImplementedError
+
+    def _schema(self) -> list[str]:
+        """The statements that make the table and its indexes, if missing."""
+        real = self._real
+        table = self.table
+        return [
+            f"CREATE TABLE IF NOT EXISTS {table} ("
+            "run_id TEXT NOT NULL, call_id TEXT NOT NULL, tool TEXT NOT NULL, "
+            "tool_digest TEXT NOT NULL, digest TEXT NOT NULL, decision TEXT, "
+            "state TEXT NOT NULL, owner TEXT NOT NULL, "
+            f"lease_expires {real} NOT NULL, runs INTEGER NOT NULL, "
+            f"started_at {real} NOT NULL, completed_at {real}, outcome TEXT, "
+            "settled INTEGER NOT NULL DEFAULT 0, "
+            "PRIMARY KEY (run_id, call_id))",
+            f"CREATE INDEX IF NOT EXISTS {table}_state ON {table} (state, lease_expires)",
+            f"CREATE INDEX IF NOT EXISTS {table}_completed ON {table} (completed_at)",
+        ]
+
+    # -- statements ------------------------------------------------------------------
+
+    def _rows(self, sql: str, parameters: c.Sequence[t.Any]) -> list[t.Any]:
+        with self._connection() as connection:
+            cursor = connection.cursor()
+            try:
+                cursor.execute(sql, parameters)
+                return list(cursor.fetchall())
+            finally:
+                cursor.close()
+
+    def _write(self, sql: str, parameters: c.Sequence[t.Any]) -> int:
+        with self._connection() as connection:
+            cursor = connection.cursor()
+            try:
+                cursor.execute(sql, parameters)
+                return int(cursor.rowcount)
+            finally:
+                cursor.close()
+
+    @staticmethod
+    def _record(row: c.Sequence[t.Any]) -> JournalRecord:
+        values = dict(zip(COLUMNS, row, strict=True))
+        run_id, call_id = values["run_id"], values["call_id"]
+        try:
+            state = values["state"]
+            if state not in STATES:
+                raise Corrupt(f"unknown state {state!r}")
+            outcome = values["outcome"]
+            if outcome is not None:
+                outcome = json.loads(outcome)
+                if not isinstance(outcome, dict):
+                    raise Corrupt("its outcome is not a JSON object")
+            if state == "completed" and outcome is None:
+                raise Corrupt("it is completed without an outcome")
+            completed_at = values["completed_at"]
+            return JournalRecord(
+                run_id=str(run_id),
+                call_id=str(call_id),
+                tool=str(values["tool"]),
+                digest=str(values["digest"]),
+                state=state,
+                owner=str(values["owner"]),
+                lease_expires=float(values["lease_expires"]),
+                started_at=float(values["started_at"]),
+                completed_at=float(completed_at) if completed_at is not None else None,
+                outcome=outcome,
+                decision=values["decision"],
+                runs=int(values["runs"]),
+                settled=bool(values["settled"]),
+                tool_digest=str(values["tool_digest"]),
+            )
+        except (TypeError, ValueError) as exc:  # json's errors are ValueErrors too
+            raise Corrupt(
+                f"the journal's record of call {call_id!r} of run {run_id!r} is corrupt: {exc}"
+            ) from None
+
+    @staticmethod
+    def _values(record: JournalRecord) -> tuple[t.Any, ...]:
+        outcome = record.outcome
+        return (
+            record.run_id,
+            record.call_id,
+            record.tool,
+            record.tool_digest,
+            record.digest,
+            record.decision,
+            record.state,
+            record.owner,
+            record.lease_expires,
+            record.runs,
+            record.started_at,
+            record.completed_at,
+            json.dumps(outcome, ensure_ascii=False, allow_nan=False)
+            if outcome is not None
+            else None,
+            int(record.settled),
+        )
+
+    # -- the Journal protocol ----------------------------------------------------------
+
+    def get(self, run_id: str, call_id: str) -> JournalRecord | None:
+        """The record of ``(run_id, call_id)``, or None."""
+        rows = self._rows(self._sql_get, (run_id, call_id))
+        return self._record(rows[0]) if rows else None
+
+    def start(self, record: JournalRecord, *, replace: str | None = None) -> JournalRecord | None:
+        """Write ``record`` as started, if its key is free (or, with ``replace``,
+        still started by that owner); None when written, else the record there."""
+        if replace is None:
+            if self._write(self._sql_insert, self._values(record)) == 1:
+                return None
+        else:
+            written = self._write(
+                self._sql_replace,
+                (
+                    record.owner,
+                    record.lease_expires,
+                    record.started_at,
+                    record.tool_digest,
+                    record.run_id,
+                    record.call_id,
+                    replace,
+                ),
+            )
+            if written == 1:
+                return None
+        found = self.get(record.run_id, record.call_id)
+        if found is None and replace is None:  # removed meanwhile: try once more
+            if self._write(self._sql_insert, self._values(record)) == 1:
+                return None
+            found = self.get(record.run_id, record.call_id)
+        if found is None:
+            raise Corrupt(
+                f"the record of call {record.call_id!r} of run {record.run_id!r} vanished "
+                "while it was being started"
+            )
+        return found
+
+    def complete(self, record: JournalRecord, outcome: c.Mapping[str, t.Any]) -> bool:
+        """Record ``outcome`` if the call is still started by ``record.owner``."""
+        text = json.dumps(outcome, ensure_ascii=False, allow_nan=False)
+        written = self._write(
+            self._sql_complete, (text, wall(), record.run_id, record.call_id, record.owner)
+        )
+        return written == 1
+
+    def unknown(self) -> list[JournalRecord]:
+        """The calls whose outcome is unknown: started, never completed, lease expired."""
+        return [self._record(row) for row in self._rows(self._sql_unknown, (wall(),))]
+
+    def settle(self, key: Key, result: Result) -> JournalRecord:
+        """Record ``result`` (``Ok``/``Err``) as the outcome of a started call; a
+        repeat of the call then gets it. ``ValueError`` when the call is not in the
+        journal or already completed."""
+        from ..results import Err, Ok
+
+        run_id, call_id = key_of(key)
+        if not isinstance(result, (Ok, Err)):
+            raise TypeError(f"settle expects an Ok or an Err, got {type(result).__name__}")
+        found = self.get(run_id, call_id)
+        if found is None:
+            raise ValueError(f"call {call_id!r} of run {run_id!r} is not in the journal")
+        outcome = encode_outcome(result, found.tool)
+        text = json.dumps(outcome, ensure_ascii=False, allow_nan=False)
+        if self._write(self._sql_settle, (text, wall(), run_id, call_id)) != 1:
+            raise ValueError(
+                f"call {call_id!r} of run {run_id!r} is already completed; nothing was changed"
+            )
+        settled = self.get(run_id, call_id)
+        assert settled is not None
+        return settled
+
+    def prune(self, *, older_than: float | datetime.timedelta) -> int:
+        """Remove the completed records completed more than ``older_than`` ago
+        (seconds or a timedelta); the number removed. Started records (running, or
+        unknown: waiting for a person) are kept."""
+        seconds = older_than_seconds(older_than)
+        return self._write(self._sql_prune, (wall() - seconds,))
+
+    def records(
+        self, *, run_id: str | None = None, state: str | None = None, limit: int | None = None
+    ) -> list[JournalRecord]:
+        """The records, newest first: of one run, in one state (``"started"``,
+        ``"completed"``), at most ``limit`` of them."""
+        p = self._placeholder
+        where: list[str] = []
+        parameters: list[t.Any] = []
+        if run_id is not None:
+            where.append(f"run_id = {p}")
+            parameters.append(run_id)
+        if state is not None:
+            if state not in STATES:
+                raise ValueError(f"state must be one of {', '.join(STATES)}, got {state!r}")
+            where.append(f"state = {p}")
+            parameters.append(state)
+        sql = f"SELECT {', '.join(COLUMNS)} FROM {self.table}"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY started_at DESC, run_id, call_id"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [self._record(row) for row in self._rows(sql, parameters)]

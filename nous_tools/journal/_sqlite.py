@@ -1,0 +1,127 @@
+"""``SQLiteJournal``: the call journal in one SQLite file, for the threads and
+processes of one host (private module; the name is public in :mod:`nous_tools`)."""
+
+from __future__ import annotations
+
+import collections.abc as c
+import contextlib
+import os
+import threading
+import typing as t
+
+from ._sql import TABLE, SQLJournal
+
+if t.TYPE_CHECKING:
+    import sqlite3
+
+__all__ = ["SQLiteJournal"]
+
+_SYNCHRONOUS = ("FULL", "NORMAL", "EXTRA")
+
+
+class SQLiteJournal(SQLJournal):
+    """The call journal in the SQLite database at ``path`` (made if missing), in
+    WAL mode: many readers and one writer at a time, across the threads and the
+    processes of one host (not over a network file system).
+
+    ``synchronous`` is SQLite's setting: ``"FULL"`` (the default) syncs each write
+    to disk before it returns, so a record survives a crash of the process and of
+    the machine; ``"NORMAL"`` survives a crash of the process (a SIGKILL, the OOM
+    killer) but may lose the last writes to a power cut, for less time per call.
+    ``timeout`` is how long a write waits for another process's (seconds).
+    ``grace`` is added to a call's deadline to make its lease. ``table`` names
+    the table.
+
+    >>> import tempfile, os
+    >>> from nous_tools import RunContext, Tool, ToolExecutor
+    >>> charged = []
+    >>> charge = Tool.from_function(lambda amount: charged.append(amount) or "paid",
+    ...                             name="charge", timeout=None)
+    >>> journal = SQLiteJournal(os.path.join(tempfile.mkdtemp(), "calls.db"))
+    >>> with ToolExecutor(journal=journal) as executor:
+    ...     ctx = RunContext.new(run_id="conversation-42")
+    ...     first = executor.execute(charge, {"amount": 5}, ctx, call_id="call_1")
+    ...     again = executor.execute(charge, {"amount": 5}, ctx, call_id="call_1")
+    >>> first.value, again.value, charged
+    ('paid', 'paid', [5])
+    >>> journal.get("conversation-42", "call_1").state
+    'completed'
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        grace: float = 60.0,
+        synchronous: str = "FULL",
+        timeout: float = 30.0,
+        table: str = TABLE,
+    ) -> None:
+        if synchronous not in _SYNCHRONOUS:
+            raise ValueError(
+                f"synchronous must be one of {', '.join(_SYNCHRONOUS)}, got {synchronous!r}"
+            )
+        if type(timeout) not in (int, float) or not timeout >= 0:
+            raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
+        self.path = os.fspath(path)
+        self.synchronous = synchronous
+        self.timeout = float(timeout)
+        super().__init__(grace=grace, table=table)
+        self._lock = threading.Lock()
+        self._idle: list[sqlite3.Connection] = []
+        self._pid = os.getpid()
+        self._ready = False
+        # Connections a forked child inherited: never used, never closed (closing
+        # one would touch the parent's locks and write-ahead log).
+        self._inherited: list[sqlite3.Connection] = []
+
+    def __repr__(self) -> str:
+        return f"<SQLiteJournal {self.path!r}>"
+
+    def _open(self) -> sqlite3.Connection:
+        import sqlite3
+
+        connection = sqlite3.connect(
+            self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
+        )
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute(f"PRAGMA synchronous={self.synchronous}")
+            if not self._ready:
+                for statement in self._schema():
+                    connection.execute(statement)
+                self._ready = True
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    @contextlib.contextmanager
+    def _connection(self) -> c.Iterator[sqlite3.Connection]:
+        pid = os.getpid()
+        with self._lock:
+            if pid != self._pid:  # a forked child: the parent's connections are not ours
+                self._inherited.extend(self._idle)
+                self._idle = []
+                self._pid = pid
+            connection = self._idle.pop() if self._idle else None
+        if connection is None:
+            connection = self._open()
+        try:
+            yield connection
+        except BaseException:
+            connection.close()  # in an unknown state: never reused
+            raise
+        with self._lock:
+            if pid == self._pid:
+                self._idle.append(connection)
+                return
+        connection.close()
+
+    def close(self) -> None:
+        """Close the connections not in use. The journal stays usable: it opens
+        new ones when it needs them."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for connection in idle:
+            connection.close()
