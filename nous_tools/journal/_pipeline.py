@@ -39,6 +39,7 @@ from ._record import (
     encode_outcome,
     idempotency_key,
     new_owner,
+    owner_gone,
 )
 
 if t.TYPE_CHECKING:
@@ -233,7 +234,7 @@ def _judge(call: _Call, record: JournalRecord | None) -> Result | _Go | _Marker:
         except (Corrupt, ValueError) as exc:
             return _unavailable(call, "read", exc)
         return replayed(call.tool, call.call_id, result)
-    if not record.expired():
+    if not record.expired() and not owner_gone(record.owner):
         return _RUNNING
     if call.tool.idempotent is True:
         return _Go(record.owner)

@@ -33,6 +33,7 @@ __all__ = [
     "encode_outcome",
     "idempotency_key",
     "new_owner",
+    "owner_gone",
 ]
 
 #: The version of the outcome encoding (the ``"v"`` of a stored outcome).
@@ -251,16 +252,62 @@ def idempotency_key(run_id: str, call_id: str) -> str:
 _owner_prefix: tuple[int, str] | None = None
 
 
+def _start_time(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot, from ``/proc``), or None
+    when there is no such process (or no ``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat.rsplit(b")", 1)[-1].split()
+    return fields[19].decode("ascii") if len(fields) > 19 else None
+
+
+def _namespace() -> str:
+    """This process's PID namespace (its inode), or "" where there is none to read."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return ""
+
+
 def new_owner() -> str:
-    """A new owner name for a call being started: ``host:pid:random``."""
+    """A new owner name for a call being started: ``host:pid:random:namespace:start``
+    (the PID namespace and the start time of the process let :func:`owner_gone` tell
+    a dead process from a live one, and from a later process with the same pid)."""
     global _owner_prefix
     pid = os.getpid()
     prefix = _owner_prefix
     if prefix is None or prefix[0] != pid:
         import socket
 
-        prefix = _owner_prefix = (pid, f"{socket.gethostname()}:{pid}")
-    return f"{prefix[1]}:{os.urandom(6).hex()}"
+        identity = f"{_namespace()}:{_start_time(pid) or ''}"
+        prefix = _owner_prefix = (pid, f"{socket.gethostname()}:{pid}:{{}}:{identity}")
+    return prefix[1].format(os.urandom(6).hex())
+
+
+def owner_gone(owner: str) -> bool:
+    """True only when the process that started a call is certainly gone: it ran on
+    this host, in this PID namespace, and no process with its pid and start time
+    exists any more (a SIGKILL, the OOM killer, a crash). Then its lease need not be
+    waited out. False whenever that cannot be known (another host, another
+    container, no ``/proc``): the lease decides."""
+    parts = owner.split(":")
+    if len(parts) != 5 or not parts[3] or not parts[4]:
+        return False
+    host, pid_text, _, namespace, started = parts
+    if not pid_text.isdigit():
+        return False
+    mine = _owner_prefix
+    if mine is None or mine[0] != os.getpid():
+        new_owner()
+        mine = _owner_prefix
+    assert mine is not None
+    own_host, _, _, own_namespace, _ = mine[1].split(":")
+    if host != own_host or namespace != own_namespace:
+        return False
+    return _start_time(int(pid_text)) != started
 
 
 # -- outcomes ------------------------------------------------------------------------

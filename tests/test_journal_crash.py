@@ -1,0 +1,102 @@
+"""The SQLite journal across real crashes: a process killed with SIGKILL at each of
+the four points of a journaled call, then a fresh process repeating the key (at once:
+a dead process of this host holds no lease). The side
+effect never happens twice; the repeat gets ``OutcomeUnknown`` where nobody can know
+the outcome, the stored outcome where the journal has it, and an ``idempotent=True``
+tool runs again with the same idempotency key (which its downstream de-duplicates)."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import signal
+import subprocess
+import sys
+import typing as t
+
+import pytest
+
+from nous_tools import SQLiteJournal
+
+HERE = pathlib.Path(__file__).resolve().parent
+CHILD = HERE / "journal_crash.py"
+ROOT = HERE.parent
+WAIT = 60.0
+
+
+def run_child(
+    journal: pathlib.Path, effects: pathlib.Path, point: str, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(CHILD), str(journal), str(effects), point, *extra],
+        capture_output=True,
+        text=True,
+        timeout=WAIT * 2,
+        cwd=str(ROOT),
+        check=False,
+    )
+
+
+def effects_of(path: pathlib.Path) -> list[str]:
+    return path.read_text().split() if path.exists() else []
+
+
+POINTS = ["after-started", "in-tool", "after-returned", "after-completed"]
+
+#: What the fresh process gets, for a tool that is not idempotent: the stored outcome
+#: once ``completed`` is written, else nobody can know.
+EXPECTED = {
+    "after-started": "OutcomeUnknown",
+    "in-tool": "OutcomeUnknown",
+    "after-returned": "OutcomeUnknown",
+    "after-completed": None,
+}
+#: How many times the side effect happened, at most once in every case.
+EFFECTS = {"after-started": 0, "in-tool": 1, "after-returned": 1, "after-completed": 1}
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_a_crash_at_each_point_never_repeats_the_side_effect(
+    tmp_path: pathlib.Path, point: str
+) -> None:
+    journal, effects = tmp_path / "journal.db", tmp_path / "effects"
+    crashed = run_child(journal, effects, point)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+    assert len(effects_of(effects)) == EFFECTS[point]
+    # A fresh process repeats the key. The dead process's lease (65 s) is still live,
+    # but it was on this host and is gone: its call's outcome is unknown at once.
+    repeat = run_child(journal, effects, "none")
+    assert repeat.returncode == 0, repeat.stderr
+    outcome = json.loads(repeat.stdout)
+    assert outcome["error"] == EXPECTED[point]
+    if point == "after-completed":
+        assert outcome == {"ok": True, "error": None, "text": '{"charged": 5}'}
+    else:
+        assert (
+            "the outcome of an earlier attempt is unknown; it was not run again"
+            in (outcome["text"])
+        )
+    assert len(effects_of(effects)) == EFFECTS[point]  # not again
+    record = SQLiteJournal(journal).get("run-crash", "call-1")
+    assert record is not None
+    assert record.state == ("completed" if point == "after-completed" else "started")
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_an_idempotent_tool_is_run_again_with_the_same_key_and_its_effect_happens_once(
+    tmp_path: pathlib.Path, point: str
+) -> None:
+    journal, effects = tmp_path / "journal.db", tmp_path / "effects"
+    crashed = run_child(journal, effects, point, "--idempotent")
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+    repeat = run_child(journal, effects, "none", "--idempotent")
+    assert repeat.returncode == 0, repeat.stderr
+    assert json.loads(repeat.stdout) == {"ok": True, "error": None, "text": '{"charged": 5}'}
+    keys = effects_of(effects)
+    assert len(keys) == 1 and len(keys[0]) == 64  # one effect, under the idempotency key
+    record = SQLiteJournal(journal).get("run-crash", "call-1")
+    assert record is not None and record.state == "completed"
+    assert record.runs == (1 if point == "after-completed" else 2)
+    again = run_child(journal, effects, "none", "--idempotent")  # and then it is replayed
+    assert json.loads(again.stdout)["ok"] is True
+    assert t.cast(int, SQLiteJournal(journal).get("run-crash", "call-1").runs) == record.runs  # type: ignore[union-attr]
