@@ -40,6 +40,16 @@ view must require a logged-in person allowed to approve (e.g. Flask-Login's
 A request id (header ``X-Request-Id``, or a new one) is put in a ``ContextVar``
 before each request; the tools see it, also when they run in a worker thread,
 because the executor runs every call in a copy of the caller's context.
+
+**Each call once** (``docs/concepts/journal.md``): with a call journal
+(``NOUS_TOOLS_JOURNAL``: an SQLite path, shared by the processes of the host) and a
+conversation id (header ``X-Conversation-Id``: the run the calls belong to), each
+tool call is journaled under the model's tool-call id. A proxy that retries a slow
+request, a double click, a worker restarted mid-batch: the same response posted again
+gets the same messages, and no tool runs twice — a retry that arrives while the first
+request still runs waits for it (``NOUS_TOOLS_JOURNAL_WAIT`` seconds). A paused batch
+carries its conversation id; resolving it twice returns the first outcome, and
+deciding a call otherwise the second time is 409.
 """
 
 from __future__ import annotations
@@ -56,7 +66,11 @@ from flask.typing import ResponseReturnValue
 from nous_tools import (
     BatchAlreadyResolved,
     InMemoryApprovalStore,
+    Journal,
+    JournalConflict,
     Registry,
+    RunContext,
+    SQLiteJournal,
     ToolCallResults,
     execute_tool_calls,
     parse_decisions,
@@ -71,13 +85,14 @@ APPROVAL_MAX_AGE = 3600.0
 
 
 # --8<-- [start:tools]
-def example_registry() -> Registry:
+def example_registry(journal: Journal | None = None) -> Registry:
     """Two tools: one that runs at once and one that needs a person's approval."""
     registry = Registry(
         name="flask-example",  # the audience of its signed batches
         approval_max_age=APPROVAL_MAX_AGE,  # how long a person has to decide
         # Each claim is kept until its token expires (the registry says when).
         approval_store=InMemoryApprovalStore(max_entries=10_000),
+        journal=journal,  # each call once, across retries and restarts (or None)
     )
 
     @registry.register
@@ -102,13 +117,22 @@ def create_app(
     registry: Registry | None = None, config: c.Mapping[str, t.Any] | None = None
 ) -> Flask:
     """The app. ``config`` is merged into ``app.config``, which must hold
-    ``NOUS_TOOLS_APPROVAL_SECRET`` (the key that signs paused batches)."""
-    registry = registry if registry is not None else example_registry()
+    ``NOUS_TOOLS_APPROVAL_SECRET`` (the key that signs paused batches); with
+    ``NOUS_TOOLS_JOURNAL`` (a path) the example registry journals its calls."""
     app = Flask(__name__)
     app.config.from_mapping(config or {})
     secret = app.config.get("NOUS_TOOLS_APPROVAL_SECRET")
     if not secret:
         raise RuntimeError("set NOUS_TOOLS_APPROVAL_SECRET in the app's config")
+    if registry is None:
+        path = app.config.get("NOUS_TOOLS_JOURNAL")
+        registry = example_registry(SQLiteJournal(path) if path else None)
+    wait = float(app.config.get("NOUS_TOOLS_JOURNAL_WAIT", 30.0))
+
+    def run_context() -> RunContext[t.Any] | None:
+        """The conversation the calls belong to (the journal's run_id), if named."""
+        conversation = request.headers.get("X-Conversation-Id")
+        return RunContext.new(run_id=conversation) if conversation else None
 
     # --8<-- [start:views]
     def reply(result: ToolCallResults) -> ResponseReturnValue:
@@ -124,7 +148,9 @@ def create_app(
         if not isinstance(body, dict):
             return {"error": 'expected the model\'s response, or {"tool_calls": [...]}'}, 400
         try:
-            result = execute_tool_calls(registry, body.get("tool_calls", body))
+            result = execute_tool_calls(
+                registry, body.get("tool_calls", body), run_context(), wait=wait
+            )
         except TypeError as exc:  # not a response or a list of calls
             return {"error": str(exc)}, 400
         return reply(result)
@@ -136,8 +162,8 @@ def create_app(
         try:
             decisions = parse_decisions(body)
             batch = ToolCallResults.from_dict(body.get("batch"), registry, secret)
-            resolved = batch.resolve(decisions)
-        except BatchAlreadyResolved:
+            resolved = batch.resolve(decisions, run_context(), wait=wait)
+        except (BatchAlreadyResolved, JournalConflict):  # JournalConflict: decided otherwise
             return {"error": "this batch was already decided"}, 409
         except ValueError as exc:  # malformed, changed, forged, expired: nothing ran
             return {"error": str(exc)}, 400
@@ -161,5 +187,8 @@ def create_app(
 
 if __name__ == "__main__":
     create_app(
-        config={"NOUS_TOOLS_APPROVAL_SECRET": os.environ.get("NOUS_TOOLS_APPROVAL_SECRET")}
+        config={
+            "NOUS_TOOLS_APPROVAL_SECRET": os.environ.get("NOUS_TOOLS_APPROVAL_SECRET"),
+            "NOUS_TOOLS_JOURNAL": os.environ.get("NOUS_TOOLS_JOURNAL"),
+        }
     ).run(debug=False)

@@ -1532,6 +1532,7 @@ def execute_tool_calls(
     executor: ToolExecutor | None = None,
     max_concurrency: int | None = None,
     on_progress: c.Callable[[int, int, CallResult | None], object] | None = None,
+    wait: float | None = None,
 ) -> ToolCallResults:
     """Run the tool calls of a model response through ``registry``, concurrently
     (at most ``max_concurrency`` at once, when given, whatever the executor's size).
@@ -1573,6 +1574,12 @@ def execute_tool_calls(
     call counts, also one that could not be read, failed validation, waits for
     approval (``NeedsApproval``) or timed out, so ``done`` reaches ``total``. It is
     called one call at a time; what it raises is logged and ignored.
+
+    With a call journal (the registry's, or the executor's) and a ``ctx.run_id``,
+    every call is journaled under its provider tool-call id: submitting the same
+    response again returns the same messages and runs nothing; ``wait`` (seconds)
+    is how long a call that is still running elsewhere is waited for (else it
+    answers ``Err(CallInProgress)``). See ``docs/concepts/journal.md``.
 
     ``ctx`` defaults to ``RunContext.new()``; ``executor`` to the registry's. Never
     raises for anything a model sent (hostile JSON, items whose attributes raise, an
@@ -1697,9 +1704,13 @@ def execute_tool_calls(
         result: CallResult | None = None
         try:
             if runner is own:
-                result = registry.execute(tool.name, call.arguments, run_ctx, call_id=call_id)
+                result = registry.execute(
+                    tool.name, call.arguments, run_ctx, call_id=call_id, wait=wait
+                )
             else:
-                result = registry._dispatch(tool, call.arguments, run_ctx, call_id, runner)
+                result = registry._dispatch(
+                    tool, call.arguments, run_ctx, call_id, runner, wait=wait
+                )
             return result
         finally:
             _observe_end(observer, seen, result)

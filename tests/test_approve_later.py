@@ -14,6 +14,8 @@ import collections.abc as c
 import datetime
 import hashlib
 import json
+import os
+import signal
 import threading
 import typing as t
 
@@ -42,10 +44,12 @@ from nous_tools import (
     ContextUpdate,
     Edit,
     Err,
+    JournalConflict,
     NeedsApproval,
     Ok,
     Registry,
     RunContext,
+    SQLiteJournal,
     Tool,
     ToolCall,
     ToolCallResults,
@@ -803,3 +807,153 @@ def test_resolved_calls_are_traced_whole_with_their_call_ids(
     assert "error.type" not in (spans["c_delete"].attributes or {})
     assert (spans["c_delete_2"].attributes or {})["error.type"] == "rejected"
     assert deleted.paths == ["/tmp/x"]
+
+
+# -- resolved with a call journal ----------------------------------------------------
+
+
+class Approved:
+    """Two ``ask`` tools: ``fast`` returns at once; ``slow`` waits for ``fast``'s
+    outcome to be journaled, then presses Ctrl-C (a real SIGINT) and waits to be
+    cancelled."""
+
+    def __init__(self) -> None:
+        self.fast_runs = 0
+        self.slow_runs = 0
+        self.fast_recorded = threading.Event()
+        self.slow_ended = threading.Event()
+
+    def fast(self, n: int) -> str:
+        self.fast_runs += 1
+        return f"fast {n}"
+
+    def slow(self, ctx: RunContext, n: int) -> str:
+        self.slow_runs += 1
+        try:
+            assert self.fast_recorded.wait(WAIT)
+            os.kill(os.getpid(), signal.SIGINT)  # the person presses Ctrl-C
+            ctx.cancelled.wait(WAIT)
+            return f"slow {n}"
+        finally:
+            self.slow_ended.set()
+
+
+class TellingJournal(SQLiteJournal):
+    """The SQLite journal, telling when ``fast``'s outcome is recorded."""
+
+    def __init__(self, path: t.Any, approved: Approved) -> None:
+        super().__init__(path)
+        self.approved = approved
+
+    def complete(self, record: t.Any, outcome: t.Any) -> bool:
+        written = super().complete(record, outcome)
+        if record.tool == "fast":
+            self.approved.fast_recorded.set()
+        return written
+
+
+def test_a_ctrl_c_during_a_journaled_resolve_loses_no_finished_result(
+    executor: ToolExecutor, tmp_path: t.Any
+) -> None:
+    approved = Approved()
+    registry = Registry(
+        [
+            Tool.from_function(approved.fast, name="fast", approval="ask", timeout=WAIT),
+            Tool.from_function(approved.slow, name="slow", approval="ask", timeout=WAIT),
+        ],
+        executor=executor,
+        name="agent",
+        journal=TellingJournal(tmp_path / "journal.db", approved),
+    )
+    ctx = RunContext.new(run_id="conversation-7")
+    calls = [ToolCall("call_f", "fast", {"n": 1}), ToolCall("call_s", "slow", {"n": 2})]
+    wire = json.loads(json.dumps(execute_tool_calls(registry, calls, ctx).to_dict(SECRET)))
+    decisions = {"call_f": "approve", "call_s": "approve"}
+    with pytest.raises(KeyboardInterrupt):
+        ToolCallResults.from_dict(wire, registry, SECRET).resolve(decisions)
+    assert approved.slow_ended.wait(WAIT)
+    # The same decisions submitted again: the finished call's outcome, nothing run again.
+    again = ToolCallResults.from_dict(wire, registry, SECRET).resolve(decisions)
+    assert again.results[0] == Ok("fast 1")
+    assert isinstance(again.results[1], Err)  # interrupted: in progress, or its stored Err
+    assert (approved.fast_runs, approved.slow_runs) == (1, 1)
+
+
+@pytest.fixture
+def journaled_registry(executor: ToolExecutor, deleted: Deleter, tmp_path: t.Any) -> Registry:
+    return Registry(
+        [make(get_weather), make(deleted, name="delete_file", approval="ask")],
+        executor=executor,
+        name="agent",
+        journal=SQLiteJournal(tmp_path / "journal.db"),
+    )
+
+
+def _paused(registry: Registry, *calls: ToolCall) -> dict[str, t.Any]:
+    ctx = RunContext.new(run_id="conversation-8")
+    result = execute_tool_calls(registry, list(calls), ctx)
+    assert result.pending
+    return t.cast(dict[str, t.Any], json.loads(json.dumps(result.to_dict(SECRET))))
+
+
+DELETE_X = ToolCall("call_d", "delete_file", {"path": "/x"})
+DELETE_Y = ToolCall("call_e", "delete_file", {"path": "/y"})
+
+
+def test_a_journaled_batch_submitted_twice_returns_the_first_outcome(
+    journaled_registry: Registry, deleted: Deleter
+) -> None:
+    wire = _paused(journaled_registry, DELETE_X, DELETE_Y)
+    assert wire["run_id"] == "conversation-8"
+    decisions: dict[str, t.Any] = {"call_d": "approve", "call_e": "reject"}
+    first = ToolCallResults.from_dict(wire, journaled_registry, SECRET).resolve(decisions)
+    again = ToolCallResults.from_dict(wire, journaled_registry, SECRET).resolve(decisions)
+    assert first.to_openai_messages() == again.to_openai_messages()
+    assert [m["content"] for m in again.to_openai_messages()] == [
+        "deleted /x",
+        "Error: tool 'delete_file' was rejected by the user and did not run",
+    ]
+    assert deleted.paths == ["/x"]
+
+
+@pytest.mark.parametrize(
+    "otherwise",
+    [{"call_d": "reject"}, {"call_d": Edit({"path": "/z"})}],
+    ids=["reject after approve", "edit after approve"],
+)
+def test_other_decisions_for_a_journaled_call_are_a_conflict_and_nothing_runs(
+    journaled_registry: Registry, deleted: Deleter, otherwise: dict[str, t.Any]
+) -> None:
+    wire = _paused(journaled_registry, DELETE_X, DELETE_Y)
+    ToolCallResults.from_dict(wire, journaled_registry, SECRET).resolve({"call_d": "approve"})
+    batch = ToolCallResults.from_dict(wire, journaled_registry, SECRET)
+    with pytest.raises(JournalConflict, match="another decision"):
+        batch.resolve({**otherwise, "call_e": "approve"})
+    assert deleted.paths == ["/x"]  # not even the undecided call_e ran
+
+
+def test_an_edited_call_is_replayed_when_the_response_is_posted_again(
+    journaled_registry: Registry, deleted: Deleter
+) -> None:
+    wire = _paused(journaled_registry, DELETE_X)
+    edit = {"call_d": Edit({"path": "/safe"})}
+    first = ToolCallResults.from_dict(wire, journaled_registry, SECRET).resolve(edit)
+    again = ToolCallResults.from_dict(wire, journaled_registry, SECRET).resolve(edit)
+    assert first.results == again.results == [Ok("deleted /safe")]
+    reposted = execute_tool_calls(
+        journaled_registry, [DELETE_X], RunContext.new(run_id="conversation-8")
+    )
+    assert reposted.results == [Ok("deleted /safe")]
+    assert deleted.paths == ["/safe"]
+
+
+def test_without_a_run_id_a_journaled_registry_keeps_batch_already_resolved(
+    journaled_registry: Registry, deleted: Deleter
+) -> None:
+    result = execute_tool_calls(journaled_registry, [DELETE_X])
+    wire = json.loads(json.dumps(result.to_dict(SECRET)))
+    assert "run_id" not in wire
+    ToolCallResults.from_dict(wire, journaled_registry, SECRET).resolve({"call_d": "approve"})
+    with pytest.raises(BatchAlreadyResolved):
+        ToolCallResults.from_dict(wire, journaled_registry, SECRET).resolve({"call_d": "approve"})
+    assert deleted.paths == ["/x"]

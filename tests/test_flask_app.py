@@ -25,7 +25,7 @@ from flask.testing import FlaskClient
 from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
 
-from nous_tools import InMemoryApprovalStore, Registry, Tool, ToolExecutor
+from nous_tools import InMemoryApprovalStore, Registry, SQLiteJournal, Tool, ToolExecutor
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
 sys.path.insert(0, str(EXAMPLES))
@@ -525,3 +525,154 @@ def test_the_default_app_runs_its_example_tools() -> None:
     paused_call = post_calls(client, call("call_d", "delete_file", {"path": "/tmp/q"}))
     resolved = decide(client, paused_call.get_json()["batch"], {"call_d": "approve"})
     assert resolved.get_json()["messages"][0]["content"] == "deleted /tmp/q"
+
+
+# -- each call once: a journal and a conversation id -----------------------------------
+
+
+class Charges:
+    """A tool with a side effect that must happen once per call: records each charge;
+    ``gate`` (when set) holds it inside the tool until released."""
+
+    def __init__(self) -> None:
+        self.amounts: list[int] = []
+        self.entered = threading.Event()
+        self.gate: threading.Event | None = None
+
+    def __call__(self, amount: int) -> str:
+        self.amounts.append(amount)
+        self.entered.set()
+        if self.gate is not None:
+            self.gate.wait(WAIT)
+        return f"charged {amount}"
+
+
+@pytest.fixture
+def charges() -> Charges:
+    return Charges()
+
+
+class WatchedJournal(SQLiteJournal):
+    """The SQLite journal, telling when a reader finds a call still running."""
+
+    def __init__(self, path: pathlib.Path) -> None:
+        super().__init__(path)
+        self.saw_running = threading.Event()
+
+    def get(self, run_id: str, call_id: str) -> t.Any:
+        record = super().get(run_id, call_id)
+        if record is not None and record.state == "started":
+            self.saw_running.set()
+        return record
+
+
+@pytest.fixture
+def journal(tmp_path: pathlib.Path) -> WatchedJournal:
+    return WatchedJournal(tmp_path / "journal.db")
+
+
+@pytest.fixture
+def journaled_app(
+    executor: ToolExecutor, deleted: Deleted, charges: Charges, journal: WatchedJournal
+) -> Flask:
+    registry = Registry(
+        [
+            Tool.from_function(charges, name="charge", timeout=WAIT),
+            Tool.from_function(deleted, name="delete_file", timeout=WAIT, approval="ask"),
+        ],
+        executor=executor,
+        name="flask-example",
+        approval_max_age=flask_app.APPROVAL_MAX_AGE,
+        journal=journal,
+    )
+    return t.cast(
+        Flask, flask_app.create_app(registry, {**CONFIG, "NOUS_TOOLS_JOURNAL_WAIT": WAIT})
+    )
+
+
+CHARGES = [call("call_1", "charge", {"amount": 5}), call("call_2", "charge", {"amount": 7})]
+CONVERSATION = {"X-Conversation-Id": "conversation-42"}
+
+
+def post_conversation(client: FlaskClient, *calls: dict[str, t.Any]) -> t.Any:
+    return client.post("/tool-calls", json={"tool_calls": list(calls)}, headers=CONVERSATION)
+
+
+def test_a_response_posted_again_after_a_proxy_retry_runs_each_tool_once(
+    journaled_app: Flask, charges: Charges
+) -> None:
+    first = post_conversation(journaled_app.test_client(), *CHARGES)
+    # The proxy lost the answer and sends the same request again, to another worker.
+    again = post_conversation(journaled_app.test_client(), *CHARGES)
+    assert first.status_code == again.status_code == 200
+    assert (
+        first.get_json()
+        == again.get_json()
+        == {
+            "messages": [
+                {"role": "tool", "tool_call_id": "call_1", "content": "charged 5"},
+                {"role": "tool", "tool_call_id": "call_2", "content": "charged 7"},
+            ]
+        }
+    )
+    assert sorted(charges.amounts) == [5, 7]
+
+
+def test_a_retry_that_arrives_while_the_first_request_runs_waits_for_its_outcome(
+    journaled_app: Flask, charges: Charges, journal: WatchedJournal
+) -> None:
+    charges.gate = threading.Event()
+    bodies: list[t.Any] = []
+    first = threading.Thread(
+        target=lambda: bodies.append(
+            post_conversation(journaled_app.test_client(), CHARGES[0]).get_json()
+        )
+    )
+    first.start()
+    try:
+        assert charges.entered.wait(WAIT)
+        retry = threading.Thread(  # the proxy gave up on the slow request and retries
+            target=lambda: bodies.append(
+                post_conversation(journaled_app.test_client(), CHARGES[0]).get_json()
+            )
+        )
+        retry.start()
+        assert journal.saw_running.wait(WAIT)  # the retry found the call running: it waits
+        charges.gate.set()
+        retry.join(WAIT * 2)
+    finally:
+        charges.gate.set()
+        first.join(WAIT * 2)
+    expected = {"messages": [{"role": "tool", "tool_call_id": "call_1", "content": "charged 5"}]}
+    assert bodies == [expected, expected]
+    assert charges.amounts == [5]
+
+
+def test_without_a_conversation_id_nothing_is_journaled(
+    journaled_app: Flask, charges: Charges
+) -> None:
+    client = journaled_app.test_client()
+    post_calls(client, CHARGES[0])
+    post_calls(client, CHARGES[0])
+    assert charges.amounts == [5, 5]
+
+
+def test_a_journaled_batch_resolved_twice_gives_the_first_outcome(
+    journaled_app: Flask, deleted: Deleted, charges: Charges
+) -> None:
+    client = journaled_app.test_client()
+    paused_batch = post_conversation(client, CHARGES[0], DELETE).get_json()["batch"]
+    assert paused_batch["run_id"] == "conversation-42"  # the batch carries its conversation
+    first = decide(client, paused_batch, {"call_d": "approve"})
+    again = decide(client, paused_batch, {"call_d": "approve"})  # a double submit
+    assert first.status_code == again.status_code == 200
+    assert first.get_json() == again.get_json()
+    assert again.get_json()["messages"][1]["content"] == "deleted /tmp/x"
+    otherwise = decide(client, paused_batch, {"call_d": "reject"})
+    assert otherwise.status_code == 409
+    assert deleted.paths == ["/tmp/x"] and charges.amounts == [5]
+    # The whole response posted again: every call answered from the journal.
+    reposted = post_conversation(client, CHARGES[0], DELETE)
+    assert reposted.status_code == 200
+    assert reposted.get_json() == first.get_json()
+    assert deleted.paths == ["/tmp/x"] and charges.amounts == [5]

@@ -100,3 +100,41 @@ def test_an_idempotent_tool_is_run_again_with_the_same_key_and_its_effect_happen
     again = run_child(journal, effects, "none", "--idempotent")  # and then it is replayed
     assert json.loads(again.stdout)["ok"] is True
     assert t.cast(int, SQLiteJournal(journal).get("run-crash", "call-1").runs) == record.runs  # type: ignore[union-attr]
+
+
+RACER = HERE / "journal_race.py"
+
+
+def race(target: str, tmp_path: pathlib.Path, processes: int, calls: int) -> list[list[str]]:
+    """``processes`` processes racing over ``calls`` keys of one journal; their answers.
+    Asserts that every call's side effect happened exactly once."""
+    effects, go = tmp_path / "effects", tmp_path / "go"
+    racers = [
+        subprocess.Popen(
+            [sys.executable, str(RACER), target, str(effects), str(go), str(calls)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=str(ROOT),
+        )
+        for _ in range(processes)
+    ]
+    go.touch()
+    answers = []
+    for racer in racers:
+        out, err = racer.communicate(timeout=WAIT * 5)
+        assert racer.returncode == 0, err
+        answers.append(json.loads(out))
+    ran = effects_of(effects)
+    assert sorted(ran) == sorted(f"call-{n}" for n in range(calls))  # each once
+    for n in range(calls):
+        kinds = [answer[n] for answer in answers]
+        assert set(kinds) <= {"ok", "CallInProgress"}, kinds
+        assert "ok" in kinds
+    return answers
+
+
+def test_processes_racing_the_same_keys_on_one_sqlite_file_run_each_once(
+    tmp_path: pathlib.Path,
+) -> None:
+    race(str(tmp_path / "journal.db"), tmp_path, processes=4, calls=25)

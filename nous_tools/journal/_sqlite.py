@@ -7,8 +7,10 @@ import collections.abc as c
 import contextlib
 import os
 import threading
+import time
 import typing as t
 
+from .._clock import monotonic
 from ._sql import TABLE, SQLJournal
 
 if t.TYPE_CHECKING:
@@ -17,6 +19,26 @@ if t.TYPE_CHECKING:
 __all__ = ["SQLiteJournal"]
 
 _SYNCHRONOUS = ("FULL", "NORMAL", "EXTRA")
+
+
+def _patiently(connection: sqlite3.Connection, statement: str, timeout: float) -> object:
+    """Run ``statement`` (setting up a connection), retrying while another process
+    holds the lock it needs: switching a new file to WAL takes no busy timeout."""
+    import sqlite3
+
+    deadline = monotonic() + timeout
+    pause = 0.002
+    while True:
+        try:
+            row = connection.execute(statement).fetchone()
+            return row[0] if row else None
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
 
 
 class SQLiteJournal(SQLJournal):
@@ -68,6 +90,7 @@ class SQLiteJournal(SQLJournal):
         self.timeout = float(timeout)
         super().__init__(grace=grace, table=table)
         self._lock = threading.Lock()
+        self._opening = threading.Lock()
         self._idle: list[sqlite3.Connection] = []
         self._pid = os.getpid()
         self._ready = False
@@ -85,12 +108,15 @@ class SQLiteJournal(SQLJournal):
             self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
         )
         try:
-            connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute(f"PRAGMA synchronous={self.synchronous}")
-            if not self._ready:
-                for statement in self._schema():
-                    connection.execute(statement)
-                self._ready = True
+            with self._opening:  # one at a time here; other processes: _patiently
+                mode = _patiently(connection, "PRAGMA journal_mode", self.timeout)
+                if str(mode).lower() != "wal":  # a new file: WAL is kept in it once set
+                    _patiently(connection, "PRAGMA journal_mode=WAL", self.timeout)
+                connection.execute(f"PRAGMA synchronous={self.synchronous}")
+                if not self._ready:
+                    for statement in self._schema():
+                        _patiently(connection, statement, self.timeout)
+                    self._ready = True
         except BaseException:
             connection.close()
             raise
