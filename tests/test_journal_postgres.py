@@ -1,0 +1,122 @@
+"""The PostgreSQL journal against a real server (slow suite): the tests start
+PostgreSQL on a Unix socket in a temporary directory. Four processes race the same
+keys 200 times and each tool runs once per key; a server stopped mid-run gives
+``JournalUnavailable`` and nothing runs un-journaled."""
+
+from __future__ import annotations
+
+import collections.abc as c
+import pathlib
+import subprocess
+import typing as t
+
+import pytest
+from test_journal_crash import race
+
+from nous_tools import (
+    Err,
+    JournalUnavailable,
+    Ok,
+    OutcomeUnknown,
+    PostgresJournal,
+    RunContext,
+    Tool,
+    ToolExecutor,
+    format_tool_result,
+)
+
+pytestmark = pytest.mark.slow
+
+WAIT = 30.0
+
+
+def dsn_of(server: dict[str, str]) -> str:
+    return f"host={server['host']} user={server['user']} dbname={server['name']}"
+
+
+@pytest.fixture(scope="module")
+def postgres() -> c.Iterator[dict[str, str]]:
+    from servers import postgres_server
+
+    with postgres_server() as server:
+        yield server
+
+
+def test_four_processes_racing_200_keys_run_each_tool_once(
+    postgres: dict[str, str], tmp_path: pathlib.Path
+) -> None:
+    answers = race(dsn_of(postgres), tmp_path, processes=4, calls=200)
+    assert sum(answer.count("ok") for answer in answers) >= 200
+
+
+def test_the_table_on_postgres(postgres: dict[str, str]) -> None:
+    journal = PostgresJournal(dsn_of(postgres), table="journal_table", grace=0)
+    runs: list[int] = []
+
+    def charge(amount: int) -> str:
+        runs.append(amount)
+        return f"charged {amount}"
+
+    tool = Tool.from_function(charge, timeout=None)
+    ctx = RunContext.new(run_id="pg-run")
+    with ToolExecutor(journal=journal) as executor:
+        assert executor.execute(tool, {"amount": 1}, ctx, call_id="c1") == Ok("charged 1")
+        assert executor.execute(tool, {"amount": 1}, ctx, call_id="c1") == Ok("charged 1")
+        conflict = executor.execute(tool, {"amount": 2}, ctx, call_id="c1")
+        assert type(t.cast(Err, conflict).reason).__name__ == "JournalConflict"
+        from nous_tools.journal._record import JournalRecord, arguments_digest
+
+        stuck = JournalRecord(
+            run_id="pg-run", call_id="c2", tool="charge",
+            digest=arguments_digest("charge", {"amount": 3}), owner="other-host:1:x",
+            lease_expires=0.0, started_at=0.0,
+        )  # fmt: skip
+        assert journal.start(stuck) is None
+        unknown = executor.execute(tool, {"amount": 3}, ctx, call_id="c2")
+        assert isinstance(t.cast(Err, unknown).reason, OutcomeUnknown)
+        assert [r.call_id for r in journal.unknown()] == ["c2"]
+        journal.settle(("pg-run", "c2"), Err("refunded by hand"))
+        settled = executor.execute(tool, {"amount": 3}, ctx, call_id="c2")
+        assert (
+            format_tool_result(settled, "charge") == "Error: tool 'charge' failed: refunded by hand"
+        )
+        assert journal.prune(older_than=0) == 2
+    assert runs == [1]
+    journal.close()
+
+
+def test_a_server_stopped_mid_run_gives_journal_unavailable_and_runs_nothing(
+    tmp_path: pathlib.Path,
+) -> None:
+    from servers import postgres_server
+
+    runs: list[int] = []
+
+    def charge(amount: int) -> str:
+        runs.append(amount)
+        return f"charged {amount}"
+
+    tool = Tool.from_function(charge, timeout=5.0)
+    ctx = RunContext.new(run_id="pg-stop")
+    with postgres_server() as server:
+        journal = PostgresJournal(dsn_of(server), connect_timeout=2)
+        executor = ToolExecutor(journal=journal)
+        assert executor.execute(tool, {"amount": 1}, ctx, call_id="c1") == Ok("charged 1")
+        pid = int((pathlib.Path(server["host"]) / "data" / "postmaster.pid").read_text().split()[0])
+        # Stop the server the way a crash would: immediate shutdown, connections cut.
+        subprocess.run(["kill", "-s", "QUIT", str(pid)], check=True)
+        from servers import wait_dead
+
+        assert wait_dead(pid, WAIT)
+        results = [executor.execute(tool, {"amount": n}, ctx, call_id=f"c{n}") for n in range(2, 6)]
+        executor.shutdown()
+    for result in results:
+        assert isinstance(result, Err) and isinstance(result.reason, JournalUnavailable)
+        assert "could not read call" in result.reason.message
+    assert runs == [1]  # nothing ran un-journaled
+
+
+def test_postgres_journal_refuses_a_bad_table_name() -> None:
+    with pytest.raises(ValueError, match="plain SQL identifier"):
+        PostgresJournal("host=/nowhere", table="x; DROP TABLE y")
+    assert "password" not in repr(PostgresJournal("postgresql://u:password@h/db"))
