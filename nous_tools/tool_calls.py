@@ -1325,7 +1325,9 @@ class ToolCallResults:
                 )
                 if conflict is not None:
                     raise conflict
-        elif registry._claim(_BATCH_CLAIM + self.id, self._claim_expiry(registry, plan)) is not True:
+        elif (
+            registry._claim(_BATCH_CLAIM + self.id, self._claim_expiry(registry, plan)) is not True
+        ):
             raise BatchAlreadyResolved(
                 f"cannot resolve: tool call batch {self.id} was already resolved "
                 "(a replay or a second submit); nothing was run"

@@ -597,3 +597,55 @@ def test_progress_and_log_text_is_recorded_with_capture_results(
     assert (progress.attributes or {})["nous_tools.progress.message"] == f"token {SECRET}"
     assert (log.attributes or {})["nous_tools.log.message"] == f"log {SECRET}"
     assert (log.attributes or {})["nous_tools.log.data"] == json.dumps({"key": SECRET})
+
+
+# -- the call journal: a replay is not an execution ------------------------------------
+
+
+def test_a_replayed_call_makes_no_span_and_no_measurement(
+    traced: InMemorySpanExporter,
+    reader: InMemoryMetricReader,
+    executor: ToolExecutor,
+    tmp_path: t.Any,
+) -> None:
+    from nous_tools import SQLiteJournal
+    from nous_tools.journal import idempotency_key
+
+    registry = Registry(
+        [Tool.from_function(search, timeout=5.0)],
+        executor=executor,
+        journal=SQLiteJournal(tmp_path / "journal.db"),
+    )
+    ctx = RunContext.new(run_id="conversation-1")
+    calls = [ToolCall("call_1", "search", {"query": "q"})]
+    execute_tool_calls(registry, calls, ctx)
+    assert len(tool_spans(traced)) == 1
+    assert len(durations(reader)) == 1 and durations(reader)[0].count == 1
+    again = execute_tool_calls(registry, calls, ctx)  # the same response posted again
+    assert again.to_openai_messages()[0]["content"] == "found q"
+    assert len(tool_spans(traced)) == 1  # the replay reported nothing as executed
+    assert durations(reader)[0].count == 1
+    # direct calls too: a replay sends no start, so no span
+    registry.execute("search", {"query": "q"}, ctx, call_id="call_1")
+    assert len(tool_spans(traced)) == 1
+    key = idempotency_key("conversation-1", "call_1")
+    assert key not in everything_recorded(traced)
+    assert key not in repr(reader.get_metrics_data())
+
+
+def test_a_call_the_journal_refuses_is_an_error_span_of_its_class(
+    traced: InMemorySpanExporter, executor: ToolExecutor, tmp_path: t.Any
+) -> None:
+    from nous_tools import SQLiteJournal
+
+    registry = Registry(
+        [Tool.from_function(search, timeout=5.0)],
+        executor=executor,
+        journal=SQLiteJournal(tmp_path / "journal.db"),
+    )
+    ctx = RunContext.new(run_id="conversation-1")
+    execute_tool_calls(registry, [ToolCall("call_1", "search", {"query": "q"})], ctx)
+    execute_tool_calls(registry, [ToolCall("call_1", "search", {"query": "other"})], ctx)
+    spans = tool_spans(traced)
+    assert len(spans) == 2
+    assert (spans[1].attributes or {})["error.type"] == "JournalConflict"

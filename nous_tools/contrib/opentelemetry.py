@@ -36,8 +36,10 @@ semantic conventions for tool execution describe them ("Execute tool span" and t
 Calls run by :func:`~nous_tools.execute_tool_calls` are traced whole: the span
 starts when the call starts and covers approval and validation, and a call refused
 there (``rejected``, ``invalid_arguments``) gets its span too. A call waiting for
-approval (``NeedsApproval``) has not executed and gets none; nor does a call of an
-unknown tool (its name is the model's, and would make the metric's cardinality the
+approval (``NeedsApproval``) has not executed and gets none; nor does a call the
+call journal answered with its stored outcome (a replay: ``tool_execute_replayed``),
+since a replay must not report an external effect as newly executed; nor does a call
+of an unknown tool (its name is the model's, and would make the metric's cardinality the
 model's too). Calls made with ``execute``/``Registry.execute`` directly are traced
 from the signals, which start with the first attempt: a call refused before any
 attempt makes no span there.
@@ -160,7 +162,17 @@ def _signal_error_type(kind: object) -> str:
 class _Open:
     """A call being traced, on the stack of calls running in this context."""
 
-    __slots__ = ("attempts", "batch", "call", "message", "span", "start", "token", "tool")
+    __slots__ = (
+        "attempts",
+        "batch",
+        "call",
+        "message",
+        "replayed",
+        "span",
+        "start",
+        "token",
+        "tool",
+    )
 
     def __init__(self, tool: object, call: ToolCall | None, *, batch: bool, start: int) -> None:
         self.tool = tool
@@ -171,6 +183,7 @@ class _Open:
         self.token: object = None
         self.attempts = 0
         self.message: str | None = None
+        self.replayed = False  # answered by the call journal: nothing executed
 
 
 # Calls being traced, innermost last. A context variable, not a thread-local: the
@@ -419,6 +432,14 @@ class _Instrumentation:
         when = measurements.get("system_time")
         span.add_event("log", attributes, timestamp=when if isinstance(when, int) else None)
 
+    def on_replayed(self, sender: object, *, measurements: t.Any, metadata: t.Any) -> None:
+        # A stored outcome, not an execution: the batch call ends without a span.
+        index = _find(sender)
+        if index >= 0:
+            entry = _open.get()[index]
+            if entry.batch and entry.span is None:
+                entry.replayed = True
+
     def _claim(self, sender: object) -> ToolCall | None:
         """The model tool call a directly traced span is for (arguments to record)."""
         call = current_tool_call()
@@ -440,7 +461,9 @@ class _Instrumentation:
             return
         entry = token
         self._pop(entry)
-        if isinstance(result, NeedsApproval):  # nothing executed: no span, no measurement
+        if isinstance(result, NeedsApproval) or entry.replayed:
+            # Nothing executed (a pending approval, a replayed outcome): no span, no
+            # measurement.
             if entry.span is not None:
                 entry.span.end()
             return
@@ -470,6 +493,7 @@ class _Instrumentation:
         _signals.tool_execute_timeout.connect(self.on_timeout, weak=False)
         _signals.tool_progress.connect(self.on_progress, weak=False)
         _signals.tool_log.connect(self.on_log, weak=False)
+        _signals.tool_execute_replayed.connect(self.on_replayed, weak=False)
         _tool_calls._observer = self
 
     def disconnect(self) -> None:
@@ -479,6 +503,7 @@ class _Instrumentation:
         _signals.tool_execute_timeout.disconnect(self.on_timeout)
         _signals.tool_progress.disconnect(self.on_progress)
         _signals.tool_log.disconnect(self.on_log)
+        _signals.tool_execute_replayed.disconnect(self.on_replayed)
         if _tool_calls._observer is self:
             _tool_calls._observer = None
 
