@@ -105,11 +105,12 @@ def _pg_bin() -> pathlib.Path:
 
 
 @contextlib.contextmanager
-def postgres_server() -> c.Iterator[dict[str, str]]:
+def postgres_server(*, durable: bool = False) -> c.Iterator[dict[str, str]]:
     """A fresh PostgreSQL cluster (``initdb``, then ``postgres``) listening only on
     a Unix socket in a temporary directory, run as an unprivileged user
     (:data:`PG_USER_AS_ROOT` when the tests run as root); yields
-    ``{"host": socket directory, "user": ..., "name": "postgres"}``."""
+    ``{"host": socket directory, "user": ..., "name": "postgres"}``. Commits are not
+    synced to disk unless ``durable`` (the benchmarks' setting: PostgreSQL's defaults)."""
     bin_dir = _pg_bin()
     as_root = os.geteuid() == 0
     user = PG_USER_AS_ROOT if as_root else getpass.getuser()
@@ -133,7 +134,8 @@ def postgres_server() -> c.Iterator[dict[str, str]]:
             os.chown(log.name, record.pw_uid, record.pw_gid)
         process = subprocess.Popen(
             [str(bin_dir / "postgres"), "-D", data, "-k", directory, "-c", "listen_addresses=",
-             "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+             *([] if durable else ["-c", "fsync=off", "-c", "synchronous_commit=off",
+                                   "-c", "full_page_writes=off"]),
              "-c", "max_connections=200"],
             stdout=log, stderr=subprocess.STDOUT, env=env, cwd=directory, **run_as,
         )  # fmt: skip

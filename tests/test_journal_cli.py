@@ -66,7 +66,7 @@ def test_show_prints_the_record_and_what_the_model_sees(
     assert status == 0
     assert "model sees        charged 1" in out
     status, out, _ = run(capsys, "show", path, "r", "c1", "--json")
-    assert json.loads(out)["outcome"] == {"v": 1, "ok": True, "value": "charged 1"}
+    assert json.loads(out)["outcome"] == {"v": 1, "ok": True, "plain": True, "value": "charged 1"}
     status, _, err = run(capsys, "show", path, "r", "nope")
     assert status == 1 and "not in the journal" in err
 

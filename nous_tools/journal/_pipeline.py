@@ -15,6 +15,7 @@ naming why, and the call does not run (fail closed).
 from __future__ import annotations
 
 import collections.abc as c
+import logging
 import time
 import typing as t
 
@@ -23,6 +24,8 @@ import attrs
 from .. import signals as _signals
 from .._clock import monotonic, wall
 from .._log import log as _log
+
+_logger = _log.logger
 from .._text import safe_str
 from ..errors import (
     CallInProgress,
@@ -121,16 +124,26 @@ class _Go:
 _RUNNING = _Marker("_RUNNING")
 
 
-@attrs.frozen(slots=True)
 class _Call:
     """A call being decided: its journal, its key and what identifies it."""
 
-    journal: t.Any
-    tool: Tool
-    run_id: str
-    call_id: str
-    digest: str
-    decision: str | None = None
+    __slots__ = ("call_id", "decision", "digest", "journal", "run_id", "tool")
+
+    def __init__(
+        self,
+        journal: t.Any,
+        tool: Tool,
+        run_id: str,
+        call_id: str,
+        digest: str,
+        decision: str | None = None,
+    ) -> None:
+        self.journal = journal
+        self.tool = tool
+        self.run_id = run_id
+        self.call_id = call_id
+        self.digest = digest
+        self.decision = decision
 
 
 def _unavailable(call: _Call, doing: str, exc: BaseException) -> Err:
@@ -212,7 +225,8 @@ def replayed(tool: Tool, call_id: str | None, result: Result) -> Result:
         if call_id is not None:
             metadata["call_id"] = call_id
         _signals.send(signal, tool, {"system_time": time.time_ns()}, metadata)
-    _log.debug("Tool '%s': outcome replayed from the call journal", tool.name)
+    if _logger.isEnabledFor(logging.DEBUG):
+        _log.debug("Tool '%s': outcome replayed from the call journal", tool.name)
     return result
 
 

@@ -21,8 +21,10 @@ class PostgresJournal(SQLJournal):
 
     ``dsn`` is a libpq connection string or URL (``"postgresql://app@db/app"``,
     ``"host=/run/postgresql dbname=app"``). Each write is one statement in its own
-    transaction (autocommit): durable when it returns, as the server's
-    ``synchronous_commit`` makes commits. The table (``table``, default
+    transaction (autocommit): a ``started`` record is durable when it returns, as the
+    server's ``synchronous_commit`` makes commits; a ``completed`` one does not wait
+    for the server's disk (``synchronous_commit`` off for it alone: lost to a server
+    crash, the call reads as unknown, never runs twice). The table (``table``, default
     ``nous_tools_journal``) is made on first use if missing. Connections are kept
     for reuse, one per thread at a time; a broken one is dropped, and a forked
     child opens its own. ``connect_timeout`` (seconds) bounds connecting;
@@ -105,6 +107,11 @@ class PostgresJournal(SQLJournal):
                 return
         with contextlib.suppress(Exception):
             connection.close()
+
+    def _write_unsynced(self, sql: str, parameters: c.Sequence[t.Any]) -> int:
+        with self._connection() as connection, connection.transaction():
+            connection.execute("SET LOCAL synchronous_commit TO OFF")
+            return int(connection.execute(sql, parameters).rowcount)
 
     def close(self) -> None:
         """Close the connections not in use. The journal stays usable: it opens new

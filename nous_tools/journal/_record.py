@@ -19,7 +19,10 @@ import typing as t
 import attrs
 
 from .. import _canonical as _c
-from ..errors import ToolError
+from .. import errors as _errors_module
+from .._clock import wall
+from ..errors import ToolError, _rebuild
+from ..results import Err, Ok
 
 if t.TYPE_CHECKING:
     from ..results import Result
@@ -101,8 +104,6 @@ class JournalRecord:
         if self.state != "started":
             return False
         if now is None:
-            from .._clock import wall
-
             now = wall()
         return self.lease_expires <= now
 
@@ -331,7 +332,8 @@ def encode_outcome(result: Result, tool: str) -> dict[str, t.Any]:
     - ``Ok`` whose value the canonical encoding holds (JSON values, and tuples,
       sets, bytes, non-string keys, tagged as approval tokens and batches write
       them) and whose text for a model reads back the same:
-      ``{"v": 1, "ok": true, "value": <tree>}``;
+      ``{"v": 1, "ok": true, "value": <tree>}`` (with ``"plain": true`` when the
+      tree is the JSON value itself, with no tags);
     - any other ``Ok``: ``{"v": 1, "ok": true, "text": <the text a model gets>}``
       (replayed as ``Ok(text)``);
     - ``Err``: ``{"v": 1, "ok": false, "error": {"type", "message", "text",
@@ -344,17 +346,21 @@ def encode_outcome(result: Result, tool: str) -> dict[str, t.Any]:
     >>> from nous_tools import Err, Ok, ToolTimeout
     >>> encode_outcome(Ok({"id": 7, "tags": ("a",)}), "charge")
     {'v': 1, 'ok': True, 'value': {'id': 7, 'tags': {'$tuple': ['a']}}}
+    >>> encode_outcome(Ok({"id": 7}), "charge")  # JSON as it is
+    {'v': 1, 'ok': True, 'plain': True, 'value': {'id': 7}}
     >>> encode_outcome(Err(ToolTimeout(tool_name="slow", timeout=2.0)), "slow")["error"]["text"]
     "Error: tool 'slow' timed out after 2.0 s and was not retried"
     """
-    from ..results import Ok
-    from ..tool_calls import format_tool_result
+    from ..tool_calls import format_tool_result  # it imports the executor, which imports us
 
     if isinstance(result, Ok):
         tree: dict[str, t.Any] = {"v": OUTCOME_VERSION, "ok": True}
         try:
             value = _c.encode(result.value)
-            if _unordered(value):  # sets and non-str keys come back in another order
+            dumped = _c.dumps(value)
+            if b'"$' not in dumped:
+                tree["plain"] = True  # JSON as it is: read back without decoding
+            elif _unordered(dumped):  # sets and non-str keys come back in another order
                 text = format_tool_result(result, tool)
                 back = Ok(_c.thaw(_c.decode(value)))
                 if format_tool_result(back, tool) != text:
@@ -382,10 +388,10 @@ def encode_outcome(result: Result, tool: str) -> dict[str, t.Any]:
     return {"v": OUTCOME_VERSION, "ok": False, "error": error}
 
 
-def _unordered(tree: object) -> bool:
-    """Whether an encoded value holds a set or a dict with keys that are not all
-    str, whose items the encoding sorts."""
-    return any(tag in _c.dumps(tree) for tag in (b'"$set"', b'"$frozenset"', b'"$dict"'))
+def _unordered(dumped: bytes) -> bool:
+    """Whether an encoded value (its canonical bytes) holds a set or a dict with keys
+    that are not all str, whose items the encoding sorts."""
+    return any(tag in dumped for tag in (b'"$set"', b'"$frozenset"', b'"$dict"'))
 
 
 def _message(reason: object) -> str:
@@ -398,15 +404,17 @@ def _message(reason: object) -> str:
     return safe_str(reason)
 
 
-def _errors() -> dict[str, type[ToolError]]:
-    from .. import errors
-
+def _error_classes() -> dict[str, type[ToolError]]:
     found: dict[str, type[ToolError]] = {}
-    for name in errors.__all__:
-        kind = getattr(errors, name)
+    for name in _errors_module.__all__:
+        kind = getattr(_errors_module, name)
         if isinstance(kind, type) and issubclass(kind, ToolError):
             found[name] = kind
     return found
+
+
+#: nous-tools' own error classes by name: what a stored error comes back as.
+_ERRORS = _error_classes()
 
 
 def _field(tree: c.Mapping[str, t.Any], key: str, kinds: tuple[type, ...]) -> t.Any:
@@ -428,8 +436,6 @@ def decode_outcome(tree: c.Mapping[str, t.Any], tool: str | None = None) -> Resu
     >>> decode_outcome(encode_outcome(Ok({"id": 7}), "charge"))
     Ok(value={'id': 7}, update=None)
     """
-    from ..results import Err, Ok
-
     if not isinstance(tree, c.Mapping) or tree.get("v") != OUTCOME_VERSION:
         raise Corrupt("not an outcome of version 1")
     ok = tree.get("ok")
@@ -438,9 +444,12 @@ def decode_outcome(tree: c.Mapping[str, t.Any], tool: str | None = None) -> Resu
         if "update" in tree:
             update = _decode_update(tree["update"])
         if "value" in tree:
-            try:
-                value = _c.thaw(_c.decode(tree["value"], "the value"))
-            except ValueError as exc:
+            try:  # the tree as the journal wrote it: decoded without re-encoding it
+                value = tree["value"]
+                value = _c.thaw(
+                    value if tree.get("plain") is True else _c._decode(value, "the value", 0)
+                )
+            except (ValueError, RecursionError) as exc:
                 raise Corrupt(str(exc)) from None
         else:
             value = _field(tree, "text", (str,))
@@ -456,9 +465,7 @@ def decode_outcome(tree: c.Mapping[str, t.Any], tool: str | None = None) -> Resu
     name = error.get("tool_name", tool)
     if name is not None and type(name) is not str:
         raise Corrupt("'tool_name' is not a str")
-    cls = _errors().get(kind, ToolError)
-    from ..errors import _rebuild
-
+    cls = _ERRORS.get(kind, ToolError)
     reason = _rebuild(cls, message, name, None, None)
     if kind == "ToolTimeout":
         timeout = error.get("timeout")

@@ -46,10 +46,13 @@ class SQLiteJournal(SQLJournal):
     WAL mode: many readers and one writer at a time, across the threads and the
     processes of one host (not over a network file system).
 
-    ``synchronous`` is SQLite's setting: ``"FULL"`` (the default) syncs each write
-    to disk before it returns, so a record survives a crash of the process and of
-    the machine; ``"NORMAL"`` survives a crash of the process (a SIGKILL, the OOM
-    killer) but may lose the last writes to a power cut, for less time per call.
+    ``synchronous`` is SQLite's setting. ``"NORMAL"`` (the default, WAL's usual
+    setting) makes each record survive the crash of any process (a SIGKILL, the
+    OOM killer, a deploy) the moment it is written, but the last records before a
+    power cut or a kernel crash may be lost — and a call whose ``started`` was lost
+    may then run again. ``"FULL"`` also syncs each ``started`` record to disk before
+    the tool runs (the ``completed`` one need not wait: its loss makes the call read
+    as unknown, never run twice), at the price of the disk's sync time per call.
     ``timeout`` is how long a write waits for another process's (seconds).
     ``grace`` is added to a call's deadline to make its lease. ``table`` names
     the table.
@@ -75,7 +78,7 @@ class SQLiteJournal(SQLJournal):
         path: str | os.PathLike[str],
         *,
         grace: float = 60.0,
-        synchronous: str = "FULL",
+        synchronous: str = "NORMAL",
         timeout: float = 30.0,
         table: str = TABLE,
     ) -> None:
@@ -121,6 +124,16 @@ class SQLiteJournal(SQLJournal):
             connection.close()
             raise
         return connection
+
+    def _write_unsynced(self, sql: str, parameters: c.Sequence[t.Any]) -> int:
+        if self.synchronous == "NORMAL":
+            return self._write(sql, parameters)
+        with self._connection() as connection:
+            connection.execute("PRAGMA synchronous=NORMAL")
+            try:
+                return int(connection.execute(sql, parameters).rowcount)
+            finally:
+                connection.execute(f"PRAGMA synchronous={self.synchronous}")
 
     @contextlib.contextmanager
     def _connection(self) -> c.Iterator[sqlite3.Connection]:
