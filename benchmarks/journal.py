@@ -116,6 +116,7 @@ def dbos_cases(
         config={
             "name": "nous-tools-bench",
             "system_database_url": f"sqlite:///{os.path.join(directory, 'dbos.sqlite')}",
+            "log_level": "WARNING",
         }
     )
     DBOS.launch()

@@ -719,3 +719,28 @@ def test_a_forked_child_opens_its_own_connections(
             os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
     assert journal.get(RUN, "call_1") is not None  # the parent's connections still work
+
+
+# -- DjangoJournal ---------------------------------------------------------------------
+
+
+def test_a_django_journal_replays_and_refuses_to_write_inside_a_transaction(
+    tmp_path: t.Any,
+) -> None:
+    pytest.importorskip("django")
+    import pathlib
+    import subprocess
+    import sys
+
+    here = pathlib.Path(__file__).resolve().parent
+    result = subprocess.run(
+        [sys.executable, str(here / "django_journal_calls.py"), str(tmp_path / "site.db")],
+        capture_output=True, text=True, timeout=120, cwd=str(here.parent), check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout)
+    assert seen["first"] == seen["again"] == "charged 5"
+    assert seen["runs"] == [5]
+    assert seen["state"] == "completed"
+    assert seen["inside_type"] == "JournalUnavailable"
+    assert "cannot write inside a transaction" in seen["inside"]

@@ -42,22 +42,38 @@ task and when they end. Give a registry an executor of your own with
 ``django_executor(...)``, which takes ``ToolExecutor``'s options. The transaction
 rule and a complete app: ``docs/how-to/django.md``.
 
-This module imports without Django; the cache is looked up at the first claim.
+**The call journal on the site's database.** :class:`DjangoJournal` keeps the
+journal (``docs/concepts/journal.md``) in a table of a database Django already
+knows, PostgreSQL or SQLite::
+
+    from nous_tools import Registry
+    from nous_tools.contrib.django import DjangoJournal
+
+    registry = Registry(tools, journal=DjangoJournal(using="journal"))
+
+This module imports without Django; the cache is looked up at the first claim, the
+database connection at the first journaled call.
 """
 
 from __future__ import annotations
 
+import collections.abc as c
+import contextlib
 import hashlib
 import math
+import threading
 import time
 import typing as t
 import weakref
+
+from ..journal._sql import TABLE, SQLJournal
 
 if t.TYPE_CHECKING:
     from nous_tools import ToolExecutor
 
 __all__ = [
     "CacheApprovalStore",
+    "DjangoJournal",
     "close_all_connections",
     "close_connections",
     "django_executor",
@@ -323,3 +339,62 @@ def __getattr__(name: str) -> t.Any:
         globals()[name] = config
         return config
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class DjangoJournal(SQLJournal):
+    """The call journal in a table of the Django database ``using`` (an alias of
+    ``settings.DATABASES``; PostgreSQL or SQLite), made on first use if missing.
+
+    Each record is written in Django's autocommit mode, so it is durable when it
+    returns. Inside a transaction (``transaction.atomic()``, ``ATOMIC_REQUESTS``)
+    a record would be rolled back with the request, and the call could then run
+    again: the journal refuses to work there — the call does not run,
+    ``Err(JournalUnavailable)`` — so give it an alias of its own (a second entry of
+    ``DATABASES`` for the same database, without ``ATOMIC_REQUESTS``). Django keeps
+    one connection per thread: run the executor with
+    ``after_task=close_connections`` as for any ORM use in tools.
+    """
+
+    _placeholder = "%s"
+    _real = "DOUBLE PRECISION"
+
+    def __init__(self, using: str = "default", *, grace: float = 60.0, table: str = TABLE) -> None:
+        super().__init__(grace=grace, table=table)
+        self.using = using
+        self._ready = False
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<DjangoJournal using={self.using!r} table={self.table!r}>"
+
+    @contextlib.contextmanager
+    def _connection(self) -> c.Iterator[t.Any]:
+        from django.db import connections
+
+        connection = connections[self.using]
+        if connection.in_atomic_block:
+            raise RuntimeError(
+                f"DjangoJournal cannot write inside a transaction of database {self.using!r} "
+                "(transaction.atomic or ATOMIC_REQUESTS): its records would be rolled back "
+                "with it; give it a database alias of its own"
+            )
+        if not self._ready:
+            with self._lock:
+                if not self._ready:
+                    self._make_table(connection)
+                    self._ready = True
+        yield connection
+
+    def _make_table(self, connection: t.Any) -> None:
+        from django.db import DatabaseError
+
+        for statement in self._schema():
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute(statement)
+            except DatabaseError:  # another process made it at the same moment
+                if self.table not in connection.introspection.table_names():
+                    raise
+
+    def close(self) -> None:
+        """Nothing to close: Django owns the connections."""

@@ -24,8 +24,6 @@ import attrs
 from .. import signals as _signals
 from .._clock import monotonic, wall
 from .._log import log as _log
-
-_logger = _log.logger
 from .._text import safe_str
 from ..errors import (
     CallInProgress,
@@ -44,6 +42,8 @@ from ._record import (
     new_owner,
     owner_gone,
 )
+
+_logger = _log.logger
 
 if t.TYPE_CHECKING:
     from ..executor import ToolExecutor
