@@ -563,6 +563,8 @@ class ToolExecutor:
         if here.nested:  # inside a pool worker: shield our own code from cancellation
             return self._shielded(tool, arguments, ctx, call_id, False, wait=wait)
         try:
+            if wait is None:  # a keyword fewer to pass on the common call
+                return self._execute(tool, arguments, ctx, call_id)
             return self._execute(tool, arguments, ctx, call_id, wait=wait)
         except BaseException as exc:  # a bug of ours must not reach the caller either
             if interrupts(exc):
@@ -2055,6 +2057,8 @@ def execute(
     if here.nested:
         return executor._shielded(tool, arguments, ctx, call_id, False, wait=wait)
     try:
+        if wait is None:  # a keyword fewer to pass on the most common call
+            return executor._execute(tool, arguments, ctx, call_id)
         return executor._execute(tool, arguments, ctx, call_id, wait=wait)
     except BaseException as exc:  # a bug of ours must not reach the caller either
         if interrupts(exc):
