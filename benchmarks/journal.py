@@ -207,6 +207,11 @@ def one_run(options: argparse.Namespace, postgres_dsn: str | None) -> dict[str, 
         for name in executors:  # the journal's cost: the call's time less the plain call's
             figures[f"{name} overhead p50"] = figures[f"{name} p50"] - figures["plain p50"]
             figures[f"{name} overhead p99"] = figures[f"{name} p99"] - figures["plain p99"]
+        for name in ("sqlite-full", "postgres"):  # what a synced commit leaves beside the disk
+            if f"{name} overhead p50" in figures:
+                figures[f"{name} overhead p50 less one fsync p50"] = (
+                    figures[f"{name} overhead p50"] - figures["fsync p50"]
+                )
         figures["replay / (plain + read)"] = statistics.median(by["replay"].samples) / (
             statistics.median(by["plain"].samples) + statistics.median(by["read"].samples)
         )

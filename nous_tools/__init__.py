@@ -14,6 +14,7 @@ Ok(value='HI', update=None)
 from __future__ import annotations
 
 import logging
+import typing as t
 
 from . import signals
 from .advice import Advice
@@ -48,7 +49,6 @@ from .executor import (
     execute_many,
     set_default_executor,
 )
-from .journal import Journal, JournalRecord, PostgresJournal, SQLiteJournal
 from .registry import Registry
 from .results import ApprovalRequest, Edit, Err, NeedsApproval, Ok, Result
 from .run_context import RunContext
@@ -57,6 +57,9 @@ from .tool import Tool, ToolOptions, tool
 from .tool_calls import ToolCallResults, execute_tool_calls, format_tool_result
 from .usage import Usage
 from .web import parse_decisions
+
+if t.TYPE_CHECKING:
+    from .journal import Journal, JournalRecord, PostgresJournal, SQLiteJournal
 
 __version__ = "0.1.0.dev0"
 
@@ -120,3 +123,14 @@ __all__ = [
     "signals",
     "tool",
 ]
+
+
+def __getattr__(name: str) -> t.Any:
+    # The call journal's classes, imported on first use (see nous_tools.journal).
+    if name in ("Journal", "JournalRecord", "PostgresJournal", "SQLiteJournal"):
+        from . import journal
+
+        value = getattr(journal, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

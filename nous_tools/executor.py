@@ -49,7 +49,6 @@ from .backend import Backend, ProcessBackend, ThreadBackend, check_backend
 from .errors import ExecutorSaturated, ExecutorShutdown, ToolError, ToolTimeout
 from .journal._pipeline import UNJOURNALED, Claim, check_journal
 from .journal._pipeline import run as _journal_run
-from .journal._record import Journal
 from .results import Err, Ok, Result
 from .results import _set_update as _set_ok_update
 from .results import _set_value as _set_ok_value
@@ -58,6 +57,9 @@ from .run_context import AttemptCancelled, RunContext
 from .run_context import for_attempt as _for_attempt
 from .run_context import with_channel as _with_channel
 from .tool import ON_TIMEOUT_MODES, Tool
+
+if t.TYPE_CHECKING:
+    from .journal._record import Journal
 
 __all__ = [
     "ToolCall",

@@ -57,7 +57,6 @@ from .executor import (
 )
 from .journal._pipeline import check_journal
 from .journal._pipeline import peek as _journal_peek
-from .journal._record import Journal
 from .results import (
     DEFAULT_MAX_CLOCK_SKEW,
     Err,
@@ -71,6 +70,9 @@ from .results import (
 )
 from .run_context import RunContext
 from .tool import Tool
+
+if t.TYPE_CHECKING:
+    from .journal._record import Journal
 
 __all__ = ["Registry"]
 

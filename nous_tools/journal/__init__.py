@@ -41,9 +41,12 @@ is possible.
 
 from __future__ import annotations
 
-from ._postgres import PostgresJournal
-from ._record import Journal, JournalRecord, decode_outcome, encode_outcome, idempotency_key
-from ._sqlite import SQLiteJournal
+import typing as t
+
+if t.TYPE_CHECKING:
+    from ._postgres import PostgresJournal
+    from ._record import Journal, JournalRecord, decode_outcome, encode_outcome, idempotency_key
+    from ._sqlite import SQLiteJournal
 
 __all__ = [
     "Journal",
@@ -54,3 +57,30 @@ __all__ = [
     "encode_outcome",
     "idempotency_key",
 ]
+
+#: Where each public name lives: the journal's modules are imported on first use, so
+#: ``import nous_tools`` (whose executor needs only ``_pipeline``) pays nothing for them.
+_HOMES = {
+    "Journal": "_record",
+    "JournalRecord": "_record",
+    "decode_outcome": "_record",
+    "encode_outcome": "_record",
+    "idempotency_key": "_record",
+    "PostgresJournal": "_postgres",
+    "SQLiteJournal": "_sqlite",
+}
+
+
+def __getattr__(name: str) -> t.Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -33,23 +33,15 @@ from ..errors import (
     ToolError,
 )
 from ..results import Err
-from ._record import (
-    Corrupt,
-    JournalRecord,
-    arguments_digest,
-    encode_outcome,
-    idempotency_key,
-    new_owner,
-    owner_gone,
-)
 
 _logger = _log.logger
 
-if t.TYPE_CHECKING:
+if t.TYPE_CHECKING:  # _record is imported at the first journaled call, not with the package
     from ..executor import ToolExecutor
     from ..results import Result
     from ..run_context import RunContext
     from ..tool import Tool
+    from ._record import JournalRecord
 
 __all__ = [
     "UNJOURNALED",
@@ -147,6 +139,8 @@ class _Call:
 
 
 def _unavailable(call: _Call, doing: str, exc: BaseException) -> Err:
+    from ._record import Corrupt
+
     name = call.tool.name
     why = safe_str(exc) if isinstance(exc, Corrupt) else f"{type(exc).__name__}: {safe_str(exc)}"
     _log.error(
@@ -232,6 +226,8 @@ def replayed(tool: Tool, call_id: str | None, result: Result) -> Result:
 
 def _judge(call: _Call, record: JournalRecord | None) -> Result | _Go | _Marker:
     """What the journal's ``record`` means for ``call`` (the table)."""
+    from ._record import Corrupt, owner_gone
+
     if record is None:
         return _Go(None)
     if record.tool != call.tool.name or record.digest != call.digest:
@@ -307,6 +303,8 @@ def prepare(
                 tool_name=tool.name,
             )
         )
+    from ._record import arguments_digest
+
     digest = arguments_digest(tool.name, arguments)
     return _Call(journal, tool, run_id, call_id, digest, decision)
 
@@ -326,6 +324,7 @@ class JournalClaim(Claim):
         call = self.call
         journal = call.journal
         from ..results import tool_digest
+        from ._record import JournalRecord, idempotency_key, new_owner
 
         timeout = tool.timeout
         lease = float(journal.grace)
@@ -365,6 +364,8 @@ class JournalClaim(Claim):
         record = self.record
         if record is None:
             return
+        from ._record import encode_outcome
+
         try:
             written = self.call.journal.complete(record, encode_outcome(result, tool.name))
         except Exception as exc:
@@ -468,6 +469,8 @@ def decision_text(decision: str, tool: Tool, edited: object) -> str:
     """How a person's decision is recorded: ``"approve"``, ``"reject"``, or
     ``"edit:<digest of the edited arguments>"``."""
     if decision == "edit":
+        from ._record import arguments_digest
+
         return "edit:" + arguments_digest(tool.name, edited)
     return decision
 

@@ -10,7 +10,6 @@ encoded as :func:`encode_outcome` writes it.
 from __future__ import annotations
 
 import collections.abc as c
-import datetime
 import hashlib
 import json
 import os
@@ -25,6 +24,8 @@ from ..errors import ToolError, _rebuild
 from ..results import Err, Ok
 
 if t.TYPE_CHECKING:
+    import datetime
+
     from ..results import Result
 
 __all__ = [
@@ -54,8 +55,8 @@ class Corrupt(ValueError):
 
 
 def _seconds(value: object, what: str) -> float:
-    if isinstance(value, datetime.timedelta):
-        return value.total_seconds()
+    if type(value).__name__ == "timedelta" and hasattr(value, "total_seconds"):
+        return float(value.total_seconds())  # datetime is imported only by those who use it
     if type(value) in (int, float) and t.cast(float, value) >= 0:  # NaN fails the >=
         return float(t.cast(float, value))
     raise ValueError(f"{what} must be a number of seconds >= 0 or a timedelta, got {value!r}")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import collections.abc as c
 import contextlib
-import datetime
 import json
 import re
 import typing as t
@@ -29,6 +28,8 @@ from ._record import (
 )
 
 if t.TYPE_CHECKING:
+    import datetime
+
     from ..results import Result
 
 __all__ = ["SQLJournal"]
