@@ -744,3 +744,22 @@ def test_a_django_journal_replays_and_refuses_to_write_inside_a_transaction(
     assert seen["state"] == "completed"
     assert seen["inside_type"] == "JournalUnavailable"
     assert "cannot write inside a transaction" in seen["inside"]
+
+
+# -- with the tools' limits (the pipeline's order) --------------------------------------
+
+
+def test_a_call_refused_by_its_limits_is_not_journaled_and_a_replay_takes_no_rate(
+    journal: SQLiteJournal, journaled: ToolExecutor, ledger: Ledger
+) -> None:
+    from nous_tools import RateLimited
+
+    charge = Tool.from_function(
+        ledger, name="charge", timeout=WAIT, rate_limit="1/hour", max_concurrency=1
+    )
+    assert journaled.execute(charge, {"amount": 1}, CTX, call_id="c1") == Ok({"charged": 1})
+    refused = journaled.execute(charge, {"amount": 2}, CTX, call_id="c2")
+    assert isinstance(refused, Err) and isinstance(refused.reason, RateLimited)
+    assert journal.get(RUN, "c2") is None  # a refused call never started
+    assert journaled.execute(charge, {"amount": 1}, CTX, call_id="c1") == Ok({"charged": 1})
+    assert [amount for amount, _ in ledger.charges] == [1]
