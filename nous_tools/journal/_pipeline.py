@@ -330,6 +330,10 @@ class JournalClaim(Claim):
         lease = float(journal.grace)
         if timeout:
             lease += timeout * (tool.retries + 1)
+        try:  # what the tool was, for the record (not compared: a deploy may change it)
+            identity = tool_digest(tool)
+        except (TypeError, ValueError):  # it captures values a digest cannot hold
+            identity = ""
         now = wall()
         record = JournalRecord(
             run_id=call.run_id,
@@ -341,7 +345,7 @@ class JournalClaim(Claim):
             lease_expires=now + lease,
             started_at=now,
             decision=call.decision,
-            tool_digest=tool_digest(tool),
+            tool_digest=identity,
         )
         for _ in range(3):
             try:

@@ -445,10 +445,12 @@ def decode_outcome(tree: c.Mapping[str, t.Any], tool: str | None = None) -> Resu
         if "update" in tree:
             update = _decode_update(tree["update"])
         if "value" in tree:
-            try:  # the tree as the journal wrote it: decoded without re-encoding it
+            try:  # plain JSON is its own value; a tagged tree is decoded in one walk
                 value = tree["value"]
-                value = _c.thaw(
-                    value if tree.get("plain") is True else _c._decode(value, "the value", 0)
+                value = (
+                    _c.thaw(value)
+                    if tree.get("plain") is True
+                    else _c.decode(value, "the value", frozen=False)
                 )
             except (ValueError, RecursionError) as exc:
                 raise Corrupt(str(exc)) from None
