@@ -65,7 +65,7 @@ def test_a_replay_serves_each_call_in_the_order_recorded_without_running(
     assert clock.runs == 4  # nothing ran
     assert [format_tool_result(r, "now") for r in replayed] == [
         "UTC 1",
-        "Error: tool 'now' failed: Tool execution failed: no such zone",
+        "Error: tool 'now' failed: Tool execution failed: ValueError: no such zone",
         "UTC 3",
         "CET 2",
     ]

@@ -160,7 +160,7 @@ def test_an_err_is_stored_and_replayed_with_the_same_message_for_the_model(
     assert isinstance(again, Err) and isinstance(again.reason, ToolError)
     assert format_tool_result(again, "login") == format_tool_result(first, "login")
     assert format_tool_result(again, "login") == (
-        "Error: tool 'login' failed: Tool execution failed: login failed"
+        "Error: tool 'login' failed: Tool execution failed: ValueError: login failed"
     )
     assert again.reason.error_type == "ToolError"
     assert runs == ["t"]

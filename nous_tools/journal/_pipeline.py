@@ -313,11 +313,12 @@ class JournalClaim(Claim):
     """A call step 0 let go on: ``started`` before its first attempt, ``completed``
     after its last."""
 
-    __slots__ = ("call", "record", "replace")
+    __slots__ = ("call", "record", "replace", "wait")
 
-    def __init__(self, call: _Call, replace: str | None) -> None:
+    def __init__(self, call: _Call, replace: str | None, wait: float | None = None) -> None:
         self.call = call
         self.replace = replace
+        self.wait = wait  # how long to wait for the same call started meanwhile elsewhere
         self.record: JournalRecord | None = None
 
     def start(self, tool: Tool, ctx: RunContext[t.Any]) -> RunContext[t.Any] | Result:
@@ -358,7 +359,9 @@ class JournalClaim(Claim):
             # Another caller wrote it between step 0 and now: judge again.
             verdict = _judge(call, found)
             if verdict is _RUNNING:
-                return _in_progress(call)
+                if not self.wait:
+                    return _in_progress(call)
+                verdict = decide(call, self.wait)  # wait for its outcome, as step 0 would
             if not isinstance(verdict, _Go):
                 return t.cast("Result", verdict)
             self.replace = verdict.replace
@@ -434,7 +437,7 @@ def run(
         call_id,
         skip_approval=skip_approval,
         shielded=shielded,
-        journal=JournalClaim(call, decided.replace),
+        journal=JournalClaim(call, decided.replace, seconds),
     )
 
 
@@ -526,4 +529,4 @@ def resolve_call(
     decided = decide(call, seconds)
     if type(decided) is not _Go:
         return t.cast("Result", decided)
-    return go(JournalClaim(call, decided.replace))
+    return go(JournalClaim(call, decided.replace, seconds))
