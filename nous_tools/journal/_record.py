@@ -73,7 +73,8 @@ class JournalRecord:
     (``"approve"``, ``"reject"``, or ``"edit:<digest of the edited arguments>"``),
     None otherwise. ``state`` is ``"started"`` or ``"completed"``; ``owner`` names
     the process that started it and ``lease_expires`` (Unix seconds) until when it
-    may still be running there. ``runs`` counts the times it was started (more than
+    may still be running there; ``started_at`` and ``completed_at`` are when it was
+    started and completed (Unix seconds; None while it is not completed). ``runs`` counts the times it was started (more than
     one only for an ``idempotent=True`` tool re-run after a crash). ``outcome`` is
     the stored outcome (:meth:`result` rebuilds it); ``settled`` is True when a
     person recorded it with ``journal.settle``.
