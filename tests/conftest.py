@@ -4,8 +4,17 @@ import collections.abc as c
 import typing as t
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from nous_tools import ToolExecutor, signals
+
+# This machine is shared and noisy: no property test may fail because one example
+# took long (a deadline) or the data generation was slow. Tests that set their own
+# settings inherit these.
+settings.register_profile(
+    "noisy-machine", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("noisy-machine")
 
 
 @pytest.fixture
