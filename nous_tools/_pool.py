@@ -579,6 +579,9 @@ class WorkerPool:
             if worker.asleep:  # (awake: it is looking at the queue, or was rung already)
                 _ring(worker)  # it takes itself off the idle stack, then a queued task
         if self._shutdown:
+            # Shut down meanwhile: the task may sit behind the workers' last look at
+            # the queue, so drop it -- unless a worker has taken it already (then it
+            # runs, this caller waits for it, and shutdown(wait=True) waits too).
             self._abandon(task, SHUT_DOWN)
 
     def _refusal(self) -> Outcome:
@@ -599,6 +602,10 @@ class WorkerPool:
         """Decide ``task``'s outcome as ``kind`` unless it has finished; True when
         this call decided it. Idempotent: a second call returns False.
 
+        ``SHUT_DOWN`` means "never started": it is decided only by the party that
+        wins ``start`` (so it is never said of a task a worker has taken, which runs
+        to its end); any other kind abandons the task whether it runs or not.
+
         Whoever claims ``finish`` releases ``done``, exactly once: the worker that
         ran the task, or the party that abandoned or dropped it — here in a
         ``finally``, so a Ctrl-C landing anywhere after the claim still wakes the
@@ -608,6 +615,8 @@ class WorkerPool:
         mine = object()
         try:
             started = claims.setdefault("start", mine) is not mine  # False: never ran
+            if started and kind == SHUT_DOWN:
+                return False  # a worker took it first: it runs, and is waited for
             with self._lock:
                 if claims.setdefault("finish", mine) is not mine:
                     return False  # it finished, or another party decided it

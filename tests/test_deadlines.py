@@ -284,6 +284,61 @@ def test_shutdown_waits_for_healthy_work_only_and_is_idempotent() -> None:
     assert holder == [Ok("done")]
 
 
+def shutdown_beside_a_running_call() -> list[str]:
+    """One round of the race between a call that has started and ``shutdown``: an
+    executor with one abandoned worker, a healthy call that has signalled it started
+    and ends only once shutdown has begun, then ``shutdown(wait=True)``. Returns
+    what went wrong (nothing when the call was reported as run and waited for)."""
+    stop = threading.Event()
+    started = threading.Event()
+    finished = threading.Event()
+    ex = ToolExecutor(max_workers=2)
+    pool = ex._pool
+
+    def healthy() -> str:
+        started.set()
+        for _ in range(10_000):  # until shutdown has begun (10 s at most)
+            if pool.is_shutdown:
+                break
+            time.sleep(0.001)
+        finished.set()
+        return "done"
+
+    holder: list[t.Any] = []
+    try:
+        hung = ex.execute(make(lambda: stop.wait(60), name="hang", timeout=0.01), {})
+        assert isinstance(hung, Err) and isinstance(hung.reason, ToolTimeout)
+        caller = threading.Thread(
+            target=lambda: holder.append(ex.execute(make(healthy, timeout=30), {}))
+        )
+        caller.start()
+        assert started.wait(10)
+        ex.shutdown(wait=True)
+        waited = finished.is_set()
+        caller.join(10)
+    finally:
+        stop.set()
+    problems = []
+    if not waited:
+        problems.append("shutdown(wait=True) returned before the running call finished")
+    if holder != [Ok("done")]:
+        problems.append(f"the call that ran was reported as {holder!r}")
+    return problems
+
+
+def test_shutdown_waits_for_a_call_that_started_and_never_reports_it_not_started() -> None:
+    # Under CPU load the caller used to see the shutdown flag right after its worker
+    # had taken the task, and dropped the running call as "not started".
+    for round_ in range(100):
+        assert shutdown_beside_a_running_call() == [], f"round {round_}"
+
+
+@pytest.mark.slow
+def test_shutdown_beside_a_running_call_holds_for_two_thousand_rounds() -> None:
+    for round_ in range(2000):
+        assert shutdown_beside_a_running_call() == [], f"round {round_}"
+
+
 def test_execute_after_shutdown_returns_a_clear_err() -> None:
     ex = ToolExecutor(max_workers=1)
     ex.shutdown()
