@@ -33,6 +33,8 @@ import threading
 import traceback
 import typing as t
 
+from . import _pipe
+from ._pipe import LOG_EVENT, PROGRESS_EVENT
 from ._pool import RAISED, RETURNED
 from ._text import safe_str
 
@@ -181,7 +183,7 @@ def _unpicklable_reply(message: str) -> bytes:
     return pickle.dumps((UNPICKLABLE, message, "", ""), _PROTOCOL)
 
 
-def run_request(request: bytes) -> bytes:
+def run_request(request: bytes | memoryview) -> bytes:
     """In the child: run one attempt and return the reply's bytes. Never raises
     for anything the tool or its data do."""
     name, function, args, context = pickle.loads(request)  # our own framing
@@ -190,46 +192,42 @@ def run_request(request: bytes) -> bytes:
 
 # -- events: what a tool reports, from the child to the parent during a call ------------
 
-#: Event kinds: the tool reported progress, or logged a line (``ctx.report_progress``,
-#: ``ctx.log``); the parent hands each to the call's ``on_event(kind, payload)``.
-PROGRESS_EVENT = 16
-LOG_EVENT = 17
-#: The first byte of an event message; a reply (a pickle) never starts with it.
-EVENT_PREFIX = b"\x00"
-
 
 class Events:
-    """A child's end of its pipe, for the messages it writes: each is written whole
-    (under a lock, so threads never interleave), and an event of a call that has
+    """A child's end of its pipe, for the frames it writes (:mod:`nous_tools._pipe`):
+    each is written whole (under a lock, so threads never interleave) with the
+    sequence number of the call it belongs to, and an event of a call that has
     ended is dropped, so a helper thread that outlives its call never reaches the
     pipe (nor another call's turn)."""
 
-    __slots__ = ("_conn", "_count", "_lock", "call")
+    __slots__ = ("_conn", "_lock", "call")
 
     def __init__(self, conn: t.Any) -> None:
         self._conn = conn
         self._lock = threading.Lock()
-        self._count = 0  # calls begun
-        self.call = 0  # the call being served (counted from 1); 0 between calls
+        self.call = 0  # the sequence number of the call being served; 0 between calls
 
-    def begin(self) -> None:
-        """A call begins."""
+    def ready(self, payload: bytes) -> None:
+        """The handshake, before any call: the child is ready to serve."""
         with self._lock:
-            self._count += 1
-            self.call = self._count
+            self._conn.send_bytes(_pipe.frame(0, _pipe.READY, payload))
+
+    def begin(self, call: int) -> None:
+        """Call ``call`` (its sequence number, from the parent's frame) begins."""
+        self.call = call
 
     def reply(self, payload: bytes) -> None:
         """Answer the call being served, which ends it (no event of it is sent after)."""
         with self._lock:
-            self.call = 0
-            self._conn.send_bytes(payload)
+            call, self.call = self.call, 0
+            self._conn.send_bytes(_pipe.frame(call, _pipe.RESULT, payload))
 
     def event(self, call: int, kind: int, payload: bytes) -> bool:
         """Send an event of ``call`` while it runs; False (nothing sent) once it ended."""
         with self._lock:
             if call != self.call or not call:
                 return False
-            self._conn.send_bytes(EVENT_PREFIX + bytes((kind,)) + payload)
+            self._conn.send_bytes(_pipe.frame(call, kind, payload))
         return True
 
 
@@ -380,7 +378,7 @@ def warm_up() -> None:
     RunContext()
 
 
-def decode_reply(reply: bytes) -> tuple[str, t.Any]:
+def decode_reply(reply: bytes | memoryview) -> tuple[str, t.Any]:
     """In the parent: the ``(kind, value)`` a child's reply carries; a value that
     cannot be unpickled here gives :data:`UNPICKLABLE` with a message naming it."""
     kind, payload, description, remote_traceback = pickle.loads(reply)  # our own framing

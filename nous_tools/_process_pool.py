@@ -28,6 +28,13 @@ How it works:
   of reach. A child that dies by itself (a segfault, ``os._exit``, the OOM
   killer) gives :class:`~nous_tools.errors.ChildProcessDied` naming its exit
   code or signal; the pool goes on.
+* **Framed messages.** Every message on a child's pipe carries the sequence
+  number of the call it belongs to, and its kind (:mod:`nous_tools._pipe`
+  describes the frames and how to add kinds: progress and log events during a
+  call, requests the parent answers). A caller takes only the reply of its own
+  call; anything else -- a forked copy's second reply, a message a helper
+  thread wrote -- is a stray: it is discarded and logged, and the child that
+  wrote it out of turn is replaced (after the call; at once if it is idle).
 * **Spares.** A background thread (the *keeper*) starts children and reaps
   ended ones. It keeps one idle child ready beyond the children in use (at most
   ``max_workers + 1`` processes, at most ``max_workers`` attempts at once), so a
@@ -78,7 +85,7 @@ import time
 import typing as t
 import weakref
 
-from . import _isolation
+from . import _isolation, _pipe
 from ._clock import monotonic
 from ._log import log as _safe_log
 from ._pool import RAISED, SHUT_DOWN, TIMED_OUT
@@ -119,29 +126,33 @@ def check_option(owner: str, option: str, value: object) -> None:
 
 
 def _child_main(conn: Connection) -> None:
-    """A child's life: lead a new process group, say so, then serve requests
-    until the parent closes the pipe."""
+    """A child's life: lead a new process group, say so, then serve calls until
+    the parent closes the pipe."""
     if _GROUPS:
         with contextlib.suppress(OSError):
             os.setsid()
     with contextlib.suppress(Exception):
         _isolation.warm_up()
-    conn.send_bytes(str(os.getpgrp()).encode() if _GROUPS else b"0")
+    events = _isolation.events = _isolation.Events(conn)  # every frame it writes, whole
+    events.ready(str(os.getpgrp()).encode() if _GROUPS else b"0")
     run = _isolation.run_request
-    events = _isolation.events = _isolation.Events(conn)  # replies and events, whole
+    unframe = _pipe.unframe
     while True:
         try:
-            request = conn.recv_bytes()
+            message = conn.recv_bytes()
         except (EOFError, OSError):
             return
-        events.begin()
-        events.reply(run(request))
+        call = unframe(message)
+        if call is None or call[1] != _pipe.CALL:
+            continue  # only the parent writes to this end, and only calls
+        events.begin(call[0])
+        events.reply(run(call[2]))
 
 
 class _Child:
     """One child process, its end of the pipe, and how many attempts it ran."""
 
-    __slots__ = ("conn", "group", "pid", "poller", "process", "sentinel", "tasks")
+    __slots__ = ("conn", "group", "pid", "poller", "process", "sentinel", "tasks", "unread")
 
     def __init__(self, process: BaseProcess, conn: Connection) -> None:
         self.process = process
@@ -151,6 +162,7 @@ class _Child:
         self.group = False  # True once the child leads its own process group
         self.tasks = 0
         self.poller: t.Any = None
+        self.unread = False  # found readable while idle: a message out of turn, or its end
 
     def started(self) -> None:
         self.pid = self.process.pid
@@ -244,6 +256,7 @@ def empty_stats(max_workers: int) -> dict[str, int]:
         "killed": 0,
         "died": 0,
         "recycled": 0,
+        "strays": 0,
         "start_failures": 0,
         "max_workers": max_workers,
     }
@@ -285,7 +298,16 @@ class ProcessPool:
         self._start_error: str | None = None
         self._failures = 0
         self._counts = dict.fromkeys(
-            ("started", "completed", "timed_out", "killed", "died", "recycled", "start_failures"),
+            (
+                "started",
+                "completed",
+                "timed_out",
+                "killed",
+                "died",
+                "recycled",
+                "strays",
+                "start_failures",
+            ),
             0,
         )
         self._keeper: threading.Thread | None = None
@@ -293,6 +315,7 @@ class ProcessPool:
         self._shutdown = False
         self._exiting = False
         self._numbers = itertools.count(1)
+        self._calls = itertools.count(1)  # each call's sequence number, on the pipe
         self._mp: t.Any = None
 
     # -- running ---------------------------------------------------------------
@@ -308,11 +331,6 @@ class ProcessPool:
         """Run one attempt of ``tool`` in a child; kill the child at ``deadline``
         (on :func:`~nous_tools._clock.monotonic`'s clock).
 
-        The events the child sends during the call (what its tool reports: see
-        :class:`nous_tools._isolation.Events`) are handed to ``on_event(kind,
-        payload)`` as they arrive, in this thread (what it raises is logged and
-        dropped); without ``on_event`` they are dropped.
-
         Returns ``(kind, value)``: ``RETURNED`` and the value, ``RAISED`` and the
         exception (:class:`ChildProcessDied` when the child died), ``TIMED_OUT``,
         ``SHUT_DOWN``, or ``UNPICKLABLE`` and a message naming what could not
@@ -320,11 +338,20 @@ class ProcessPool:
         (first, positionally) when it is not None. A ``KeyboardInterrupt`` (or any
         exception) raised in the caller while it waits kills the child, then
         propagates.
+
+        The events the child sends during the call (:data:`nous_tools._pipe.EVENT_KINDS`:
+        what its tool reports, see :class:`nous_tools._isolation.Events`) are
+        handed to ``on_event(kind, payload)`` as they arrive, in this thread (what
+        it raises is logged and dropped); without ``on_event`` they are dropped.
+        Anything else on the pipe that is not this call's reply is a stray:
+        discarded, logged, and the child is replaced after the call.
         """
         try:
             request = _isolation.encode_request(tool, arguments, ctx)
         except _isolation.Unpicklable as exc:
             return _isolation.UNPICKLABLE, str(exc)
+        seq = next(self._calls)
+        request = _pipe.frame(seq, _pipe.CALL, request)
         while True:
             taken = self._take(deadline)
             if type(taken) is tuple:
@@ -338,6 +365,8 @@ class ProcessPool:
             except BaseException:
                 self._end(child, "interrupted")
                 raise
+        reply: memoryview | None = None
+        stray = False
         try:
             while True:
                 readable, exited = child.wait(deadline - monotonic())
@@ -345,19 +374,35 @@ class ProcessPool:
                     self._end(child, "timed_out")
                     return TIMED_OUT, None
                 try:
-                    reply = child.conn.recv_bytes() if readable else None
+                    message = child.conn.recv_bytes() if readable else None
                 except (EOFError, OSError):
-                    reply = None
-                if reply is None or not reply.startswith(_isolation.EVENT_PREFIX):
+                    message = None
+                if message is None:  # the child ended without answering
                     break
-                if on_event is not None and len(reply) > 1:  # an event: the call goes on
-                    self._event(on_event, reply[1], memoryview(reply)[2:])
+                parsed = _pipe.unframe(message)
+                if parsed is not None and parsed[0] == seq:
+                    kind = parsed[1]
+                    if kind in _pipe.REPLY_KINDS:
+                        reply = parsed[2]
+                        break
+                    if kind in _pipe.EVENT_KINDS:
+                        if on_event is not None:
+                            self._event(on_event, kind, parsed[2])
+                        continue
+                stray = True
+                _log.warning(
+                    "nous_tools: child process %s wrote to its pipe out of turn (%s, while "
+                    "it served call %s); discarded, and the child will be replaced",
+                    child.pid,
+                    _pipe.describe(message),
+                    seq,
+                )
         except BaseException:  # KeyboardInterrupt in the caller: kill as at a deadline
             self._end(child, "interrupted")
             raise
         if reply is None:
             return RAISED, self._died(child, tool)
-        self._release(child)
+        self._release(child, stray)
         return _isolation.decode_reply(reply)
 
     @staticmethod
@@ -387,8 +432,8 @@ class ProcessPool:
                     return TIMED_OUT, None
                 while self._idle and len(self._busy) < self.max_workers:
                     child = self._idle.pop()
-                    if child.conn.poll():  # EOF: it died while idle
-                        self._counts["died"] += 1
+                    if child.conn.poll():  # it died, or wrote out of turn, while idle
+                        child.unread = True  # the keeper reads which, and counts it
                         self._ending.append(child)
                         self._work.notify()
                         continue
@@ -411,15 +456,18 @@ class ProcessPool:
                     if self._failures == failures:
                         self._fresh -= 1
 
-    def _release(self, child: _Child) -> None:
-        """An attempt ended with a reply: the child goes idle, or is recycled."""
+    def _release(self, child: _Child, stray: bool = False) -> None:
+        """An attempt ended with a reply: the child goes idle, or is recycled, or
+        (``stray``: it wrote out of turn) replaced."""
         with self._lock:
             self._busy.discard(child)
             self._counts["completed"] += 1
             child.tasks += 1
             limit = self.max_tasks_per_child
-            if self._shutdown or (limit is not None and child.tasks >= limit):
-                if not self._shutdown:
+            if stray or self._shutdown or (limit is not None and child.tasks >= limit):
+                if stray:
+                    self._counts["strays"] += 1
+                elif not self._shutdown:
                     self._counts["recycled"] += 1
                 self._ending.append(child)
                 self._work.notify()
@@ -598,6 +646,7 @@ class ProcessPool:
             answer = parent_end.recv_bytes() if readable else None
         except (EOFError, OSError):
             answer = None
+        ready = _pipe.unframe(answer) if answer is not None else None
         if answer is None:
             exited = child.wait_exit(_EXIT_GRACE if readable else 0)
             child.kill()
@@ -612,12 +661,19 @@ class ProcessPool:
                 'uses isolation="process" must guard its top-level code with '
                 '`if __name__ == "__main__":`; see the child\'s traceback above)'
             )
-        child.group = _GROUPS and answer == str(process.pid).encode()
+        child.group = (
+            _GROUPS
+            and ready is not None
+            and ready[:2] == (0, _pipe.READY)
+            and ready[2] == str(process.pid).encode()
+        )
         return child
 
     def _reap(self, child: _Child) -> None:
         """End a child taken out of service: close its pipe (an idle child exits by
         itself), kill its group once it has exited (or if it has not), reap it."""
+        if child.unread:
+            self._read_unread(child)
         with contextlib.suppress(OSError):
             child.conn.close()
         child.wait_exit(_EXIT_GRACE)
@@ -630,6 +686,29 @@ class ProcessPool:
         with self._lock:
             self._children.discard(child)
 
+    def _read_unread(self, child: _Child) -> None:
+        """A child found readable while idle: it died (its pipe's end), or it wrote
+        out of turn (a message). Read which, without waiting, and count it."""
+        conn = child.conn
+        message: bytes | None = None
+        try:
+            os.set_blocking(conn.fileno(), False)  # a message cut short must not block us
+            message = conn.recv_bytes()
+        except EOFError:
+            with self._lock:
+                self._counts["died"] += 1
+            return
+        except OSError:  # a message cut short
+            pass
+        with self._lock:
+            self._counts["strays"] += 1
+        _log.warning(
+            "nous_tools: child process %s wrote to its pipe out of turn (%s, while it was "
+            "idle); discarded, and the child is replaced",
+            child.pid,
+            _pipe.describe(message),
+        )
+
     # -- state -----------------------------------------------------------------
 
     def stats(self) -> dict[str, int]:
@@ -637,7 +716,8 @@ class ProcessPool:
         ``starting``), ``pending`` (callers waiting for a child), ``started``,
         ``completed`` (attempts that answered), ``timed_out`` (attempts past their
         deadline, killed or still queued), ``killed``, ``died``, ``recycled``,
-        ``start_failures`` and ``max_workers``."""
+        ``strays`` (children replaced because they wrote to their pipe out of
+        turn), ``start_failures`` and ``max_workers``."""
         with self._lock:
             figures = empty_stats(self.max_workers)
             figures.update(self._counts)

@@ -399,7 +399,7 @@ def from_child(channel: Channel) -> c.Callable[[int, memoryview], None]:
     """The ``on_event`` of a process-isolated attempt (``ProcessPool.run``): each
     progress or log event its child sends is reported into ``channel``, in the
     caller's thread."""
-    from ._isolation import PROGRESS_EVENT
+    from ._pipe import PROGRESS_EVENT
 
     def on_event(kind: int, payload: memoryview) -> None:
         try:

@@ -281,7 +281,7 @@ class ProcessBackend:
 
     def stats(self) -> dict[str, int]:
         """``workers``, ``idle``, ``busy``, ``starting``, ``pending``, ``started``,
-        ``completed``, ``timed_out``, ``killed``, ``died``, ``recycled``,
+        ``completed``, ``timed_out``, ``killed``, ``died``, ``recycled``, ``strays``,
         ``start_failures``, ``max_workers``."""
         return self.pool.stats()
 

@@ -430,6 +430,8 @@ def test_a_child_killed_from_outside_while_idle_is_replaced_unseen(
     assert gone(pid)
     result = executor.execute(isolated(my_pid), {})
     assert isinstance(result, Ok) and result.value != pid
+    assert wait_for(lambda: executor.stats()["process_died"] == 1)  # counted as died, not a stray
+    assert executor.stats()["process_strays"] == 0
 
 
 # -- what must pickle -------------------------------------------------------------------
