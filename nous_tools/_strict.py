@@ -8,7 +8,11 @@ arguments always match the schema, but it accepts only a subset of JSON Schema:
 - an optional parameter is expressed as a union with ``null`` (the model sends
   ``null`` when it has nothing to say);
 - a number of keywords are refused (:data:`UNSUPPORTED`), ``format`` takes only
-  :data:`FORMATS`, every value needs a type, and ``default`` is not allowed.
+  :data:`FORMATS`, and every value needs a type;
+- only the keywords of :data:`KEPT` may appear: annotations that constrain nothing
+  (``$schema``, ``$id``, ``$comment``, ``default``, ``examples``, ``deprecated``,
+  ``readOnly``, ``writeOnly``, the ``content*`` keywords) and keywords JSON Schema
+  does not define (``x-...`` extensions, OpenAPI's ``nullable``...) are left out.
 
 :func:`strict_schema` rewrites a schema into that form, or raises ``ValueError``
 naming the keyword that cannot be expressed. :func:`nulls_to_defaults` is the way
@@ -38,6 +42,7 @@ import typing as t
 
 __all__ = [
     "FORMATS",
+    "KEPT",
     "UNSUPPORTED",
     "NullPlan",
     "apply_null_plan",
@@ -71,15 +76,49 @@ UNSUPPORTED: tuple[str, ...] = (
     "prefixItems",
     "minLength",
     "maxLength",
+    # the same constraints in older drafts, and references strict mode cannot follow
+    "dependencies",
+    "additionalItems",
+    "$dynamicRef",
+    "$recursiveRef",
+)
+
+#: Keywords strict mode takes, kept as they are: the structure (``type``,
+#: ``properties``, ``required``, ``additionalProperties``, ``items``, ``anyOf``,
+#: ``enum``, ``const``, local ``$ref`` and ``$defs``/``definitions``), the words a model
+#: reads (``description``, ``title``) and the constraints OpenAI lists as supported.
+#: Any other keyword is left out (it constrains nothing) or refused (:data:`UNSUPPORTED`).
+KEPT = frozenset(
+    {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "anyOf",
+        "enum",
+        "const",
+        "$ref",
+        "$defs",
+        "definitions",
+        "description",
+        "title",
+        "format",
+        "pattern",
+        "multipleOf",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minItems",
+        "maxItems",
+    }
 )
 
 #: The string formats strict mode accepts.
 FORMATS = frozenset(
     {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
 )
-
-#: Annotations strict mode refuses and that carry no constraint: left out.
-_DROPPED = ("default",)
 
 #: How deep ``$ref``s with sibling keywords are inlined before giving up.
 _MAX_INLINE = 32
@@ -110,8 +149,9 @@ def strict_schema(schema: c.Mapping[str, t.Any]) -> Schema:
     ``format`` outside :data:`FORMATS`, an object whose extra keys are typed
     (``additionalProperties`` other than false, e.g. a ``dict[str, int]``
     parameter) or free-form (no ``properties``), an array without ``items``, a
-    value of any type (no ``type``), a remote ``$ref``, or a root that is not an
-    object.
+    value of any type (no ``type``), a ``$ref`` that is not a local JSON pointer,
+    or a root that is not an object. Keywords outside :data:`KEPT` that constrain
+    nothing (``$schema``, ``default``, ``examples``...) are left out.
     """
     if not isinstance(schema, c.Mapping):
         raise ValueError(f"a parameters schema must be a mapping, got {type(schema).__name__}")
@@ -125,12 +165,12 @@ def strict_schema(schema: c.Mapping[str, t.Any]) -> Schema:
 def _strict(schema: t.Any, path: tuple[str, ...], root: Schema, inlined: int) -> Schema:
     if not isinstance(schema, c.Mapping):
         raise ValueError(f"the schema at {_where(path)} is not an object: {schema!r}")
-    out: Schema = dict(schema)
     for keyword in UNSUPPORTED:
-        if keyword in out:
+        if keyword in schema:
             raise _refuse(keyword, path)
-    for keyword in _DROPPED:
-        out.pop(keyword, None)
+    # Only the keywords strict mode takes: the others constrain nothing ($schema,
+    # default, examples, x-... extensions) and are left out.
+    out: Schema = {key: value for key, value in schema.items() if key in KEPT}
     fmt = out.get("format")
     if fmt is not None and fmt not in FORMATS:
         raise _refuse(
@@ -139,8 +179,9 @@ def _strict(schema: t.Any, path: tuple[str, ...], root: Schema, inlined: int) ->
 
     ref = out.get("$ref")
     if ref is not None:
-        if not isinstance(ref, str) or not ref.startswith("#"):
-            raise _refuse("$ref", path, f"only local references are, not {ref!r}")
+        if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
+            why = f"only local references (JSON pointers: '#/...') are, not {ref!r}"
+            raise _refuse("$ref", path, why)
         if len(out) > 1:  # strict mode wants a $ref alone: inline its target
             if inlined >= _MAX_INLINE:
                 raise _refuse("$ref", path, "references nest too deeply to inline")

@@ -228,6 +228,9 @@ class Registry:
         self._journal = journal
         self._lock = threading.Lock()
         self._tools: dict[str, Tool] = {}
+        # Moves on at every change of the table: tool_definitions' cache key.
+        self._version = 0
+        self._definitions: dict[tuple[str, bool], tuple[int, list[dict[str, t.Any]]]] = {}
         self._executor = executor
         self._name = name
         self._approval_max_age = check_max_age(approval_max_age)
@@ -295,6 +298,7 @@ class Registry:
                 _made_by_register[tool] = weakref.ref(self)
         with self._lock:
             self._tools[tool.name] = tool
+            self._version += 1
         return tool
 
     def _replace(self, old: Tool, new: Tool) -> None:
@@ -304,11 +308,14 @@ class Registry:
                 return
             del self._tools[old.name]
             self._tools[new.name] = new
+            self._version += 1
 
     def unregister(self, name: str) -> Tool | None:
         """Remove the tool called ``name``; return it, or None when there was none."""
         with self._lock:
-            return self._tools.pop(name, None)
+            removed = self._tools.pop(name, None)
+            self._version += 1
+            return removed
 
     def lookup(self, name: str) -> Tool | None:
         """The tool called ``name``, or None (also for a name that cannot be looked
@@ -355,20 +362,24 @@ class Registry:
         ``deny`` ones, sorted by name, as ``provider`` wants them — ``"openai"``
         (Chat Completions, :meth:`Tool.to_openai_schema`), ``"responses"``
         (:meth:`Tool.to_responses_schema`) or ``"anthropic"``
-        (:meth:`Tool.to_anthropic_schema`). ``strict=True`` (OpenAI only) raises
-        ``ValueError`` naming the tool and keyword when a schema cannot be strict."""
-        tools = [tool for tool in self.all() if tool.approval != "deny"]
-        if provider == "openai":
-            return [tool.to_openai_schema(strict=strict) for tool in tools]
-        if provider == "responses":
-            return [tool.to_responses_schema(strict=strict) for tool in tools]
-        if provider == "anthropic":
-            if strict:
-                raise ValueError(
-                    "strict=True is OpenAI's strict mode; not for provider 'anthropic'"
-                )
-            return [tool.to_anthropic_schema() for tool in tools]
-        raise ValueError(f"provider must be 'openai', 'responses' or 'anthropic', got {provider!r}")
+        (:meth:`Tool.to_anthropic_schema`).
+
+        ``strict=True`` (the two OpenAI APIs) sends each tool in OpenAI's strict mode;
+        a tool whose schema cannot be strict (a ``dict[str, X]`` parameter, say, or an
+        MCP server's schema) is sent non-strict — ``"strict": false`` and its own
+        schema — and a warning names it and the keyword, once: one tool never stops
+        the others.
+
+        The definitions are made once per tool and kept until the registry changes
+        (``register``, ``unregister``, a replacement): a repeated call costs a copy of
+        the list. Each call returns new top-level dicts, which you may change — add
+        Anthropic's ``cache_control``, say; what is inside them (the schemas, an
+        OpenAI definition's ``"function"``) is shared and read-only (``TypeError``;
+        ``copy.deepcopy`` gives a copy you can change).
+        """
+        from . import _definitions
+
+        return _definitions.definitions(self, provider, strict)
 
     # -- execution --------------------------------------------------------------
 

@@ -405,6 +405,8 @@ class Tool(t.Generic[P, R]):
     _digest: tuple[tuple[t.Any, ...], str] | None = attrs.field(
         init=False, default=None, repr=False
     )
+    # Its provider definitions' parts, cached by nous_tools._definitions: strict -> parts.
+    _definition_parts: dict[bool, t.Any] | None = attrs.field(init=False, default=None, repr=False)
 
     def __attrs_post_init__(self) -> None:
         from . import _admission, _convert, _schema
