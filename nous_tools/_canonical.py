@@ -238,9 +238,27 @@ _ENCODER = json.JSONEncoder(
 _encode_json = _ENCODER.encode
 
 
+def _not_json(value: object) -> t.NoReturn:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+try:  # the C encoder json.dumps itself uses (CPython), made once instead of per call
+    from _json import encode_basestring_ascii as _c_ascii
+    from _json import make_encoder as _c_make_encoder
+except ImportError:  # pragma: no cover - another Python: JSONEncoder's own path
+    _c_iterencode = None
+else:
+    # No circular-reference markers: a tree is made by encode (or read from JSON), so
+    # it has no cycles; one given by mistake is a RecursionError, never a hang.
+    _c_iterencode = _c_make_encoder(None, _not_json, _c_ascii, None, ":", ",", True, False, False)
+
+
 def dumps(tree: t.Any) -> bytes:
-    """The canonical bytes of a JSON tree: sorted keys, no spaces, ASCII, no NaN."""
-    return _encode_json(tree).encode("ascii")
+    """The canonical bytes of a JSON tree: sorted keys, no spaces, ASCII, no NaN
+    (``ValueError``), nothing but JSON values (``TypeError``)."""
+    if _c_iterencode is not None:
+        return "".join(_c_iterencode(tree, 0)).encode("ascii")
+    return _encode_json(tree).encode("ascii")  # pragma: no cover - not CPython
 
 
 def _sorted_by_encoding(trees: t.Iterable[t.Any]) -> list[t.Any]:
@@ -378,6 +396,60 @@ def _decode(tree: t.Any, path: Path, depth: int, tagged: list[bool], frozen: boo
     return FrozenDict(items) if frozen else items
 
 
+class _NotPlain(Exception):
+    """A tree that :func:`_plain` leaves to the full decoder (a tag, a number that
+    must be tagged, too deep, not JSON)."""
+
+
+def _plain(tree: t.Any, depth: int, frozen: bool) -> t.Any:
+    """The value of a tree of plain JSON in canonical form — no ``$`` key, integers
+    within 2**53, floats neither integral nor non-finite — in one quick walk, or
+    :class:`_NotPlain` for anything else (the full decoder then reads it, and says
+    what is wrong, where)."""
+    kind = type(tree)
+    if kind is str or kind is bool or tree is None:
+        return tree
+    if kind is int:
+        if -_SAFE_INT <= tree <= _SAFE_INT:
+            return tree
+        raise _NotPlain
+    if kind is float:
+        if math.isfinite(tree) and not tree.is_integer():
+            return tree
+        raise _NotPlain
+    if depth >= MAX_DEPTH:
+        raise _NotPlain
+    depth += 1
+    if kind is dict:
+        mapping = {}
+        for key, item in tree.items():
+            if type(key) is not str or key[:1] == "$":
+                raise _NotPlain
+            of = type(item)  # strings and small ints here, without a call
+            if of is str or (of is int and -_SAFE_INT <= item <= _SAFE_INT):
+                mapping[key] = item
+            else:
+                mapping[key] = _plain(item, depth, frozen)
+        if not frozen:
+            return mapping
+        frozen_dict = _new_dict(FrozenDict)
+        _update(frozen_dict, mapping)
+        return frozen_dict
+    if kind is list:
+        elements = [
+            item
+            if type(item) is str or (type(item) is int and -_SAFE_INT <= item <= _SAFE_INT)
+            else _plain(item, depth, frozen)
+            for item in tree
+        ]
+        if not frozen:
+            return elements
+        frozen_list = _new_list(FrozenList)
+        _extend(frozen_list, elements)
+        return frozen_list
+    raise _NotPlain
+
+
 def decode(tree: t.Any, path: Path = "arguments", *, frozen: bool = True) -> t.Any:
     """The frozen value of a JSON tree made by :func:`encode` (with ``frozen=False``,
     the plain mutable value, as :func:`thaw` would make it, in one walk).
@@ -387,6 +459,12 @@ def decode(tree: t.Any, path: Path = "arguments", *, frozen: bool = True) -> t.A
     duplicate set item, keys out of order in ``$dict``...): each value has exactly
     one encoding, so ``encode(decode(tree)) == tree``.
     """
+    try:  # the common case: plain JSON, its own encoding
+        return _plain(tree, 0, frozen)
+    except _NotPlain:
+        pass
+    except RecursionError:  # pragma: no cover - MAX_DEPTH stops this first
+        pass
     tagged = [False]
     value = _decode(tree, path, 0, tagged, frozen)
     if not tagged[0]:

@@ -730,6 +730,16 @@ class Registry:
 
         return t.cast(RegistryResult, self.advice._wrap_results(tool.name, core)(arguments))
 
+    def _approved(self, na: NeedsApproval, ctx: RunContext[t.Any] | None) -> Result:
+        """``execute_approved(na, ctx)`` of a :class:`NeedsApproval` (what
+        ``ToolCallResults.resolve`` runs); never raises."""
+        try:
+            return self._execute_approval(na, None, ctx, None)
+        except BaseException as exc:
+            if interrupts(exc):
+                raise
+            return _internal_error(na.tool.name, exc)
+
     def _execute_approval(
         self,
         na: NeedsApproval,
@@ -746,10 +756,11 @@ class Registry:
         if refused is not None:
             return refused
         tool, name = na.tool, na.tool.name
-        if claim is None:
+        journal = self._effective_journal() if claim is None else None
+        if journal is not None:
             # The journal first: a call it holds is answered, the approval not used.
             answered = _journal_peek(
-                self._effective_journal(),
+                journal,
                 tool,
                 _canonical.thaw(na.arguments),
                 ctx,

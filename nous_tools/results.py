@@ -185,6 +185,8 @@ def _same(expected: str, given: object) -> bool:
         return False
     import hmac
 
+    if given.isascii() and expected.isascii():  # str compares in constant time when ASCII
+        return hmac.compare_digest(expected, given)
     return hmac.compare_digest(expected.encode("utf-8"), given.encode("utf-8", "replace"))
 
 
@@ -692,21 +694,46 @@ class NeedsApproval:
                     f"the argument names of an approval must be str, got {type(key).__name__} "
                     f"{_safe_repr(key)}",
                 )
-        # Built as __init__ would build it, without copying again what decode made
-        # (frozen already) or encoding the arguments again: the tree is their
-        # canonical encoding (decode checked it), so the fingerprint is computed
-        # from it, and it is known to match them.
+        return cls._checked(
+            tool,
+            arguments,
+            tree,
+            payload["id"],
+            payload["issued_at"],
+            payload["call_id"],
+            payload["audience"],
+            (max_age, max_clock_skew),
+        )
+
+    @classmethod
+    def _checked(
+        cls,
+        tool: Tool,
+        arguments: c.Mapping[str, t.Any],
+        tree: object,
+        approval_id: str,
+        issued_at: int,
+        call_id: str | None,
+        audience: str | None,
+        accepted_under: tuple[float | None, float],
+    ) -> NeedsApproval:
+        """An approval read back and checked (a token, or a batch's pending call):
+        built as ``__init__`` would build it, without copying again what ``decode``
+        made (frozen already) or encoding the arguments again — ``tree`` is their
+        canonical encoding (decode checked it), so the fingerprint is the hash of
+        its canonical bytes, known to match them — computed when first read (see
+        :class:`_Fingerprint`): the registry does not need it for an approval whose
+        arguments came from a checked signature."""
         approval: NeedsApproval = _new(cls)
-        setattr_ = object.__setattr__
-        setattr_(approval, "tool", tool)
-        setattr_(approval, "arguments", arguments)
-        setattr_(approval, "id", payload["id"])
-        setattr_(approval, "fingerprint", _fingerprint_of_tree(name, tree))
-        setattr_(approval, "issued_at", payload["issued_at"])
-        setattr_(approval, "call_id", payload["call_id"])
-        setattr_(approval, "audience", payload["audience"])
-        setattr_(approval, "_limits", (max_age, max_clock_skew))
-        setattr_(approval, "_verified", True)
+        set_tool, set_arguments, set_id, set_fingerprint, *others = _APPROVAL_SLOTS
+        set_tool(approval, tool)
+        set_arguments(approval, arguments)
+        set_id(approval, approval_id)
+        set_fingerprint(approval, _Unhashed(tool.name, tree))
+        for set_slot, value in zip(
+            others, (issued_at, call_id, audience, accepted_under, True), strict=True
+        ):
+            set_slot(approval, value)
         return approval
 
     def _claim_expiry(self, registry: object) -> float | None:
@@ -718,3 +745,58 @@ class NeedsApproval:
     def _limits_in(self, registry: object) -> tuple[float | None, float]:
         known = self._limits
         return known if known is not None else limits(registry, None, None)
+
+
+class _Unhashed:
+    """What a read-back approval's ``fingerprint`` slot holds until it is first read:
+    the tool name and the canonical tree of the arguments it is the hash of."""
+
+    __slots__ = ("name", "tree")
+
+    def __init__(self, name: str, tree: object) -> None:
+        self.name = name
+        self.tree = tree
+
+
+class _Fingerprint:
+    """``NeedsApproval.fingerprint``: the slot, with one difference — an
+    :class:`_Unhashed` value is hashed when first read (and stored), so reading the
+    attribute always gives the fingerprint, whoever reads it (``==``, ``repr``,
+    ``attrs.evolve``, pickling, ``verify``)."""
+
+    def __init__(self, slot: t.Any) -> None:
+        self.slot = slot
+
+    def __get__(self, instance: object, owner: type | None = None) -> t.Any:
+        if instance is None:
+            return self
+        value = self.slot.__get__(instance, owner)
+        if type(value) is _Unhashed:
+            value = _fingerprint_of_tree(value.name, value.tree)
+            self.slot.__set__(instance, value)
+        return value
+
+    def __set__(self, instance: object, value: object) -> None:
+        self.slot.__set__(instance, value)
+
+    def __delete__(self, instance: object) -> None:
+        self.slot.__delete__(instance)
+
+
+setattr(NeedsApproval, "fingerprint", _Fingerprint(NeedsApproval.__dict__["fingerprint"]))  # noqa: B010
+
+# The slots' own setters, in the order _checked fills them (no frozen __setattr__).
+_APPROVAL_SLOTS: list[t.Callable[[object, object], None]] = [
+    NeedsApproval.__dict__[name].__set__
+    for name in (
+        "tool",
+        "arguments",
+        "id",
+        "fingerprint",
+        "issued_at",
+        "call_id",
+        "audience",
+        "_limits",
+        "_verified",
+    )
+]

@@ -676,8 +676,9 @@ def format_tool_result(
 
 # -- a batch across requests ---------------------------------------------------------
 
-#: The version of the wire format that :meth:`ToolCallResults.to_dict` writes.
-BATCH_VERSION = 1
+#: The version of the wire format that :meth:`ToolCallResults.to_dict` writes
+#: (``nous_tools._batch_wire``); :meth:`ToolCallResults.from_dict` reads it and 1.
+BATCH_VERSION = 2
 
 _BATCH_TYPE = "tool_call_batch"
 # Signed bytes start with this, so neither an approval token's signature nor any
@@ -699,6 +700,8 @@ _BATCH_FIELDS: tuple[tuple[str, tuple[type, ...]], ...] = (
 
 #: The context of a batch read back by from_dict (``RunContext.new()``).
 _FRESH_CONTEXT: RunContext[t.Any] = RunContext.new()
+# ... as the approved calls of its resolve see it (what execute_approved would make).
+_FRESH_GATED: RunContext[t.Any] = attrs.evolve(_FRESH_CONTEXT, approval_gated=True)
 
 
 def _seal_batch(payload: c.Mapping[str, t.Any], secret: str | bytes | None) -> str:
@@ -1056,20 +1059,25 @@ class ToolCallResults:
         """The batch as a JSON-safe dict, to carry it to a later request (through a
         browser, say) and read it back with :meth:`from_dict`.
 
-        It holds ``v`` (the format, 1), ``type`` (``"tool_call_batch"``), ``id``,
+        It holds ``v`` (the format, 2), ``type`` (``"tool_call_batch"``), ``id``,
         ``issued_at``, ``audience`` (the registry's name), ``provider``, ``calls``,
-        ``run_id`` (only when the batch's context has one) and ``signature``. Each call is ``{"id", "name", "kind", "arguments"}`` (the
-        arguments as parsed from what the model sent, in the type-faithful encoding
-        of approval tokens; the raw text when they were not JSON) plus either
+        ``run_id`` (only when the batch's context has one) and ``signature``. Each
+        call is ``{"id", "name", "kind"}`` plus either ``"arguments"`` (as parsed
+        from what the model sent, in the type-faithful encoding of approval tokens;
+        the raw text when they were not JSON) and
         ``"output": {"content", "is_error"}`` — the text the model gets for a
-        finished call, and whether it is an error — or ``"approval"``: the pending
-        call's own signed token (:meth:`NeedsApproval.to_dict`).
+        finished call, and whether it is an error — or ``"approval"``: ``{"id",
+        "tool_digest", "arguments", "description"}`` of a pending call (the
+        arguments a person approves; the call carries its own ``"arguments"`` too
+        only when the registry's ``before`` advice changed them; ``"issued_at"`` and
+        ``"audience"`` only when they are not the batch's).
 
         With ``secret`` (a non-empty ``str`` or ``bytes`` kept on the server) the
-        signature is ``"hmac-sha256:<hex>"`` over everything else, the pending
-        tokens included: a client can read the batch but change nothing in it — not a
-        tool's output, not an argument, not which calls it holds. Without one it is a
-        plain ``"sha256:<hex>"`` checksum, for trusted storage only.
+        signature is ``"hmac-sha256:<hex>"`` over everything else: a client can read
+        the batch but change nothing in it — not a tool's output, not an argument,
+        not which calls it holds, not an approval. Without one it is a plain
+        ``"sha256:<hex>"`` checksum, for trusted storage only. (Version 1, which
+        nested each pending call's own signed token, is still read.)
 
         ``skipped`` is not carried (the response's text, reasoning and hosted calls
         belong to the conversation the application keeps, not to the results), nor
@@ -1077,44 +1085,9 @@ class ToolCallResults:
         model gets is what crosses. Raises ``ValueError`` when arguments cannot be
         encoded, or a pending call's arguments no longer match its fingerprint.
         """
-        calls: list[dict[str, t.Any]] = []
-        for index, (call, result) in enumerate(zip(self.calls, self.results, strict=True)):
-            try:
-                arguments = _c.encode(call.arguments)
-            except (ValueError, RecursionError) as exc:
-                raise ValueError(
-                    f"the tool call batch cannot be written: the arguments of call "
-                    f"{call.id!r} cannot be encoded ({exc})"
-                ) from None
-            entry: dict[str, t.Any] = {
-                "id": call.id,
-                "name": call.name,
-                "kind": self._kind(index),
-                "arguments": arguments,
-            }
-            if isinstance(result, NeedsApproval):
-                entry["approval"] = result.to_dict(secret)
-            else:
-                entry["output"] = {
-                    "content": self._content(index, call, result),
-                    "is_error": isinstance(result, Err),
-                }
-            calls.append(entry)
-        registry = self.registry
-        payload: dict[str, t.Any] = {
-            "v": BATCH_VERSION,
-            "type": _BATCH_TYPE,
-            "id": self.id,
-            "issued_at": self.issued_at,
-            "audience": registry.name if registry is not None else None,
-            "provider": self.provider,
-            "calls": calls,
-        }
-        run_id = self.context.run_id if isinstance(self.context, RunContext) else None
-        if run_id is not None:  # the run the calls belong to: resolve journals under it
-            payload["run_id"] = run_id
-        payload["signature"] = _seal_batch(payload, secret)
-        return payload
+        from . import _batch_wire
+
+        return _batch_wire.write(self, secret)
 
     @classmethod
     def from_dict(
@@ -1160,11 +1133,37 @@ class ToolCallResults:
         if type(data) is not dict and not isinstance(data, c.Mapping):
             raise _batch_refused(f"a batch must be a mapping, got {type(data).__name__}")
         version = _batch_field(data, "v", (int,))
-        if version != BATCH_VERSION:
-            raise _batch_refused(f"unknown batch version {version} (this library reads 1)")
+        if version == BATCH_VERSION:
+            from . import _batch_wire
+
+            read = _batch_wire.read(
+                data,
+                registry,
+                secret,
+                max_age,
+                allow_unsigned,
+                max_clock_skew,
+                ToolCall,
+                _restored,
+            )
+            return cls(
+                results=read.results,
+                calls=read.calls,
+                context=(  # RunContext.new(): frozen, no deps, so one will do
+                    _FRESH_CONTEXT if read.run_id is None else RunContext.new(run_id=read.run_id)
+                ),
+                kinds=read.kinds,
+                provider=t.cast("Provider | None", read.provider),
+                registry=registry,
+                id=read.id,
+                issued_at=read.issued_at,
+                _contents=read.contents,
+            )
+        if version != 1:  # version 1: the format before, still read (batches in flight)
+            raise _batch_refused(f"unknown batch version {version} (this library reads 1 and 2)")
         if _batch_field(data, "type", (str,)) != _BATCH_TYPE:
             raise _batch_refused(f"'type' must be {_BATCH_TYPE!r} (is it an approval token?)")
-        payload: dict[str, t.Any] = {"v": version, "type": _BATCH_TYPE}
+        payload: dict[str, t.Any] = {"v": 1, "type": _BATCH_TYPE}
         for key, types in _BATCH_FIELDS:
             payload[key] = _batch_field(data, key, types)
         if "run_id" in data:
@@ -1333,14 +1332,11 @@ class ToolCallResults:
                 "(a replay or a second submit); nothing was run"
             )
         observer = _observer
-        jobs: list[tuple[Tool, t.Any, str | None] | Err] = [
-            (na.tool, (index, decision, na), self.calls[index].id) for index, decision, na in plan
-        ]
 
         def run(
             tool: Tool, job: t.Any, run_ctx: RunContext[t.Any] | None, call_id: str | None
         ) -> Result:
-            index, decision, na = t.cast(tuple[int, str, NeedsApproval], job)
+            index, decision, na = job
             call = self.calls[index]
             if decision == "edit":
                 call = attrs.evolve(call, arguments=_c.thaw(na.arguments))
@@ -1362,14 +1358,23 @@ class ToolCallResults:
                     )
                 elif decision == "reject":
                     result = _reject(registry, na)
-                else:
-                    result = registry.execute_approved(na, None, run_ctx)
+                else:  # registry.execute_approved(na, None, run_ctx), a call shorter
+                    if run_ctx is _FRESH_CONTEXT:
+                        run_ctx = _FRESH_GATED  # what execute_approved would make, made once
+                    result = registry._approved(na, run_ctx)
                 return result
             finally:
                 _observe_end(observer, seen, result)
                 _current_call.reset(token)
 
-        outcomes = t.cast(list[Result], registry.executor.run_jobs(jobs, ctx, run=run))
+        if len(plan) == 1:  # what run_jobs does with one job, without making the list
+            index = plan[0][0]
+            outcomes = [run(plan[0][2].tool, plan[0], ctx, self.calls[index].id)]
+        else:
+            jobs: list[tuple[Tool, t.Any, str | None] | Err] = [
+                (na.tool, step, self.calls[step[0]].id) for step in plan for na in (step[2],)
+            ]
+            outcomes = t.cast("list[Result]", registry.executor.run_jobs(jobs, ctx, run=run))
         results = list(self.results)
         contents = [
             self._contents[i] if i < len(self._contents) else None for i in range(len(results))
@@ -1408,10 +1413,13 @@ class ToolCallResults:
     ) -> float | None:
         """Until when the store must remember that this batch was resolved: the
         batch's own expiry, or its approvals' when one is later."""
-        expiries = [claim_expiry(self.issued_at, *limits(registry, None, None))]
-        expiries += [na._claim_expiry(registry) for _, _, na in plan]
-        known = [expiry for expiry in expiries if expiry is not None]
-        return max(known) if len(known) == len(expiries) else None
+        latest = claim_expiry(self.issued_at, *limits(registry, None, None))
+        for _, _, na in plan:
+            if latest is None:
+                break  # never expires: nothing is later
+            expiry = na._claim_expiry(registry)
+            latest = None if expiry is None else max(latest, expiry)
+        return latest
 
     def _plan(self, decisions: object) -> list[tuple[int, str, NeedsApproval]]:
         """``(index, "approve" | "edit" | "reject", the approval to run)`` per decided
@@ -1454,7 +1462,8 @@ class ToolCallResults:
                     "(it already has a result)"
                 )
             plan.append((index, *_decided(call_id, decision, na)))
-        plan.sort(key=lambda step: step[0])
+        if len(plan) > 1:
+            plan.sort(key=lambda step: step[0])
         return plan
 
 

@@ -464,7 +464,12 @@ def _pending_arguments(data: dict[str, t.Any]) -> None:
 
 
 def _call_arguments(data: dict[str, t.Any]) -> None:
-    data["calls"][1]["arguments"]["path"] = "/etc/passwd"
+    data["calls"][0]["arguments"]["city"] = "Rome"
+
+
+def _model_arguments_added(data: dict[str, t.Any]) -> None:
+    # a pending call carries the model's arguments only when the advice changed them
+    data["calls"][1]["arguments"] = {"path": "/etc/passwd"}
 
 
 def _call_removed(data: dict[str, t.Any]) -> None:
@@ -500,6 +505,7 @@ TAMPERED = {
     "an error turned into a success": _error_to_success,
     "the pending call's arguments changed": _pending_arguments,
     "the call's arguments changed": _call_arguments,
+    "other model arguments added to the pending call": _model_arguments_added,
     "a call removed": _call_removed,
     "the calls reordered": _calls_reordered,
     "a result copied onto another call": _finished_made_pending,
@@ -529,7 +535,7 @@ def test_a_browser_cannot_reseal_a_changed_batch(registry: Registry) -> None:
     _rewrite_result(tampered)
     payload = {k: v for k, v in tampered.items() if k != "signature"}
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
-    checksum = hashlib.sha256(b"nous-tools tool call batch v1\n" + canonical).hexdigest()
+    checksum = hashlib.sha256(b"nous-tools tool call batch v2\n" + canonical).hexdigest()
     with pytest.raises(ValueError, match="not signed"):
         ToolCallResults.from_dict({**tampered, "signature": f"sha256:{checksum}"}, registry, SECRET)
     with pytest.raises(ValueError, match="signature does not match"):
@@ -609,9 +615,10 @@ def test_a_pending_call_whose_tool_is_now_denied_is_refused(registry: Registry) 
 @pytest.mark.parametrize(
     ("change", "why"),
     [
-        (lambda d: d["calls"][1]["approval"], "'type' must be 'tool_call_batch'|no 'type'"),
+        (lambda d: d["calls"][1]["approval"], "the batch has no 'v'"),
+        (lambda d: {**d["calls"][1]["approval"], "v": 2}, "the batch has no 'type'"),
         (lambda d: [d], "a batch must be a mapping, got list"),
-        (lambda d: {**d, "v": 2}, "unknown batch version 2"),
+        (lambda d: {**d, "v": 3}, "unknown batch version 3"),
         (lambda d: {k: v for k, v in d.items() if k != "calls"}, "the batch has no 'calls'"),
         (lambda d: {**d, "issued_at": "now"}, "'issued_at' must be int, got str"),
         (lambda d: {**d, "calls": {}}, "'calls' must be list, got dict"),
@@ -770,13 +777,20 @@ def test_the_provider_is_the_shape_the_calls_came_in(registry: Registry) -> None
     assert execute_tool_calls(registry, None).provider is None
 
 
-def test_a_pending_call_keeps_its_own_signed_token_inside_the_batch(registry: Registry) -> None:
+def test_a_pending_calls_approval_is_bound_by_the_batch_signature_alone(
+    registry: Registry,
+) -> None:
     wire = paused(registry)
-    token = wire["calls"][1]["approval"]
-    assert token["call_id"] == "c_delete" and token["audience"] == "agent"
-    assert token["signature"].startswith("hmac-sha256:")
-    na = NeedsApproval.from_dict(token, registry, SECRET)
-    assert na.arguments == {"path": "/tmp/x"}
+    pending = wire["calls"][1]
+    assert "arguments" not in pending  # carried once: by the approval
+    approval = pending["approval"]
+    assert sorted(approval) == ["arguments", "description", "id", "tool_digest"]
+    assert approval["arguments"] == {"path": "/tmp/x"}
+    # not a token of its own: it means something only inside the signed batch
+    with pytest.raises(ValueError, match="approval refused: the token has no tool name"):
+        NeedsApproval.from_dict(approval, registry, SECRET)
+    (na,) = ToolCallResults.from_dict(wire, registry, SECRET).pending
+    assert (na.call_id, na.audience, na.arguments) == ("c_delete", "agent", {"path": "/tmp/x"})
 
 
 def test_resolved_calls_are_traced_whole_with_their_call_ids(

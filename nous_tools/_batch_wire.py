@@ -1,0 +1,410 @@
+"""The wire format of a paused batch, version 2 (private): what
+:meth:`ToolCallResults.to_dict <nous_tools.ToolCallResults.to_dict>` writes and
+:meth:`~nous_tools.ToolCallResults.from_dict` reads (it still reads version 1, the
+format before, so that batches in flight across an upgrade are not lost).
+
+Version 1 nested each pending call's own signed approval token in the signed batch:
+the arguments twice (the call's and the token's), the tool name, call id, audience
+and time twice, and a signature inside a signature. Version 2 signs once and says
+each thing once::
+
+    {"v": 2, "type": "tool_call_batch", "id", "issued_at", "audience", "provider",
+     "run_id"? (the context's, when it has one),
+     "calls": [
+        {"id", "name", "kind", "arguments", "output": {"content", "is_error"}},
+        {"id", "name", "kind", "approval": {"id", "tool_digest", "arguments",
+                                            "description"?, "issued_at"?, "audience"?},
+         "arguments"?},
+     ],
+     "signature"}
+
+A pending call's approval is for the call it sits in (its tool is the call's
+``name``, its call id the call's ``id``); ``issued_at`` and ``audience`` are the
+batch's unless the approval says otherwise; the call's own ``arguments`` (what the
+model sent) are the approved ones unless the call carries them — which it does
+only when the registry's ``before`` advice changed them. ``description`` is the
+tool's, for the person deciding. The signature — HMAC-SHA256 under the server's
+secret, over a domain string and the canonical JSON of every other field — covers
+every byte of every call, what is left out included: a field cannot be added,
+removed or changed without the secret.
+"""
+
+from __future__ import annotations
+
+import collections.abc as c
+import hashlib
+import hmac
+import typing as t
+
+from . import _canonical as _c
+from .results import (
+    _HMAC,
+    Err,
+    NeedsApproval,
+    _key,
+    _refused,
+    _safe_repr,
+    _same,
+    limits,
+    refusal,
+    tool_digest,
+)
+
+if t.TYPE_CHECKING:
+    from .registry import Registry
+    from .tool import Tool
+    from .tool_calls import ToolCallResults
+
+__all__ = ["VERSION", "read", "write"]
+
+#: The version of the batch wire format this module writes and reads.
+VERSION = 2
+
+_TYPE = "tool_call_batch"
+# Signed bytes start with this: no signature made with the same secret over
+# anything else (a version 1 batch, an approval token) is a version 2 signature.
+_DOMAIN = b"nous-tools tool call batch v2\n"
+_CHECKSUM = "sha256:"
+_NONE = type(None)
+_PROVIDERS = frozenset({"openai", "responses", "anthropic"})
+_KINDS = ("function", "custom")
+_new = object.__new__
+_set = object.__setattr__
+
+
+def seal(payload: c.Mapping[str, t.Any], secret: str | bytes | None) -> str:
+    """The signature of a version 2 payload (every field but ``signature``)."""
+    data = _DOMAIN + _c.dumps(payload)
+    if secret is None:
+        return _CHECKSUM + hashlib.sha256(data).hexdigest()
+    return _HMAC + hmac.new(_key(secret), data, hashlib.sha256).hexdigest()
+
+
+def refused(why: str) -> ValueError:
+    return ValueError(f"tool call batch refused: {why}")
+
+
+def _names(kinds: tuple[type, ...]) -> str:
+    return " or ".join("None" if kind is _NONE else kind.__name__ for kind in kinds)
+
+
+def _field(data: c.Mapping[str, t.Any], key: str, kinds: tuple[type, ...], where: str) -> t.Any:
+    if key not in data:
+        raise refused(f"{where} has no '{key}'")
+    value = data[key]
+    if type(value) not in kinds:
+        of = "" if where == "the batch" else f" of {where}"
+        raise refused(f"'{key}'{of} must be {_names(kinds)}, got {type(value).__name__}")
+    return value
+
+
+# -- writing ----------------------------------------------------------------------------
+
+
+def write(batch: ToolCallResults, secret: str | bytes | None) -> dict[str, t.Any]:
+    """``batch.to_dict(secret)``: the batch in the version 2 format, signed."""
+    registry = batch.registry
+    audience = registry.name if registry is not None else None
+    calls: list[dict[str, t.Any]] = []
+    for index, (call, result) in enumerate(zip(batch.calls, batch.results, strict=True)):
+        try:
+            arguments = _c.encode(call.arguments)
+        except (ValueError, RecursionError) as exc:
+            raise ValueError(
+                f"the tool call batch cannot be written: the arguments of call "
+                f"{call.id!r} cannot be encoded ({exc})"
+            ) from None
+        entry: dict[str, t.Any] = {"id": call.id, "name": call.name, "kind": batch._kind(index)}
+        if isinstance(result, NeedsApproval):
+            entry["approval"] = _approval(result, call.id, call.name, batch.issued_at, audience)
+            if _c.dumps(arguments) != _c.dumps(entry["approval"]["arguments"]):
+                entry["arguments"] = arguments  # the advice changed them: the model's own
+        else:
+            entry["arguments"] = arguments
+            entry["output"] = {
+                "content": batch._content(index, call, result),
+                "is_error": isinstance(result, Err),
+            }
+        calls.append(entry)
+    payload: dict[str, t.Any] = {
+        "v": VERSION,
+        "type": _TYPE,
+        "id": batch.id,
+        "issued_at": batch.issued_at,
+        "audience": audience,
+        "provider": batch.provider,
+        "calls": calls,
+    }
+    run_id = getattr(batch.context, "run_id", None)
+    if type(run_id) is str:  # the run the calls belong to: resolve journals under it
+        payload["run_id"] = run_id
+    payload["signature"] = seal(payload, secret)
+    return payload
+
+
+def _approval(
+    na: NeedsApproval, call_id: str | None, name: str, issued_at: int, audience: str | None
+) -> dict[str, t.Any]:
+    """A pending call's approval, as version 2 writes it."""
+    if not na.verify():
+        raise ValueError(
+            f"NeedsApproval for tool '{na.tool.name}': arguments no longer match the fingerprint"
+        )
+    if na.call_id != call_id or na.tool.name != name:
+        raise ValueError(
+            f"the tool call batch cannot be written: the approval of call {call_id!r} is "
+            f"for another call ({na.call_id!r}, tool '{na.tool.name}')"
+        )
+    approval: dict[str, t.Any] = {
+        "id": na.id,
+        "tool_digest": tool_digest(na.tool),
+        "arguments": _c.encode(na.arguments),
+    }
+    if na.tool.description:
+        approval["description"] = na.tool.description
+    if na.issued_at != issued_at:
+        approval["issued_at"] = na.issued_at
+    if na.audience != audience:
+        approval["audience"] = na.audience
+    return approval
+
+
+# -- reading ----------------------------------------------------------------------------
+
+
+class Read(t.NamedTuple):
+    """A version 2 batch read and checked: what ``ToolCallResults`` is made of."""
+
+    id: str
+    issued_at: int
+    provider: str | None
+    run_id: str | None
+    calls: list[t.Any]  # ToolCall
+    kinds: list[str]
+    results: list[t.Any]  # CallResult
+    contents: list[str | None]
+
+
+def read(
+    data: c.Mapping[str, t.Any],
+    registry: Registry,
+    secret: str | bytes | None,
+    max_age: float | None,
+    allow_unsigned: bool,
+    max_clock_skew: float | None,
+    make_call: t.Callable[[str | None, str, t.Any], t.Any],
+    restored: t.Callable[[str, bool, str], t.Any],
+) -> Read:
+    """Check a version 2 batch (``data["v"] == 2``, checked) and read it; every
+    refusal is a ``ValueError`` saying why, raised before anything is returned.
+
+    (Each field's exact type is tested inline, and :func:`_field` called only to
+    say what is wrong: this runs for every batch a person decides.)"""
+    get = data.get
+    where = "the batch"
+    if get("type") != _TYPE:
+        _field(data, "type", (str,), where)  # missing, or not a str: says which
+        raise refused(f"'type' must be {_TYPE!r}")
+    batch_id: t.Any = get("id")
+    if type(batch_id) is not str:
+        _field(data, "id", (str,), where)
+    issued_at: t.Any = get("issued_at")
+    if type(issued_at) is not int:
+        _field(data, "issued_at", (int,), where)
+    audience: t.Any = get("audience")
+    if (audience is not None and type(audience) is not str) or "audience" not in data:
+        _field(data, "audience", (str, _NONE), where)
+    provider: t.Any = get("provider")
+    if (provider is not None and type(provider) is not str) or "provider" not in data:
+        _field(data, "provider", (str, _NONE), where)
+    entries: t.Any = get("calls")
+    if type(entries) is not list:
+        _field(data, "calls", (list,), where)
+    signature: t.Any = get("signature")
+    if type(signature) is not str:
+        _field(data, "signature", (str,), where)
+    if not batch_id:
+        raise refused("the batch has an empty id")
+    run_id: t.Any = get("run_id")
+    if run_id is not None or "run_id" in data:
+        _field(data, "run_id", (str,), where)
+        if not run_id:
+            raise refused("the batch has an empty run_id")
+    if secret is not None:
+        _key(secret)  # a bad secret is the program's error, said as such
+        if not signature.startswith(_HMAC):
+            raise refused("the batch is not signed (no HMAC signature)")
+    elif signature.startswith(_HMAC):
+        raise refused("the batch is signed, but no secret was given to check it")
+    elif not allow_unsigned:
+        raise refused(
+            "unsigned batches are refused: pass the secret it was signed with "
+            "(or allow_unsigned=True, for trusted storage only)"
+        )
+    payload = {
+        "v": VERSION,
+        "type": _TYPE,
+        "id": batch_id,
+        "issued_at": issued_at,
+        "audience": audience,
+        "provider": provider,
+        "calls": entries,
+    }
+    if run_id is not None:
+        payload["run_id"] = run_id
+    try:
+        expected = seal(payload, secret)
+    except (TypeError, ValueError, RecursionError) as exc:  # not JSON, NaN, too deep
+        raise refused(f"the batch cannot be read ({type(exc).__name__})") from None
+    if not _same(expected, signature):
+        raise refused(
+            "the signature does not match (the batch was changed, forged, or signed "
+            "with another secret)"
+        )
+    # Signed by this server (or, unsigned, trusted): now whether it still holds.
+    age, skew = limits(registry, max_age, max_clock_skew)
+    why = refusal(issued_at, age, skew)
+    if why is not None:
+        raise refused(f"the batch {why}")
+    own = getattr(registry, "name", None)
+    if audience != own:
+        raise refused(f"the batch was made for registry {audience!r}, not {own!r}")
+    if provider is not None and provider not in _PROVIDERS:
+        raise refused(f"unknown provider {provider!r}")
+
+    calls: list[t.Any] = []
+    kinds: list[str] = []
+    results: list[t.Any] = []
+    contents: list[str | None] = []
+    tools: dict[str, tuple[Tool, str]] = {}  # name -> (tool, its digest), checked once
+    for position, entry in enumerate(entries, 1):
+        where = f"call #{position}"
+        if type(entry) is not dict:
+            raise refused(f"{where} must be an object, got {type(entry).__name__}")
+        call_id: t.Any = entry.get("id")
+        if (call_id is not None and type(call_id) is not str) or "id" not in entry:
+            _field(entry, "id", (str, _NONE), where)
+        name: t.Any = entry.get("name")
+        if type(name) is not str:
+            _field(entry, "name", (str,), where)
+        kind: t.Any = entry.get("kind")
+        if kind not in _KINDS or type(kind) is not str:
+            _field(entry, "kind", (str,), where)
+            raise refused(f"'kind' of {where} must be 'function' or 'custom'")
+        pending = "approval" in entry
+        if ("output" in entry) == pending:
+            raise refused(f"{where} must have one of 'output' and 'approval'")
+        if not pending:  # a finished call
+            if "arguments" not in entry:
+                raise refused(f"{where} has no 'arguments'")
+            arguments = _decode(entry["arguments"], where, frozen=False)
+            output = _field(entry, "output", (dict,), where)
+            content: t.Any = output.get("content")
+            if type(content) is not str:
+                _field(output, "content", (str,), where)
+            is_error: t.Any = output.get("is_error")
+            if type(is_error) is not bool:
+                _field(output, "is_error", (bool,), where)
+            calls.append(make_call(call_id, name, arguments))
+            results.append(restored(content, is_error, name))
+            contents.append(content)
+        else:
+            approval = entry["approval"]
+            if type(approval) is not dict:
+                _field(entry, "approval", (dict,), where)
+            try:
+                na = _pending(approval, name, call_id, issued_at, own, age, skew, registry, tools)
+            except ValueError as exc:
+                raise refused(f"call {call_id!r}: {exc}") from None
+            if "arguments" in entry:  # what the model sent, before the advice changed it
+                arguments = _decode(entry["arguments"], where, frozen=False)
+            else:  # the approved ones (read-only, shared with the approval)
+                arguments = na.arguments
+            calls.append(make_call(call_id, name, arguments))
+            results.append(na)
+            contents.append(None)
+        kinds.append(kind)
+    return Read(batch_id, issued_at, provider, run_id, calls, kinds, results, contents)
+
+
+def _decode(tree: object, where: str, frozen: bool) -> t.Any:
+    try:
+        return _c.decode(tree, frozen=frozen)
+    except ValueError as exc:
+        raise refused(f"{where}: {exc}") from None
+
+
+def _pending(
+    approval: dict[str, t.Any],
+    name: str,
+    call_id: str | None,
+    issued_at: int,
+    own: str | None,
+    age: float | None,
+    skew: float,
+    registry: Registry,
+    tools: dict[str, tuple[Tool, str]],
+) -> NeedsApproval:
+    """The approval of a pending call, checked as :meth:`NeedsApproval.from_dict`
+    checks a token (the batch's signature, checked, covers it whole)."""
+    approval_id = approval.get("id")
+    if type(approval_id) is not str or not approval_id:
+        raise _refused(name, "the approval has no id (a non-empty str)")
+    digest = approval.get("tool_digest")
+    if type(digest) is not str:
+        raise _refused(name, "the approval has no 'tool_digest' (a str)")
+    if "description" in approval and type(approval["description"]) is not str:
+        raise _refused(name, "'description' must be str")
+    if "issued_at" in approval:
+        issued_at = approval["issued_at"]
+        if type(issued_at) is not int:
+            raise _refused(name, f"'issued_at' must be int, got {type(issued_at).__name__}")
+        why = refusal(issued_at, age, skew)
+        if why is not None:
+            raise _refused(name, f"the token {why}")
+    if "audience" in approval:
+        audience = approval["audience"]
+        if audience != own:
+            raise _refused(name, f"the token was issued for registry {audience!r}, not {own!r}")
+    known = tools.get(name)
+    if known is None:
+        tool = registry.lookup(name)
+        if tool is None:
+            raise _refused(name, f"tool '{name}' is not registered")
+        if tool.approval == "deny":
+            raise _refused(name, f"tool '{name}' is denied")
+        try:
+            current = tool_digest(tool)
+        except ValueError as exc:  # its configuration cannot be told apart
+            raise _refused(name, str(exc)) from None
+        tools[name] = (tool, current)
+    else:
+        tool, current = known
+    if not _same(current, digest):
+        raise _refused(
+            name,
+            f"tool '{name}' is not the tool that was approved (its code, the values "
+            "it captured or its schema changed since the token was issued)",
+        )
+    if "arguments" not in approval:
+        raise _refused(name, "the approval has no 'arguments'")
+    tree = approval["arguments"]
+    if type(tree) is not dict:
+        raise _refused(name, "'arguments' must be an object")
+    try:
+        arguments = _c.decode(tree)
+    except ValueError as exc:
+        raise _refused(name, str(exc)) from None
+    if type(arguments) is not _c.FrozenDict:
+        raise _refused(name, "'arguments' must be an object")
+    if "$dict" in tree:  # the only tree whose keys may be something else than str
+        for key in arguments:
+            if type(key) is not str:
+                raise _refused(
+                    name,
+                    f"the argument names of an approval must be str, got {type(key).__name__} "
+                    f"{_safe_repr(key)}",
+                )
+    return NeedsApproval._checked(
+        tool, arguments, tree, approval_id, issued_at, call_id, own, (age, skew)
+    )
