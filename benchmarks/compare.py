@@ -689,6 +689,7 @@ def run_once(settings: Settings, index: int, info: RunInfo) -> Figures:
     validated = Tool.from_function(echo, timeout=None)
     timed = Tool.from_function(echo, timeout=5, validate_args=False)
     timed_ctx = Tool.from_function(echo_ctx, timeout=5, validate_args=False)
+    default = Tool.from_function(echo)  # every option its default: timeout=30, validated
     assert validated.parameters is not None and len(validated.parameters["properties"]) == 3
     registry = Registry([plain])
     executor = nous_tools.default_executor()
@@ -696,6 +697,7 @@ def run_once(settings: Settings, index: int, info: RunInfo) -> Figures:
     for result in (
         nous_tools.execute(plain, ARGS),
         nous_tools.execute(validated, ARGS),
+        nous_tools.execute(default, ARGS),
         nous_tools.execute(timed, ARGS),
         nous_tools.execute(timed_ctx, ARGS, ctx),
         registry.execute("echo", ARGS),
@@ -719,6 +721,7 @@ def run_once(settings: Settings, index: int, info: RunInfo) -> Figures:
             "1": loop_direct(echo, ARGS),
             "2": loop_execute(execute, plain, ARGS),
             "3": loop_execute(execute, validated, ARGS),
+            "D": loop_execute(execute, default, ARGS),
             "4": loop_execute(execute, timed, ARGS),
             "4c": run_ctx,
             "5": loop_bare_pool(bare_pool, ARGS),
@@ -886,6 +889,10 @@ PER_CALL_ROWS = [
     ("1", "direct call `echo(**kw)` (the limit)"),
     ("2", "`nous_tools.execute`, timeout=None, no validation"),
     ("3", "… with its 3-property JSON Schema validated"),
+    (
+        "D",
+        "a `Tool` with the defaults (`Tool.from_function(echo)`: timeout=30 s, a pool worker; validated)",
+    ),
     ("4", "… with timeout=5 (a pool worker under a deadline)"),
     ("4c", "… timeout=5, a tool that takes `ctx`"),
     ("5", "bare `ThreadPoolExecutor(W).submit(fn, **kw).result(timeout=5)`"),
@@ -1070,10 +1077,74 @@ def report(runs: list[Figures], info: RunInfo, settings: Settings) -> str:
         "## Start-up, batches, the registry, deadlines, memory",
         "",
         *misc_table(runs),
+        "",
+        *default_tool_section(runs, [f"{os.getloadavg()[0]:.2f} (at the end)"]),
     ]
     if info.failures:
         lines += ["", f"Contention calls that did not come back right: {info.failures}"]
     return "\n".join(lines) + "\n"
+
+
+# -- a tool with the defaults (issue 26) ---------------------------------------------
+
+
+def default_tool_section(runs: list[Figures], loads: list[str]) -> list[str]:
+    """Case D — what a user gets without choosing anything — against the direct call,
+    the inline figure (case 2) and langchain-core's ``invoke`` (7a), per run."""
+
+    def line(text: str, a: str, b: str) -> str:
+        ratios = [f[a] / f[b] for f in runs if a in f and b in f]
+        if not ratios:
+            return f"- {text}: not measured"
+        return (
+            f"- {text}: {statistics.median(ratios):.2f}x "
+            f"({min(ratios):.2f}x to {max(ratios):.2f}x over {len(ratios)} run(s))"
+        )
+
+    walls = _values(runs, "D")
+    median, spread = _spread(walls, _us)
+    return [
+        "## A tool with the defaults (issue 26)",
+        "",
+        "`Tool.from_function(echo)` with every option left as it is: `timeout=30` (the "
+        "call runs in a pool worker, under a deadline) and its 3-property schema "
+        "validated — what a user gets without choosing anything. Ratios in the same "
+        f"run, median (min to max); 1-minute load average after each run: {', '.join(loads)}.",
+        "",
+        f"- µs per call: {median} (range {spread})",
+        line("a default `Tool` / the direct call (case D / case 1)", "D", "1"),
+        line("a default `Tool` / the inline call (case D / case 2, `timeout=None`)", "D", "2"),
+        line("langchain-core's `invoke` / a default `Tool` (case 7a / case D)", "7a", "D"),
+        line("the inline call / the direct call (case 2 / case 1), beside it", "2", "1"),
+    ]
+
+
+def measure_default_tool(settings: Settings) -> str:
+    """``--only default``: case D with the direct call, case 2 and langchain-core,
+    interleaved, over 3 runs (2 with ``--quick``)."""
+    plain = Tool.from_function(echo, timeout=None, validate_args=False)
+    default = Tool.from_function(echo)
+    assert default.timeout == 30.0 and default.validator is not None
+    assert nous_tools.execute(default, ARGS) == Ok("x")
+    langchain = peer_langchain()
+    loops: dict[str, Loop] = {
+        "1": loop_direct(echo, ARGS),
+        "2": loop_execute(nous_tools.execute, plain, ARGS),
+        "D": loop_execute(nous_tools.execute, default, ARGS),
+    }
+    if langchain.loop is not None:
+        loops["7a"] = langchain.loop
+    runs = 2 if settings.quick else 3
+    figures: list[Figures] = []
+    loads: list[str] = []
+    for run_index in range(runs):
+        print(f"timing a default Tool, run {run_index + 1} of {runs} ...", flush=True)
+        figures.append({key: timing.wall for key, timing in measure(loops, settings).items()})
+        loads.append(f"{os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else "?")
+    peer = f"langchain-core {langchain.version or '—'}" + (
+        f" ({langchain.reason})" if langchain.reason else ""
+    )
+    return "\n".join([*default_tool_section(figures, loads), "", f"Peer: {peer}."]) + "\n"
 
 
 # -- conversion (issue 14) ---------------------------------------------------------
@@ -1410,7 +1481,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a fast smoke run (one run)")
     parser.add_argument(
         "--only",
-        choices=["conversion", "validation", "limits"],
+        choices=["conversion", "validation", "limits", "default"],
         help="run one section only (printed; written only with --output)",
     )
     parser.add_argument("--runs", type=int, help="whole runs to aggregate (default 5, quick 1)")
@@ -1439,6 +1510,8 @@ def main(argv: list[str] | None = None) -> int:
         text = measure_validation(settings)
     elif options.only == "limits":
         text = measure_limits(settings)
+    elif options.only == "default":
+        text = measure_default_tool(settings)
     else:
         info = RunInfo()
         runs = [run_once(settings, i, info) for i in range(settings.runs)]
