@@ -88,21 +88,37 @@ def uncached(registry: Registry, shape: Shape, strict: bool) -> list[dict[str, t
     return [tool.to_anthropic_schema() for tool in tools]
 
 
-def _time(function: t.Callable[[], object], n: int) -> float:
+class Timing(t.NamedTuple):
+    """Milliseconds per call: wall clock, and this process's CPU time (which leaves
+    out the time spent waiting for a core another process holds)."""
+
+    wall: float
+    cpu: float
+
+
+def _time(function: t.Callable[[], object], n: int) -> Timing:
     enabled = gc.isenabled()
     gc.disable()
     try:
+        cpu = time.process_time()
         began = time.perf_counter()
         for _ in range(n):
             function()
-        return (time.perf_counter() - began) / n
+        wall = (time.perf_counter() - began) / n * 1e3
+        return Timing(wall, (time.process_time() - cpu) / n * 1e3)
     finally:
         if enabled:
             gc.enable()
 
 
-def one_run(tools: int, rounds: int) -> dict[str, tuple[float, float, float]]:
-    """case -> (first call ms, repeated call ms, uncached call ms)."""
+def _median(timings: list[Timing]) -> Timing:
+    return Timing(
+        statistics.median(x.wall for x in timings), statistics.median(x.cpu for x in timings)
+    )
+
+
+def one_run(tools: int, rounds: int) -> dict[str, tuple[float, Timing, Timing]]:
+    """case -> (first call ms, repeated call, uncached call)."""
     registry = registry_of(tools)
     first: dict[str, float] = {}
     for name, shape, strict in CASES:
@@ -110,23 +126,34 @@ def one_run(tools: int, rounds: int) -> dict[str, tuple[float, float, float]]:
         registry.tool_definitions(shape, strict=strict)
         first[name] = (time.perf_counter() - began) * 1e3
         assert registry.tool_definitions(shape, strict=strict) == uncached(registry, shape, strict)
-    repeated: dict[str, list[float]] = {name: [] for name, _, _ in CASES}
-    before: dict[str, list[float]] = {name: [] for name, _, _ in CASES}
+    repeated: dict[str, list[Timing]] = {name: [] for name, _, _ in CASES}
+    before: dict[str, list[Timing]] = {name: [] for name, _, _ in CASES}
+    # The repeated calls first, interleaved across the shapes; the uncached path
+    # after (its garbage, hundreds of megabytes, would otherwise flush the caches
+    # the next repeated call is measured with).
+    gc.collect()
     for _ in range(rounds):
         for name, shape, strict in CASES:
 
             def cached(shape: Shape = shape, strict: bool = strict) -> object:
                 return registry.tool_definitions(shape, strict=strict)
 
+            repeated[name].append(_time(cached, 10))
+    gc.collect()
+    for _ in range(max(1, rounds // 2)):
+        for name, shape, strict in CASES:
+
             def anew(shape: Shape = shape, strict: bool = strict) -> object:
                 return uncached(registry, shape, strict)
 
-            repeated[name].append(_time(cached, 10) * 1e3)
-            before[name].append(_time(anew, 1) * 1e3)
+            before[name].append(_time(anew, 1))
     return {
-        name: (first[name], statistics.median(repeated[name]), statistics.median(before[name]))
-        for name, _, _ in CASES
+        name: (first[name], _median(repeated[name]), _median(before[name])) for name, _, _ in CASES
     }
+
+
+def _spread(values: list[float]) -> str:
+    return f"{min(values):6.2f} - {statistics.median(values):6.2f} - {max(values):6.2f}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,29 +168,29 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{options.tools:,} tools; load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
     )
-    figures: dict[str, list[tuple[float, float, float]]] = {}
+    figures: dict[str, list[tuple[float, Timing, Timing]]] = {}
     for run in range(1, options.runs + 1):
         results = one_run(options.tools, options.rounds)
         print(f"run {run} (load {os.getloadavg()[0]:.2f}):")
         for name, (first, repeated, before) in results.items():
             print(
-                f"  {name:<17} first {first:8.1f} ms   repeated {repeated:6.2f} ms   "
-                f"uncached {before:8.1f} ms   ({before / repeated:5.0f}x)"
+                f"  {name:<17} first {first:7.1f} ms   repeated {repeated.wall:5.2f} ms "
+                f"(CPU {repeated.cpu:5.2f})   uncached {before.wall:7.1f} ms "
+                f"(CPU {before.cpu:7.1f})"
             )
             figures.setdefault(name, []).append((first, repeated, before))
     load = os.getloadavg()
     print(f"load average after:  {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     print(
-        f"a repeated call, ms, over {options.runs} runs (min - median - max; target ≤ {TARGET_MS} ms):"
+        f"a repeated call, ms, over {options.runs} runs, min - median - max "
+        f"(target ≤ {TARGET_MS} ms):"
     )
     for name, values in figures.items():
-        repeated = [r for _, r, _ in values]
-        before = [b for _, _, b in values]
-        first = [f for f, _, _ in values]
         print(
-            f"  {name:<17} {min(repeated):6.2f} - {statistics.median(repeated):6.2f} - "
-            f"{max(repeated):6.2f}   (uncached {statistics.median(before):7.1f}, "
-            f"first call {statistics.median(first):7.1f})"
+            f"  {name:<17} wall {_spread([r.wall for _, r, _ in values])}   "
+            f"CPU {_spread([r.cpu for _, r, _ in values])}   "
+            f"(uncached: wall {statistics.median(b.wall for _, _, b in values):7.1f}; "
+            f"first call {statistics.median(f for f, _, _ in values):7.1f})"
         )
     return 0
 

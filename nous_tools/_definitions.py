@@ -179,7 +179,7 @@ def _parts(tool: Tool, strict: bool) -> _Parts:
 
 def _template(tool: Tool, provider: str, strict: bool) -> dict[str, t.Any]:
     """The definition of ``tool`` for ``provider``, sharing the tool's read-only schema
-    (and, for "openai", a read-only ``function`` part)."""
+    (for "openai", its read-only ``function`` part, which each call wraps)."""
     parts = _parts(tool, strict)
     description = tool.description or "No description provided"
     if provider == "anthropic":
@@ -195,7 +195,7 @@ def _template(tool: Tool, provider: str, strict: bool) -> dict[str, t.Any]:
     function = ReadOnlyDict(name=tool.name, description=description, parameters=parts.parameters)
     if strict:  # a tool that could not be strict says so: "strict": false
         dict.__setitem__(function, "strict", parts.strict)
-    return {"type": "function", "function": function}
+    return function  # each call wraps it: {"type": "function", "function": function}
 
 
 # -- per registry -----------------------------------------------------------------------
@@ -221,4 +221,6 @@ def definitions(registry: Registry, provider: str, strict: bool) -> list[dict[st
         ]
         cached = (version, templates)
         registry._definitions[key] = cached
+    if provider == "openai":  # a new dict around each shared, read-only function part
+        return [{"type": "function", "function": function} for function in cached[1]]
     return [template.copy() for template in cached[1]]
