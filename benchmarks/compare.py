@@ -1101,8 +1101,8 @@ def default_tool_section(runs: list[Figures], loads: list[str]) -> list[str]:
             f"({min(ratios):.2f}x to {max(ratios):.2f}x over {len(ratios)} run(s))"
         )
 
-    walls = _values(runs, "D")
-    median, spread = _spread(walls, _us)
+    median, spread = _spread(_values(runs, "D"), _us)
+    cpu_median, cpu_spread = _spread(_values(runs, "D.cpu"), _us)
     return [
         "## A tool with the defaults (issue 26)",
         "",
@@ -1111,7 +1111,8 @@ def default_tool_section(runs: list[Figures], loads: list[str]) -> list[str]:
         "validated — what a user gets without choosing anything. Ratios in the same "
         f"run, median (min to max); 1-minute load average after each run: {', '.join(loads)}.",
         "",
-        f"- µs per call: {median} (range {spread})",
+        f"- µs per call: {median} (range {spread}); CPU µs per call (all threads, leaving "
+        f"out the waits for a core): {cpu_median} (range {cpu_spread})",
         line("a default `Tool` / the direct call (case D / case 1)", "D", "1"),
         line("a default `Tool` / the inline call (case D / case 2, `timeout=None`)", "D", "2"),
         line("langchain-core's `invoke` / a default `Tool` (case 7a / case D)", "7a", "D"),
@@ -1139,7 +1140,13 @@ def measure_default_tool(settings: Settings) -> str:
     loads: list[str] = []
     for run_index in range(runs):
         print(f"timing a default Tool, run {run_index + 1} of {runs} ...", flush=True)
-        figures.append({key: timing.wall for key, timing in measure(loops, settings).items()})
+        timings = measure(loops, settings)
+        figures.append(
+            {
+                **{key: timing.wall for key, timing in timings.items()},
+                **{f"{key}.cpu": timing.cpu for key, timing in timings.items()},
+            }
+        )
         loads.append(f"{os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else "?")
     peer = f"langchain-core {langchain.version or '—'}" + (
         f" ({langchain.reason})" if langchain.reason else ""

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import collections.abc as c
 import copy
+import threading
 import typing as t
 
 from ._log import log as _safe_log
@@ -44,6 +45,9 @@ Provider = t.Literal["openai", "responses", "anthropic"]
 _PROVIDERS = ("openai", "responses", "anthropic")
 
 _EMPTY: dict[str, t.Any] = {"type": "object", "properties": {}, "required": []}
+
+# Held while a tool's parts are first made (re-entered for a strict tool's plain parts).
+_making = threading.RLock()
 
 
 def _read_only(self: object, *args: object, **kwargs: object) -> t.NoReturn:
@@ -152,29 +156,35 @@ class _Parts(t.NamedTuple):
 
 
 def _parts(tool: Tool, strict: bool) -> _Parts:
-    """The definition parts of ``tool`` (cached on it; made at the first call)."""
+    """The definition parts of ``tool`` (cached on it; made at the first call, once
+    even when threads ask together, so a warning is logged once)."""
     cache = tool._definition_parts
-    if cache is None:
-        cache = {}
-        object.__setattr__(tool, "_definition_parts", cache)
-    parts: _Parts | None = cache.get(strict)
+    parts: _Parts | None = cache.get(strict) if cache is not None else None
     if parts is not None:
         return parts
+    with _making:
+        cache = tool._definition_parts
+        if cache is None:
+            cache = {}
+            object.__setattr__(tool, "_definition_parts", cache)
+        parts = cache.get(strict)
+        if parts is None:
+            parts = cache[strict] = _make_parts(tool, strict)
+    return parts
+
+
+def _make_parts(tool: Tool, strict: bool) -> _Parts:
     if not strict:
         schema = tool.parameters if tool.parameters else _EMPTY
-        parts = _Parts(read_only(schema), False)
-    else:
-        try:
-            parts = _Parts(read_only(tool.strict_parameters()), True)
-        except ValueError as exc:
-            _log.warning(
-                '%s; it is sent with "strict": false (its own schema) in the strict '
-                "tool definitions",
-                exc,
-            )
-            parts = _Parts(_parts(tool, False).parameters, False)
-    cache[strict] = parts
-    return parts
+        return _Parts(read_only(schema), False)
+    try:
+        return _Parts(read_only(tool.strict_parameters()), True)
+    except ValueError as exc:
+        _log.warning(
+            '%s; it is sent with "strict": false (its own schema) in the strict tool definitions',
+            exc,
+        )
+        return _Parts(_parts(tool, False).parameters, False)
 
 
 def _template(tool: Tool, provider: str, strict: bool) -> dict[str, t.Any]:

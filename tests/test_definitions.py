@@ -350,6 +350,28 @@ def test_a_tool_that_cannot_be_strict_is_sent_non_strict_with_one_warning(
         make(tag).to_openai_schema(strict=True)  # asked of the tool itself: an error
 
 
+def test_threads_asking_together_make_a_tools_strict_parts_once_with_one_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    registry = Registry([make(weather), make(tag)])
+    start = threading.Barrier(4)
+    answers: list[list[dict[str, t.Any]]] = []
+
+    def ask() -> None:
+        start.wait()
+        answers.append(registry.tool_definitions("responses", strict=True))
+
+    with caplog.at_level(logging.WARNING, logger="nous_tools"):
+        threads = [threading.Thread(target=ask) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert len(answers) == 4 and all(answer == answers[0] for answer in answers)
+    warnings = [r for r in caplog.records if "cannot be made strict" in r.getMessage()]
+    assert len(warnings) == 1
+
+
 # -- a real MCP server's schemas (issue 25) ----------------------------------------------
 
 
