@@ -248,7 +248,8 @@ def loop_floor(floor: Floor, kw: dict[str, t.Any]) -> Loop:
 
 def measure_one_cpu(settings: Settings, kw: dict[str, t.Any]) -> dict[str, Timing] | None:
     """The timed round trip with every thread involved pinned to one CPU: ours (4p),
-    ours with a ctx-taking tool (4cp), the bare pool (5p) and the floor (Fp).
+    ours with a ctx-taking tool (4cp), a tool with the defaults (Dp), the bare pool
+    (5p) and the floor (Fp).
 
     On a 2-core machine that another process keeps busy, a hand-off to a worker
     thread costs whatever the scheduler makes the wake-up cost, and which core a
@@ -266,6 +267,7 @@ def measure_one_cpu(settings: Settings, kw: dict[str, t.Any]) -> dict[str, Timin
         return None
     tool = Tool.from_function(echo, timeout=5, validate_args=False)
     tool_ctx = Tool.from_function(echo_ctx, timeout=5, validate_args=False)
+    default = Tool.from_function(echo)  # case D: timeout=30, validated
     assert tool_ctx.takes_ctx
     ctx = RunContext.new()
     workers = CONTENTION_WORKERS
@@ -285,6 +287,7 @@ def measure_one_cpu(settings: Settings, kw: dict[str, t.Any]) -> dict[str, Timin
             loops = {
                 "4p": loop_execute(execute, tool, kw),
                 "4cp": run_ctx,
+                "Dp": loop_execute(execute, default, kw),
                 "5p": loop_bare_pool(pool, kw),
                 "Fp": loop_floor(floor, kw),
             }
@@ -902,6 +905,7 @@ PER_CALL_ROWS = [
     ("7c", "pydantic-ai `FunctionToolset`: `args_validator` + `call_tool`, no model"),
     ("4p", "case 4 on a fresh `ToolExecutor(6)`, every thread pinned to one CPU"),
     ("4cp", "case 4c, the same way"),
+    ("Dp", "case D, the same way"),
     ("5p", "case 5 on a fresh `ThreadPoolExecutor(6)`, the same way"),
     ("Fp", "the floor: a raw `_thread` lock ping-pong (two hand-offs), the same way"),
 ]
@@ -1116,13 +1120,20 @@ def default_tool_section(runs: list[Figures], loads: list[str]) -> list[str]:
         line("a default `Tool` / the direct call (case D / case 1)", "D", "1"),
         line("a default `Tool` / the inline call (case D / case 2, `timeout=None`)", "D", "2"),
         line("langchain-core's `invoke` / a default `Tool` (case 7a / case D)", "7a", "D"),
+        line(
+            "a default `Tool` pinned to one CPU with its worker (case Dp / case 1): the "
+            "hand-off's own cost, without the cross-core wake-up",
+            "Dp",
+            "1",
+        ),
         line("the inline call / the direct call (case 2 / case 1), beside it", "2", "1"),
     ]
 
 
 def measure_default_tool(settings: Settings) -> str:
     """``--only default``: case D with the direct call, case 2 and langchain-core,
-    interleaved, over 3 runs (2 with ``--quick``)."""
+    interleaved, then case D pinned to one CPU (Dp, see :func:`measure_one_cpu`),
+    over 3 runs (2 with ``--quick``)."""
     plain = Tool.from_function(echo, timeout=None, validate_args=False)
     default = Tool.from_function(echo)
     assert default.timeout == 30.0 and default.validator is not None
@@ -1141,6 +1152,8 @@ def measure_default_tool(settings: Settings) -> str:
     for run_index in range(runs):
         print(f"timing a default Tool, run {run_index + 1} of {runs} ...", flush=True)
         timings = measure(loops, settings)
+        pinned = measure_one_cpu(settings, ARGS) or {}
+        timings.update({key: pinned[key] for key in ("Dp", "Fp") if key in pinned})
         figures.append(
             {
                 **{key: timing.wall for key, timing in timings.items()},
