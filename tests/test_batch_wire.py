@@ -27,6 +27,7 @@ from nous_tools import (
     NeedsApproval,
     Ok,
     Registry,
+    RunContext,
     Tool,
     ToolCall,
     ToolCallResults,
@@ -330,6 +331,27 @@ def test_an_approval_older_than_its_batch_is_checked_on_its_own(registry: Regist
         with pytest.raises(ValueError, match=expired):
             ToolCallResults.from_dict(data, registry, SECRET)
         assert ToolCallResults.from_dict(data, registry, SECRET, max_age=3 * 86400).pending
+
+
+def test_a_batch_made_in_a_run_carries_its_run_id_under_the_signature(
+    registry: Registry,
+) -> None:
+    ctx = RunContext.new(run_id="conversation-42")
+    result = execute_tool_calls(registry, calls(WEATHER, DELETE), ctx)
+    data = wire_of(result)
+    assert data["run_id"] == "conversation-42"
+    assert ToolCallResults.from_dict(data, registry, SECRET).context.run_id == "conversation-42"
+    assert "run_id" not in wire_of(paused(registry))  # none: not written
+    for change in (_set(("run_id",), "conversation-43"), _drop(("run_id",))):
+        changed = copy.deepcopy(data)
+        change(changed)
+        with pytest.raises(ValueError, match="signature does not match"):
+            ToolCallResults.from_dict(changed, registry, SECRET)
+    for value, why in (("", "the batch has an empty run_id"), (7, "'run_id' must be str")):
+        changed = copy.deepcopy(data)
+        changed["run_id"] = value
+        with pytest.raises(ValueError, match=why):
+            ToolCallResults.from_dict(resealed(changed), registry, SECRET)
 
 
 def test_an_approval_for_another_call_is_not_written(registry: Registry) -> None:
