@@ -53,7 +53,9 @@ How it works:
   count inside them) and run on the real monotonic clock, so they hold inside
   ``freezegun.freeze_time``.
 * **Exit.** Children are killed by an ``atexit`` hook that runs before
-  ``multiprocessing``'s own, so a hung tool never keeps the interpreter alive,
+  ``multiprocessing``'s own (and by a ``multiprocessing`` finalizer that runs
+  first inside it, whatever order the hooks were registered in), so a hung or
+  idle child never keeps the interpreter alive,
   and the keeper is a daemon thread. Children are not ``daemon`` processes, so a
   tool may start processes of its own (``multiprocessing`` forbids that to
   daemons); they are in the child's group and die with it.
@@ -518,6 +520,10 @@ class ProcessPool:
         with _hook_lock:
             if not _hooked:
                 atexit.register(_kill_all_at_exit)  # registered later, so it runs first
+                # ... unless a library registers multiprocessing's hook again later (a
+                # Celery worker does): that hook joins every live child, so it must
+                # find ours gone. Its own finalizers run before it joins anyone.
+                multiprocessing.util.Finalize(None, _kill_all_at_exit, exitpriority=100)
                 _hooked = True
         _pools.add(self)
         if "forkserver" in multiprocessing.get_all_start_methods():

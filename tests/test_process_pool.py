@@ -602,6 +602,38 @@ def test_a_hung_process_tool_does_not_keep_the_interpreter_alive(tmp_path: pathl
     assert gone(child) and gone(grandchild)
 
 
+def test_an_idle_child_never_keeps_the_interpreter_alive_whatever_the_atexit_order(
+    tmp_path: pathlib.Path,
+) -> None:
+    """multiprocessing joins its live children at exit (``_exit_function``). A library
+    that registers that hook again after the pool started (Celery's worker does) puts
+    it before the pool's own atexit hook: the idle children must still be gone first."""
+    script = tmp_path / "late_hook.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import atexit, sys
+            sys.path.insert(0, {str(pathlib.Path(__file__).parent)!r})
+            import multiprocessing.util
+            from nous_tools import Tool, ToolExecutor
+            from test_process_pool import my_pid
+
+            if __name__ == "__main__":
+                executor = ToolExecutor(process_workers=1)  # never shut down
+                tool = Tool.from_function(my_pid, isolation="process", timeout=60, retries=0)
+                print(executor.execute(tool, {{}}).unwrap())
+                atexit.register(multiprocessing.util._exit_function)  # runs before ours
+                print("leaving")
+            """
+        )
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stderr
+    child, leaving = done.stdout.split()
+    assert leaving == "leaving"
+    assert gone(int(child))
+
+
 # -- a storm ------------------------------------------------------------------------------
 
 
