@@ -642,13 +642,26 @@ class WorkerPool:
         if children:
             for child in list(children):
                 self.cancel(child, kind)
-        if (
-            not self._shutdown
-            and self._queue.qsize() > len(self._idle)
-            and self._healthy < self.max_workers
-        ):
+        if self._shutdown:
+            if not self._healthy:
+                self._orphaned()  # its worker was the last healthy one
+        elif self._queue.qsize() > len(self._idle) and self._healthy < self.max_workers:
             self._try_spawn()  # queued calls take the retired worker's place
         return True
+
+    def _orphaned(self) -> None:
+        """Shut down with no healthy worker left: nobody will ever take what is still
+        queued, so each queued task is answered "not started" (``SHUT_DOWN``) now,
+        not at its deadline. (Once shut down no worker enlists, so "no healthy
+        worker" stays true; a task a worker took is not in the queue.)"""
+        tasks = self._queue
+        while True:
+            try:
+                task = tasks.get_nowait()
+            except queue.Empty:
+                return
+            if task is not None:  # (None: a shutdown marker nobody needs now)
+                self._abandon(task, SHUT_DOWN)
 
     def _send_cancel(self, worker: _Worker) -> bool:
         """Raise ``ToolCancelled`` in ``worker`` (with the lock); False when it must
@@ -792,6 +805,8 @@ class WorkerPool:
         if not enlisted:
             if task is not None:
                 self._abandon(task, SHUT_DOWN)
+            if self._shutdown and not self._healthy:
+                self._orphaned()  # it was to take what a caller queued just before shutdown
             return
         if self._on_start is not None:
             self._hook(self._on_start, "on_worker_start")
@@ -884,6 +899,8 @@ class WorkerPool:
                 break
             except ToolCancelled:
                 continue
+        if self._shutdown and not self._healthy:
+            self._orphaned()  # the last healthy worker: nobody else will take the queue
         # Gone: nothing is sent to this thread any more, so the hooks run undisturbed.
         if ran and after_task is not None:
             self._hook(after_task, "after_task")
@@ -985,6 +1002,9 @@ class WorkerPool:
         with self._lock:
             self._shutdown = True
             workers = [w for w in self._workers if w.healthy]
+            orphaned = not self._healthy
+        if orphaned:
+            self._orphaned()  # no worker left to take the queued calls
         for _ in workers:
             self._queue.put(None)
         for worker in list(self._idle):

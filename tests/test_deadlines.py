@@ -339,6 +339,66 @@ def test_shutdown_beside_a_running_call_holds_for_two_thousand_rounds() -> None:
         assert shutdown_beside_a_running_call() == [], f"round {round_}"
 
 
+def test_a_queued_call_is_answered_not_started_once_shutdown_leaves_no_healthy_worker() -> None:
+    # Issue 21 item 7, the reverse case: B waited in the queue behind A; shutdown ran,
+    # then A's worker (the only one) was abandoned at A's deadline. Nobody would ever
+    # take B, which used to wait out its whole deadline and come back as a timeout.
+    stop = threading.Event()
+    started = threading.Event()
+
+    def hang() -> None:
+        started.set()
+        stop.wait(120)  # a blocking wait: the worker stays stuck past its deadline
+
+    ex = ToolExecutor(max_workers=1)
+    holder: list[t.Any] = []
+    try:
+        first = threading.Thread(target=ex.execute, args=(make(hang, timeout=1), {}), daemon=True)
+        first.start()
+        assert started.wait(10)
+        queued = threading.Thread(
+            target=lambda: holder.append(ex.execute(make(lambda: "ran", name="b", timeout=60), {})),
+            daemon=True,
+        )
+        queued.start()
+        for _ in range(10_000):  # until B waits in the queue (10 s at most)
+            if ex.stats()["pending"] == 1:
+                break
+            time.sleep(0.001)
+        assert ex.stats()["pending"] == 1
+        ex.shutdown(wait=True)  # returns once A's worker is abandoned at A's deadline
+        queued.join(30)  # B's deadline is 60 s: only an answer at once ends it here
+        assert not queued.is_alive(), "the queued call waited for its deadline"
+    finally:
+        stop.set()
+    (result,) = holder
+    assert isinstance(result, Err) and isinstance(result.reason, ExecutorShutdown)
+    assert "not started" in result.reason.message
+
+
+def test_a_call_queued_behind_the_first_worker_start_is_answered_not_started_at_shutdown() -> None:
+    # The caller queued its task and started the pool's first worker; shutdown ran
+    # before that worker registered, so the worker left without taking anything.
+    from nous_tools._clock import monotonic
+    from nous_tools._pool import SHUT_DOWN, WorkerPool, _Task
+
+    pool = WorkerPool(1)
+    gate = threading.Event()
+    work = pool._work
+
+    def late(me: t.Any, task: t.Any) -> None:
+        gate.wait(30)  # the new worker, held before it registers
+        work(me, task)
+
+    pool._work = late  # type: ignore[method-assign]
+    task = _Task(lambda: "ran", (), {}, monotonic() + 60, None, True, pool)
+    pool._enqueue(task, False)  # queued behind the first worker's start
+    pool.shutdown(wait=False)
+    gate.set()
+    assert task.done.acquire(True, 30), "the queued task waited for its deadline"
+    assert task.result[0] == SHUT_DOWN
+
+
 def test_execute_after_shutdown_returns_a_clear_err() -> None:
     ex = ToolExecutor(max_workers=1)
     ex.shutdown()
