@@ -183,11 +183,20 @@ def _unpicklable_reply(message: str) -> bytes:
     return pickle.dumps((UNPICKLABLE, message, "", ""), _PROTOCOL)
 
 
-def run_request(request: bytes | memoryview) -> bytes:
+def run_request(request: bytes | memoryview, deadline: float | None = None) -> bytes:
     """In the child: run one attempt and return the reply's bytes. Never raises
-    for anything the tool or its data do."""
+    for anything the tool or its data do. ``deadline`` (when not None) is the
+    attempt's, set when a child took the call: the tool's ``ctx.deadline``."""
     name, function, args, context = pickle.loads(request)  # our own framing
-    return load_and_reply(name, function, args, context, "in the child process", sink=_to_parent())
+    return load_and_reply(
+        name,
+        function,
+        args,
+        context,
+        "in the child process",
+        sink=_to_parent(),
+        deadline=deadline,
+    )
 
 
 # -- events: what a tool reports, from the child to the parent during a call ------------
@@ -259,6 +268,7 @@ def load_and_reply(
     make_context: c.Callable[[dict[str, t.Any]], t.Any] | None = None,
     dumps: c.Callable[[t.Any], bytes] = _dumps,
     sink: c.Callable[[list[t.Any]], object] | None = None,
+    deadline: float | None = None,
 ) -> bytes:
     """Unpickle a request's parts where the attempt runs (``where``: "in the child
     process", "on the worker"), then call the tool (see :func:`reply`). A part that
@@ -268,7 +278,9 @@ def load_and_reply(
     When the caller listens to what the tool reports and the engine can carry it,
     ``sink(event)`` sends each progress or log event (:func:`nous_tools._reporting.encode`)
     to the caller, coalesced and rate-limited here; what is held is sent before the
-    reply. Without a ``sink``, ``ctx.report_progress`` and ``ctx.log`` are no-ops."""
+    reply. Without a ``sink``, ``ctx.report_progress`` and ``ctx.log`` are no-ops.
+    ``deadline``, when not None, replaces the context's (a process call's deadline
+    is set when a child takes it)."""
     try:
         loaded = pickle.loads(function)
         fn = loaded.resolve() if isinstance(loaded, _ToolRef) else loaded
@@ -286,6 +298,8 @@ def load_and_reply(
         try:
             fields = pickle.loads(context)
             report = fields.pop("report", False)
+            if deadline is not None:
+                fields["deadline"] = deadline
             if make_context is None:
                 from .run_context import RunContext
 

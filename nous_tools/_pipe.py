@@ -20,9 +20,14 @@ Kinds, by direction and role:
 
 * parent -> child
 
-  - :data:`CALL` -- run one attempt; payload: the request
-    (:func:`nous_tools._isolation.encode_request`). The child answers it with
-    exactly one reply of the same ``seq``.
+  - :data:`CALL` -- run one attempt; payload: the attempt's deadline (8 bytes,
+    a big-endian double on the monotonic clock, which every process shares; NaN:
+    the context's own), then the request
+    (:func:`nous_tools._isolation.encode_request`). The deadline is written when
+    a child takes the call (:func:`call_frame`, :func:`set_deadline`), since a
+    process call's timeout counts from then; the child gives it to the tool as
+    ``ctx.deadline`` (:func:`call_parts`). The child answers with exactly one
+    reply of the same ``seq``.
 
 * child -> parent, **replies** (:data:`REPLY_KINDS`): a reply ends the call it
   answers.
@@ -61,18 +66,23 @@ handshake), 16-63 for events, 64-127 for requests and answers.
 
 from __future__ import annotations
 
+import math
 import struct
 
 __all__ = [
     "CALL",
     "EVENT_KINDS",
     "LOG_EVENT",
+    "NO_DEADLINE",
     "PROGRESS_EVENT",
     "READY",
     "REPLY_KINDS",
     "RESULT",
+    "call_frame",
+    "call_parts",
     "describe",
     "frame",
+    "set_deadline",
     "unframe",
 ]
 
@@ -88,15 +98,41 @@ REPLY_KINDS: frozenset[int] = frozenset({RESULT})
 #: Kinds a child sends during a call without ending it.
 EVENT_KINDS: frozenset[int] = frozenset({PROGRESS_EVENT, LOG_EVENT})
 
+#: A call's deadline that says "the context's own" (see :data:`CALL`).
+NO_DEADLINE = math.nan
+
 _HEADER = struct.Struct("!QB")
 _pack = _HEADER.pack
 _unpack = _HEADER.unpack_from
 _SIZE = _HEADER.size
+_DEADLINE = struct.Struct("!d")
+_CALL_HEADER = struct.Struct("!QBd")
 
 
 def frame(seq: int, kind: int, payload: bytes) -> bytes:
     """A message: ``payload`` for call ``seq``, of ``kind``."""
     return _pack(seq, kind) + payload
+
+
+def call_frame(seq: int, request: bytes, deadline: float = NO_DEADLINE) -> bytearray:
+    """The :data:`CALL` message of call ``seq``: ``deadline``, then ``request``. A
+    bytearray, so :func:`set_deadline` can write the deadline once it is known
+    without copying the request again."""
+    message = bytearray(_CALL_HEADER.size + len(request))
+    _CALL_HEADER.pack_into(message, 0, seq, CALL, deadline)
+    message[_CALL_HEADER.size :] = request
+    return message
+
+
+def set_deadline(message: bytearray, deadline: float) -> None:
+    """Write the attempt's deadline into a :func:`call_frame` message."""
+    _DEADLINE.pack_into(message, _SIZE, deadline)
+
+
+def call_parts(payload: memoryview) -> tuple[float | None, memoryview]:
+    """A :data:`CALL` payload's deadline (None: the context's own) and request."""
+    (deadline,) = _DEADLINE.unpack_from(payload)
+    return (None if math.isnan(deadline) else deadline), payload[_DEADLINE.size :]
 
 
 def unframe(message: bytes) -> tuple[int, int, memoryview] | None:

@@ -737,6 +737,10 @@ class WorkerPool:
         if type(scope) is _Task:
             scope.pool._abandon(scope, kind)  # with its own pool's books
             return
+        stop = scope.stop
+        if stop is not None:  # a process call: stopped by its own pool
+            stop(kind)
+            return
         scope.cancelled = True
         if scope.event is not None:
             scope.event.set()

@@ -76,6 +76,7 @@ mechanism here is a pipe per child, one ``poll`` and one ``killpg``.
 from __future__ import annotations
 
 import atexit
+import collections
 import collections.abc as c
 import contextlib
 import itertools
@@ -91,6 +92,7 @@ from . import _isolation, _pipe
 from ._clock import monotonic
 from ._log import log as _safe_log
 from ._pool import RAISED, SHUT_DOWN, TIMED_OUT
+from ._scope import Scope, here
 from .errors import ChildProcessDied
 
 if t.TYPE_CHECKING:
@@ -100,7 +102,7 @@ if t.TYPE_CHECKING:
     from .run_context import RunContext
     from .tool import Tool
 
-__all__ = ["ProcessPool", "check_option", "default_workers", "empty_stats"]
+__all__ = ["QUEUE_TIMED_OUT", "ProcessPool", "check_option", "default_workers", "empty_stats"]
 
 _log = _safe_log
 
@@ -110,6 +112,15 @@ _START_TIMEOUT = 60.0  # seconds a child may take to import and say it is ready
 _EXIT_GRACE = 1.0  # seconds an ended or dying child gets to exit before its group is killed
 _SETTLE = 0.05  # seconds background work waits for running attempts to finish
 _MAX_WAIT = 86_400.0  # one poll(2) at most (its timeout is an int of milliseconds)
+_DRIVER_IDLE = 30.0  # seconds an idle driver waits for another submitted call
+
+#: Outcome kind: no child came free within the call's ``queue_timeout``, so the
+#: tool never started (value: ``(queue_timeout, max_workers)``).
+QUEUE_TIMED_OUT = "queue_timed_out"
+
+_REPLY = "reply"  # a submitted call's end: the child's reply, decoded by the caller
+_LATE = object()  # _wait_reply: the deadline passed
+_ENDED = object()  # _wait_reply: the child ended without answering
 
 
 def default_workers() -> int:
@@ -139,6 +150,7 @@ def _child_main(conn: Connection) -> None:
     events.ready(str(os.getpgrp()).encode() if _GROUPS else b"0")
     run = _isolation.run_request
     unframe = _pipe.unframe
+    parts = _pipe.call_parts
     while True:
         try:
             message = conn.recv_bytes()
@@ -148,7 +160,8 @@ def _child_main(conn: Connection) -> None:
         if call is None or call[1] != _pipe.CALL:
             continue  # only the parent writes to this end, and only calls
         events.begin(call[0])
-        events.reply(run(call[2]))
+        deadline, request = parts(call[2])
+        events.reply(run(request, deadline))
 
 
 class _Child:
@@ -260,8 +273,83 @@ def empty_stats(max_workers: int) -> dict[str, int]:
         "recycled": 0,
         "strays": 0,
         "start_failures": 0,
+        "not_started": 0,
         "max_workers": max_workers,
     }
+
+
+class _Call(Scope):
+    """A submitted call (see :meth:`ProcessPool.submit`): a scope of the batch
+    that submitted it, so cancelling the batch stops it. Its fields are written
+    under the pool's lock; ``ended`` is decided once, by whoever comes first."""
+
+    __slots__ = (
+        "budget",
+        "cap",
+        "child",
+        "ended",
+        "notify",
+        "pool",
+        "queue_timeout",
+        "queue_until",
+        "request",
+        "seq",
+        "tool",
+        "waiting",
+    )
+
+    def __init__(
+        self,
+        pool: ProcessPool,
+        tool: Tool,
+        seq: int,
+        request: bytes,
+        cap: float,
+        budget: float,
+        queue_until: float,
+    ) -> None:
+        super().__init__(min(cap, queue_until))  # when its caller looks at it (expire)
+        self.pool = pool
+        self.tool = tool
+        self.seq = seq
+        self.request = request
+        self.cap = cap  # no attempt runs past it (the enclosing deadline; inf: none)
+        self.budget = budget  # seconds the attempt may run once a child has it
+        self.queue_until = queue_until
+        self.queue_timeout = 0.0
+        self.notify: c.Callable[[t.Any], object] = _ignore
+        self.waiting = True  # in the pool's queue: no driver has it yet
+        self.child: _Child | None = None  # the child running it
+        self.ended: tuple[str, t.Any] | None = None
+
+    def end(self, outcome: tuple[str, t.Any]) -> None:
+        """Decide the call's end, unless it has one; tell its caller."""
+        with self.pool._lock:
+            if self.ended is not None:
+                return
+            self.ended = outcome
+        self.notify(self)
+
+    def stop(self, kind: str, value: t.Any = None) -> None:
+        """Cancel the call (its batch was cancelled): one still waiting never
+        starts; a running one's child is killed (its driver then takes it out
+        of service). Its end is ``(kind, value)`` unless it had one already."""
+        pool = self.pool
+        with pool._lock:
+            if self.ended is not None:
+                return
+            self.ended = (kind, value)
+            if self.waiting:
+                self.waiting = False
+                pool._submitted.remove(self)
+            child = self.child
+        if child is not None:
+            child.kill()
+        self.notify(self)
+
+
+def _ignore(_: object) -> None:
+    pass
 
 
 class ProcessPool:
@@ -309,9 +397,15 @@ class ProcessPool:
                 "recycled",
                 "strays",
                 "start_failures",
+                "not_started",
             ),
             0,
         )
+        # Submitted calls (a batch's) waiting for a driver, and the drivers.
+        self._submitted: collections.deque[_Call] = collections.deque()
+        self._queued = threading.Condition(self._lock)  # idle drivers: a call was submitted
+        self._drivers = 0  # driver threads alive
+        self._sleeping = 0  # ... of which wait for a call and have not been woken
         self._keeper: threading.Thread | None = None
         self._settling = False  # the keeper waits for running attempts to finish
         self._shutdown = False
@@ -329,17 +423,28 @@ class ProcessPool:
         ctx: RunContext[t.Any] | None,
         deadline: float,
         on_event: c.Callable[[int, memoryview], object] | None = None,
+        *,
+        budget: float | None = None,
+        queue_timeout: float | None = None,
     ) -> tuple[str, t.Any]:
-        """Run one attempt of ``tool`` in a child; kill the child at ``deadline``
+        """Run one attempt of ``tool`` in a child; kill the child at its deadline
         (on :func:`~nous_tools._clock.monotonic`'s clock).
+
+        Without ``budget``, ``deadline`` is the attempt's, counted from submission:
+        the wait for a child is inside it. With ``budget`` (seconds), the attempt's
+        deadline is set when a child takes the call, ``budget`` later, and
+        ``deadline`` only bounds it (an enclosing attempt's deadline; ``math.inf``
+        for none); ``ctx.deadline`` in the child is that deadline. ``queue_timeout``
+        (seconds, or None: until ``deadline``) bounds the wait for a child.
 
         Returns ``(kind, value)``: ``RETURNED`` and the value, ``RAISED`` and the
         exception (:class:`ChildProcessDied` when the child died), ``TIMED_OUT``,
-        ``SHUT_DOWN``, or ``UNPICKLABLE`` and a message naming what could not
-        cross (or that no child could be started). ``ctx`` is passed to the tool
-        (first, positionally) when it is not None. A ``KeyboardInterrupt`` (or any
-        exception) raised in the caller while it waits kills the child, then
-        propagates.
+        :data:`QUEUE_TIMED_OUT` and ``(queue_timeout, max_workers)`` (no child came
+        free in time: the tool never started), ``SHUT_DOWN``, or ``UNPICKLABLE``
+        and a message naming what could not cross (or that no child could be
+        started). ``ctx`` is passed to the tool (first, positionally) when it is not
+        None. A ``KeyboardInterrupt`` (or any exception) raised in the caller while
+        it waits kills the child, then propagates.
 
         The events the child sends during the call (:data:`nous_tools._pipe.EVENT_KINDS`:
         what its tool reports, see :class:`nous_tools._isolation.Events`) are
@@ -348,64 +453,89 @@ class ProcessPool:
         Anything else on the pipe that is not this call's reply is a stray:
         discarded, logged, and the child is replaced after the call.
         """
+        if budget is not None and budget <= 0:
+            return self._expired()
         try:
             request = _isolation.encode_request(tool, arguments, ctx)
         except _isolation.Unpicklable as exc:
             return _isolation.UNPICKLABLE, str(exc)
         seq = next(self._calls)
-        request = _pipe.frame(seq, _pipe.CALL, request)
+        message = _pipe.call_frame(seq, request)
+        queue_until = None if queue_timeout is None else monotonic() + queue_timeout
         while True:
-            taken = self._take(deadline)
+            taken = self._take(deadline, queue_until, queue_timeout)
             if type(taken) is tuple:
                 return taken
             child = t.cast(_Child, taken)
+            if budget is not None:  # the attempt's deadline starts now
+                ends = monotonic() + budget
+                if ends > deadline:
+                    ends = deadline
+                _pipe.set_deadline(message, ends)
+            else:
+                ends = deadline
             try:
-                child.conn.send_bytes(request)
+                child.conn.send_bytes(message)
                 break
             except OSError:  # it died while idle: the tool never started; take another
                 self._end(child, "died")
             except BaseException:
                 self._end(child, "interrupted")
                 raise
-        reply: memoryview | None = None
-        stray = False
         try:
-            while True:
-                readable, exited = child.wait(deadline - monotonic())
-                if not readable and not exited:
-                    self._end(child, "timed_out")
-                    return TIMED_OUT, None
-                try:
-                    message = child.conn.recv_bytes() if readable else None
-                except (EOFError, OSError):
-                    message = None
-                if message is None:  # the child ended without answering
-                    break
-                parsed = _pipe.unframe(message)
-                if parsed is not None and parsed[0] == seq:
-                    kind = parsed[1]
-                    if kind in _pipe.REPLY_KINDS:
-                        reply = parsed[2]
-                        break
-                    if kind in _pipe.EVENT_KINDS:
-                        if on_event is not None:
-                            self._event(on_event, kind, parsed[2])
-                        continue
-                stray = True
-                _log.warning(
-                    "nous_tools: child process %s wrote to its pipe out of turn (%s, while "
-                    "it served call %s); discarded, and the child will be replaced",
-                    child.pid,
-                    _pipe.describe(message),
-                    seq,
-                )
+            answer = self._wait_reply(child, seq, ends, on_event)
         except BaseException:  # KeyboardInterrupt in the caller: kill as at a deadline
             self._end(child, "interrupted")
             raise
-        if reply is None:
+        if answer is _LATE:
+            self._end(child, "timed_out")
+            return TIMED_OUT, None
+        if answer is _ENDED:
             return RAISED, self._died(child, tool)
+        reply, stray = t.cast("tuple[memoryview, bool]", answer)
         self._release(child, stray)
         return _isolation.decode_reply(reply)
+
+    def _wait_reply(
+        self,
+        child: _Child,
+        seq: int,
+        deadline: float,
+        on_event: c.Callable[[int, memoryview], object] | None,
+    ) -> object:
+        """Wait until ``deadline`` for call ``seq``'s reply on ``child``'s pipe:
+        ``(reply, stray)`` (stray: something else came on the pipe meanwhile),
+        :data:`_LATE` (the deadline passed) or :data:`_ENDED` (the child ended
+        without answering). Events of the call go to ``on_event``. Counts nothing,
+        kills nothing: the caller decides."""
+        stray = False
+        while True:
+            readable, exited = child.wait(deadline - monotonic())
+            if not readable and not exited:
+                return _LATE
+            try:
+                message = child.conn.recv_bytes() if readable else None
+            except (EOFError, OSError):
+                message = None
+            if message is None:  # the child ended without answering
+                return _ENDED
+            parsed = _pipe.unframe(message)
+            if parsed is not None and parsed[0] == seq:
+                kind = parsed[1]
+                if kind in _pipe.REPLY_KINDS:
+                    return parsed[2], stray
+                if kind in _pipe.EVENT_KINDS:
+                    if on_event is not None:
+                        self._event(on_event, kind, parsed[2])
+                    continue
+            stray = True
+            _log.warning(
+                "nous_tools: child process %s wrote to its pipe out of turn (%s, while "
+                "it served call %s); discarded, and the child will be replaced",
+                child.pid,
+                _pipe.describe(message),
+                seq,
+            )
 
     @staticmethod
     def _event(
@@ -419,8 +549,20 @@ class ProcessPool:
                 "nous_tools: the handler of a child's event (kind %s) raised; ignored", kind
             )
 
-    def _take(self, deadline: float) -> _Child | tuple[str, t.Any]:
-        """An idle child, marked busy; or the ``(kind, value)`` that prevents it."""
+    def _expired(self) -> tuple[str, t.Any]:
+        """An attempt whose deadline passed before it could be handed to a child."""
+        with self._lock:
+            self._counts["timed_out"] += 1
+        return TIMED_OUT, None
+
+    def _take(
+        self, deadline: float, queue_until: float | None = None, queue_timeout: float | None = None
+    ) -> _Child | tuple[str, t.Any]:
+        """An idle child, marked busy; or the ``(kind, value)`` that prevents it: the
+        wait ends at ``queue_until`` (:data:`QUEUE_TIMED_OUT`) or at ``deadline``
+        (``TIMED_OUT``), whichever comes first."""
+        queued = queue_until is not None and queue_until < deadline
+        until = t.cast(float, queue_until) if queued else deadline
         with self._lock:
             if self._keeper is None and not self._shutdown:
                 self._start_keeper()
@@ -428,8 +570,11 @@ class ProcessPool:
             while True:
                 if self._shutdown:
                     return SHUT_DOWN, None
-                remaining = deadline - monotonic()
+                remaining = until - monotonic()
                 if remaining <= 0:  # never hand a child an attempt that is already over
+                    if queued:
+                        self._counts["not_started"] += 1
+                        return QUEUE_TIMED_OUT, (queue_timeout, self.max_workers)
                     self._counts["timed_out"] += 1
                     return TIMED_OUT, None
                 while self._idle and len(self._busy) < self.max_workers:
@@ -458,13 +603,187 @@ class ProcessPool:
                     if self._failures == failures:
                         self._fresh -= 1
 
-    def _release(self, child: _Child, stray: bool = False) -> None:
+    # -- submitted calls: a batch's, run by drivers -------------------------------
+
+    def submit(
+        self,
+        tool: Tool,
+        arguments: c.Mapping[str, t.Any],
+        ctx: RunContext[t.Any] | None,
+        deadline: float,
+        notify: c.Callable[[t.Any], object],
+        *,
+        budget: float,
+        queue_timeout: float,
+    ) -> _Call | tuple[str, t.Any, None]:
+        """Start one attempt as :meth:`run` with ``budget`` and ``queue_timeout``
+        would, without waiting: for a caller that waits for several calls at once
+        (a batch's coordinator, which hands calls over without a thread of its own
+        per call). A *driver* thread of the pool takes the call, waits for a child,
+        sends it, waits for the reply or kills the child at the deadline, then
+        calls ``notify(call)`` (once, whoever decides the call's end). The caller
+        then takes the outcome, decoded in its own thread, with :meth:`outcome`; at
+        ``call.deadline`` (the end of its wait for a child) it calls :meth:`expire`,
+        which answers a call still waiting and returns None for one a driver has.
+
+        Returns the call, or ``(kind, value, None)`` at once when it cannot start
+        (shut down, unpicklable, the enclosing scope cancelled or past its
+        deadline). The call belongs to the scope this thread works in
+        (``here.scope``): cancelling that scope stops it (:meth:`_Call.stop`).
+        Its events are not delivered: a caller who listens runs the call itself.
+        """
+        if self._shutdown:
+            return SHUT_DOWN, None, None
+        if budget <= 0 or deadline <= monotonic():
+            return (*self._expired(), None)
+        try:
+            request = _isolation.encode_request(tool, arguments, ctx)
+        except _isolation.Unpicklable as exc:
+            return _isolation.UNPICKLABLE, str(exc), None
+        queue_until = monotonic() + queue_timeout
+        call = _Call(self, tool, next(self._calls), request, deadline, budget, queue_until)
+        call.queue_timeout = queue_timeout
+        call.notify = notify
+        parent = here.scope
+        if parent is not None and not parent.adopt(call):
+            parent.release(call)
+            return TIMED_OUT, None, None  # the enclosing scope was cancelled
+        start = False
+        with self._lock:
+            if self._shutdown:
+                return SHUT_DOWN, None, None
+            self._submitted.append(call)
+            if self._sleeping:
+                self._sleeping -= 1
+                self._queued.notify()
+            elif self._drivers < self.max_workers:
+                self._drivers += 1
+                start = True
+        if start:
+            try:
+                threading.Thread(
+                    target=self._drive,
+                    name=f"{self._name}-driver-{next(self._numbers)}",
+                    daemon=True,
+                ).start()
+            except BaseException:
+                with self._lock:
+                    self._drivers -= 1
+                    again = self._drivers == 0
+                if again:  # no driver runs to take it: answer it here
+                    call.stop(_isolation.UNPICKLABLE, "no thread could be started to run it")
+                raise
+        return call
+
+    def outcome(self, call: _Call) -> tuple[str, t.Any, None]:
+        """The outcome of a submitted call that has ended, decoded in this thread."""
+        kind, value = t.cast("tuple[str, t.Any]", call.ended)
+        if kind is _REPLY:
+            kind, value = _isolation.decode_reply(value)
+        return kind, value, None
+
+    def expire(self, call: _Call) -> tuple[str, t.Any, None] | None:
+        """A submitted call at ``call.deadline``: if it still waits for a driver, it
+        never started and is answered now (:data:`QUEUE_TIMED_OUT`, or ``TIMED_OUT``
+        at the enclosing deadline); if it has ended, its outcome; None while a
+        driver has it (the driver answers through ``notify``)."""
+        with self._lock:
+            if call.ended is None:
+                if not call.waiting:
+                    return None
+                self._submitted.remove(call)
+                call.waiting = False
+                if call.queue_until < call.cap:
+                    self._counts["not_started"] += 1
+                    call.ended = (QUEUE_TIMED_OUT, (call.queue_timeout, self.max_workers))
+                else:
+                    self._counts["timed_out"] += 1
+                    call.ended = (TIMED_OUT, None)
+        return self.outcome(call)
+
+    @staticmethod
+    def forget(call: _Call) -> None:
+        """Drop a submitted call that has ended from its enclosing scope's books."""
+        parent = here.scope
+        if parent is not None:
+            parent.release(call)
+
+    def _drive(self) -> None:
+        """A driver's life: take submitted calls in turn and run each in a child;
+        wait ``_DRIVER_IDLE`` seconds for more, then leave."""
+        while True:
+            with self._lock:
+                while not self._submitted:
+                    if self._shutdown:
+                        self._drivers -= 1
+                        return
+                    self._sleeping += 1
+                    if not self._queued.wait(_DRIVER_IDLE):
+                        self._sleeping -= 1  # (a notified driver was counted off already)
+                        if not self._submitted:
+                            self._drivers -= 1
+                            return
+                call = self._submitted.popleft()
+                call.waiting = False
+            try:
+                self._serve(call)
+            except BaseException as exc:  # a bug of ours: the call still ends
+                _log.exception("nous_tools: a process call's driver failed")
+                call.stop(_isolation.UNPICKLABLE, f"its driver failed: {_isolation._describe(exc)}")
+
+    def _serve(self, call: _Call) -> None:
+        """Run one submitted call (in its driver), and end it."""
+        message = _pipe.call_frame(call.seq, call.request)
+        call.request = b""
+        while True:
+            taken = self._take(call.cap, call.queue_until, call.queue_timeout)
+            if type(taken) is tuple:
+                call.end(taken)
+                return
+            child = t.cast(_Child, taken)
+            ends = monotonic() + call.budget
+            if ends > call.cap:
+                ends = call.cap
+            with self._lock:
+                stopped = call.ended is not None
+                if not stopped:
+                    call.child = child
+            if stopped:  # stopped while it waited: the child goes back, unused
+                self._release(child, counted=False)
+                return
+            _pipe.set_deadline(message, ends)
+            try:
+                child.conn.send_bytes(message)
+                break
+            except OSError:  # it died while idle: the tool never started; take another
+                with self._lock:
+                    call.child = None
+                self._end(child, "died")
+        answer = self._wait_reply(child, call.seq, ends, None)
+        if answer is _LATE:
+            child.kill()  # first: the kill is at the deadline, the bookkeeping after
+        with self._lock:
+            stopped = call.ended is not None  # stop() killed the child, or is about to
+            call.child = None
+        if stopped or answer is _LATE:
+            self._end(child, "interrupted" if stopped else "timed_out")
+            call.end((TIMED_OUT, None))  # (ignored when stopped: it has its end)
+        elif answer is _ENDED:
+            call.end((RAISED, self._died(child, call.tool)))
+        else:
+            reply, stray = t.cast("tuple[memoryview, bool]", answer)
+            call.end((_REPLY, reply))
+            self._release(child, stray)
+
+    def _release(self, child: _Child, stray: bool = False, *, counted: bool = True) -> None:
         """An attempt ended with a reply: the child goes idle, or is recycled, or
-        (``stray``: it wrote out of turn) replaced."""
+        (``stray``: it wrote out of turn) replaced. ``counted=False``: the child
+        was taken and given back unused."""
         with self._lock:
             self._busy.discard(child)
-            self._counts["completed"] += 1
-            child.tasks += 1
+            if counted:
+                self._counts["completed"] += 1
+                child.tasks += 1
             limit = self.max_tasks_per_child
             if stray or self._shutdown or (limit is not None and child.tasks >= limit):
                 if stray:
@@ -749,7 +1068,11 @@ class ProcessPool:
             self._idle.clear()
             self._free.notify_all()
             self._work.notify_all()
+            self._queued.notify_all()
             keeper = self._keeper
+            unstarted = list(self._submitted)
+        for call in unstarted:  # no driver takes them now: they never start
+            call.stop(SHUT_DOWN)
         if wait and keeper is not None and keeper is not threading.current_thread():
             keeper.join()
 

@@ -35,6 +35,11 @@ class Scope:
 
     __slots__ = ("cancelled", "children", "deadline", "event")
 
+    #: How a scope of another kind (a submitted process call) is cancelled:
+    #: ``stop(kind)``. None for a plain scope, which is marked cancelled and whose
+    #: children are cancelled in turn.
+    stop: t.ClassVar[t.Callable[..., None] | None] = None
+
     def __init__(
         self,
         deadline: float | None = None,

@@ -279,6 +279,25 @@ class ProcessBackend:
         kind, value = self.pool.run(tool, arguments, ctx, deadline, on_event)
         return (kind, value, None)
 
+    def _attempt(
+        self,
+        tool: Tool,
+        arguments: c.Mapping[str, t.Any],
+        ctx: RunContext[t.Any] | None,
+        cap: float,
+        budget: float,
+        queue_timeout: float,
+    ) -> Outcome:
+        """The executor's way in: the attempt may wait ``queue_timeout`` seconds for a
+        free child, then runs ``budget`` seconds from when a child takes it, never
+        past ``cap`` (an enclosing attempt's deadline; ``inf``: none)."""
+        channel = ctx._channel if ctx is not None else None
+        on_event = _reporting.from_child(channel) if channel is not None else None
+        kind, value = self.pool.run(
+            tool, arguments, ctx, cap, on_event, budget=budget, queue_timeout=queue_timeout
+        )
+        return (kind, value, None)
+
     def stats(self) -> dict[str, int]:
         """``workers``, ``idle``, ``busy``, ``starting``, ``pending``, ``started``,
         ``completed``, ``timed_out``, ``killed``, ``died``, ``recycled``, ``strays``,

@@ -41,7 +41,7 @@ from . import signals as _signals
 from ._clock import monotonic
 from ._log import log as _safe_log
 from ._pool import RAISED, RETURNED, SATURATED, SHUT_DOWN, TIMED_OUT, Hook
-from ._process_pool import check_option
+from ._process_pool import QUEUE_TIMED_OUT, check_option
 from ._scope import Scope, here, interrupts
 from ._text import safe_str as _safe_str
 from .approval import check_approval
@@ -56,7 +56,7 @@ from .results import ok_fast as _ok
 from .run_context import AttemptCancelled, RunContext
 from .run_context import for_attempt as _for_attempt
 from .run_context import with_channel as _with_channel
-from .tool import ON_TIMEOUT_MODES, Tool
+from .tool import ON_TIMEOUT_MODES, Tool, queue_seconds
 
 if t.TYPE_CHECKING:
     from .journal._record import Journal
@@ -76,6 +76,8 @@ _DEBUG = logging.DEBUG
 _new_ok = object.__new__
 
 _BARE_CONTEXT: RunContext[t.Any] = RunContext()
+
+_NO_CAP = float("inf")  # a process call's bound when no enclosing attempt sets one
 
 # The value and reason types of the results (execute's overloads).
 _T = t.TypeVar("_T")
@@ -254,6 +256,7 @@ class _Job:
         "failure",
         "index",
         "notify",
+        "process",
         "task",
         "tool",
         "total",
@@ -274,6 +277,7 @@ class _Job:
         self.task: t.Any = None
         self.failure: _Failure | None = None
         self.channel: _reporting.Channel | None = None  # what its first attempt reports
+        self.process: ProcessBackend | None = None  # its attempts' child processes, if any
 
 
 class _Tally:
@@ -325,6 +329,10 @@ class ToolExecutor:
     once (default: the usable CPUs, at least 2, at most 8), and
     ``max_tasks_per_child`` (default None: no limit) replaces a child process
     after that many attempts; child processes start on the first such attempt.
+    A process-run attempt's timeout counts from when a child takes it; its wait
+    for a free child is bounded by its tool's ``queue_timeout``, else this
+    executor's ``queue_timeout`` (default None: the tool's timeout), and a call
+    that waited that long gets ``Err(ExecutorSaturated)`` without running.
     ``log_exception_text=True`` puts a failed tool's exception text in its
     error-level log line, as Nous does (by default it goes to the debug level
     only, since exception texts often quote argument values). A context manager:
@@ -374,8 +382,10 @@ class ToolExecutor:
         limits_storage: t.Any = None,
         rate_limit_strategy: str = "fixed-window",
         journal: Journal | None = None,
+        queue_timeout: float | None = None,
     ) -> None:
         _check_on_timeout(on_timeout)
+        self._queue_timeout = queue_seconds("ToolExecutor", queue_timeout)
         check_journal("ToolExecutor", journal)
         if max_result_chars is not None and (
             isinstance(max_result_chars, bool)
@@ -487,6 +497,12 @@ class ToolExecutor:
         """How many workers may be stuck past their deadlines before new timed calls
         get ``Err(ExecutorSaturated)``."""
         return self._pool.max_abandoned
+
+    @property
+    def queue_timeout(self) -> float | None:
+        """How long a process-run attempt of a tool that sets no ``queue_timeout``
+        waits for a free child process (None: the tool's timeout)."""
+        return self._queue_timeout
 
     @property
     def max_result_chars(self) -> int | None:
@@ -929,7 +945,7 @@ class ToolExecutor:
                 job = _Job(i, contextvars.copy_context(), notify)
                 if isinstance(tool, Tool) and (
                     tool.timeout is None
-                    or not self._on_threads(tool)
+                    or not (self._on_threads(tool) or self._in_children(tool, ctx, job))
                     or (tool.approval == "ask" and not gated)
                     or (tool._limits is not None and tool._limits.in_lane)
                     or journaled
@@ -969,10 +985,18 @@ class ToolExecutor:
                 if timeout > 0:
                     break
                 heapq.heappop(deadlines)
-                job = waiting.pop(task)
-                pool.forget(task)
-                state.lanes += self._job_ended(job, pool.expire(task), results, batch, state)
                 timeout = None
+                if task.pool is pool:
+                    job = waiting.pop(task)
+                    pool.forget(task)
+                    outcome = pool.expire(task)
+                else:  # a process call, at the end of its wait for a child
+                    outcome = task.pool.expire(task)
+                    if outcome is None:
+                        continue  # a child runs it: its end comes on the queue
+                    job = waiting.pop(task)
+                    pool.forget(task)
+                state.lanes += self._job_ended(job, outcome, results, batch, state)
             if not waiting and not state.lanes:
                 continue
             if state.timers:  # a channel wants serving again (a held progress update)
@@ -1002,7 +1026,8 @@ class ToolExecutor:
                 job = waiting.pop(item, None)  # type: ignore[arg-type]
                 if job is not None:  # else: ended at its deadline already
                     pool.forget(item)
-                    state.lanes += self._job_ended(job, pool.outcome(item), results, batch, state)
+                    outcome = item.pool.outcome(item)
+                    state.lanes += self._job_ended(job, outcome, results, batch, state)
 
     @staticmethod
     def _serve(state: _Batch, channel: _reporting.Channel) -> None:
@@ -1059,10 +1084,12 @@ class ToolExecutor:
         job.debug = time.perf_counter() if _logger.isEnabledFor(logging.DEBUG) else None
         emit = bool(_start.receivers or _stop.receivers or _exception.receivers)
         attempt_ctx = ctx
+        process = job.process
         if (
             tool.takes_ctx
             and ctx._channel is None
             and (_progress.receivers or _log_signal.receivers)
+            and process is None
         ):
             # What the tool reports comes to the batch's queue (see _coordinate);
             # job.ctx stays without this channel: retries get channels of their own.
@@ -1073,6 +1100,8 @@ class ToolExecutor:
         job.began = self._started(tool, 1, total, call_id) if emit else 0
         deadline = monotonic() + t.cast(float, tool.timeout) if until is None else until
         scope = here.scope
+        if process is not None:
+            return self._hand_to_child(job, process, tool, arguments, attempt_ctx, deadline)
         if scope is not None and scope.deadline is not None and scope.deadline < deadline:
             deadline = scope.deadline  # nested: never later than the enclosing attempt's
         cancelled: threading.Event | None = None
@@ -1092,6 +1121,38 @@ class ToolExecutor:
             interrupt=on_timeout == "interrupt",
         )
         if type(started) is tuple:  # refused: shut down, saturated, or cancelled
+            return self._finish(job, started)
+        job.task = started
+        return _PENDING
+
+    def _hand_to_child(
+        self,
+        job: _Job,
+        process: ProcessBackend,
+        tool: Tool,
+        arguments: c.Mapping[str, t.Any],
+        ctx: RunContext[t.Any],
+        deadline: float,
+    ) -> t.Any:
+        """:meth:`_hand_off` for a call whose attempts run in child processes: handed
+        to the pool's drivers, no thread of its own (as :meth:`_timed` would run it:
+        its timeout counts from when a child takes it)."""
+        scope = here.scope
+        cap = scope.deadline if scope is not None and scope.deadline is not None else _NO_CAP
+        actx = (
+            _with_attempt(ctx, 0, min(cap, deadline), threading.Event()) if tool.takes_ctx else None
+        )
+        timeout = t.cast(float, tool.timeout)
+        started = process.pool.submit(
+            tool,
+            arguments,
+            actx,
+            cap,
+            job.notify.put,
+            budget=deadline - monotonic(),
+            queue_timeout=self._queue_for(tool, timeout),
+        )
+        if type(started) is tuple:  # refused: shut down, unpicklable, or cancelled
             return self._finish(job, started)
         job.task = started
         return _PENDING
@@ -1190,14 +1251,16 @@ class ToolExecutor:
         """After an interrupted batch (its scope cancelled): the end of each call that
         was waiting for a worker — its signals and log lines, as ``execute`` gives
         them for a cancelled call — in a lane, off the interrupted caller's path."""
-        pool = self._pool
 
         def lane() -> None:
             for task, job in waiting:
-                job.context.run(self._finish, job, pool.expire(task))
+                outcome = task.pool.expire(task)  # (a process call: stopped already)
+                if outcome is None:
+                    outcome = (TIMED_OUT, None, None)
+                job.context.run(self._finish, job, outcome)
 
         with contextlib.suppress(RuntimeError):
-            pool.start_lane(lane, batch)
+            self._pool.start_lane(lane, batch)
 
     def _run_job(
         self, tool: Tool, arguments: t.Any, ctx: RunContext[t.Any] | None, call_id: str | None
@@ -1343,7 +1406,7 @@ class ToolExecutor:
         if journal is not None and journal is not UNJOURNALED:
             return self._claimed(journal, tool, arguments, ctx, call_id, limits)
         # 5. attempts
-        if job is not None and tool.timeout is not None and tool.isolation == "thread":
+        if job is not None and tool.timeout is not None:  # (on threads, or job.process)
             return self._hand_off(job, tool, arguments, ctx, call_id, tool.retries + 1, until)  # type: ignore[no-any-return]
         if _logger.isEnabledFor(_DEBUG):
             total = tool.retries + 1
@@ -1688,6 +1751,14 @@ class ToolExecutor:
                 tool_name=tool.name,
                 attempt=attempt,
             )
+        elif kind == QUEUE_TIMED_OUT:
+            waited, workers = value
+            error = ExecutorSaturated(
+                f"Tool '{tool.name}' was not started: no child process came free within its "
+                f"queue_timeout of {waited:g} s (process_workers={workers}, all busy)",
+                tool_name=tool.name,
+                attempt=attempt,
+            )
         elif kind == SATURATED:
             stuck, cap = value
             error = ExecutorSaturated(
@@ -1720,6 +1791,7 @@ class ToolExecutor:
     ) -> tuple[str, t.Any, t.Any]:
         if deadline is None:
             deadline = monotonic() + timeout
+        own = deadline
         scope = here.scope
         if scope is not None and scope.deadline is not None and scope.deadline < deadline:
             deadline = scope.deadline  # nested: never later than the enclosing attempt's
@@ -1764,6 +1836,11 @@ class ToolExecutor:
         actx = (
             _with_attempt(ctx, attempt - 1, deadline, threading.Event()) if tool.takes_ctx else None
         )
+        if type(backend) is ProcessBackend:  # its timeout counts from when a child takes it
+            cap = scope.deadline if scope is not None and scope.deadline is not None else _NO_CAP
+            return backend._attempt(
+                tool, arguments, actx, cap, own - monotonic(), self._queue_for(tool, timeout)
+            )
         try:
             outcome = backend.run(tool, arguments, actx, deadline)
         except BaseException as exc:  # a backend's bug: an outcome, never an exception
@@ -1783,6 +1860,31 @@ class ToolExecutor:
                 None,
             )
         return outcome
+
+    def _queue_for(self, tool: Tool, timeout: float) -> float:
+        """How long a process-run attempt of ``tool`` waits for a free child."""
+        return tool.queue_timeout or self._queue_timeout or timeout
+
+    def _in_children(self, tool: Tool, ctx: RunContext[t.Any] | None, job: _Job) -> bool:
+        """Whether a batch hands ``tool``'s first attempt straight to child processes
+        (sets ``job.process``): its backend is a :class:`ProcessBackend` and nobody
+        listens to what the tool reports (a listener's call runs in a lane, whose
+        thread delivers the reports)."""
+        name = tool.backend
+        if name is None:
+            backend = self._default if tool.isolation == "thread" else self._process_backend
+        else:
+            backend = self._backends.get(name)  # type: ignore[assignment]
+        if type(backend) is not ProcessBackend:
+            return False
+        if tool.takes_ctx and (
+            _progress.receivers
+            or _log_signal.receivers
+            or (isinstance(ctx, RunContext) and ctx._channel is not None)
+        ):
+            return False
+        job.process = backend
+        return True
 
     def _on_threads(self, tool: Tool) -> bool:
         """Whether ``tool``'s timed attempts run on this executor's worker threads

@@ -110,6 +110,7 @@ class ToolOptions(TypedDict, total=False):
     on_result_overflow: OnResultOverflow
     retry_on: tuple[type[BaseException], ...] | type[BaseException] | t.Callable[..., t.Any] | None
     trusted_schema: bool
+    queue_timeout: float | None
 
 
 def _check_name(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
@@ -148,6 +149,29 @@ def _convert_timeout(value: object) -> float | None:
             "use None for no deadline"
         )
     return seconds
+
+
+def queue_seconds(owner: str, value: object) -> float | None:
+    """``queue_timeout`` checked (``owner``: "Tool", "ToolExecutor"): None, or a
+    number of seconds > 0 up to ``threading.TIMEOUT_MAX``, as a float."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(
+            f"{owner} option 'queue_timeout' must be a number of seconds or None, "
+            f"got {type(value).__name__}"
+        )
+    seconds = float(value)
+    if not 0 < seconds <= threading.TIMEOUT_MAX:  # (NaN fails too)
+        raise ValueError(
+            f"{owner} option 'queue_timeout' must be a number of seconds > 0 and at most "
+            f"{threading.TIMEOUT_MAX:.0f}, or None, got {value!r}"
+        )
+    return seconds
+
+
+def _convert_queue_timeout(value: object) -> float | None:
+    return queue_seconds("Tool", value)
 
 
 def _one_of(
@@ -309,6 +333,11 @@ class Tool(t.Generic[P, R]):
     caller's thread. ``approval`` is ``"auto"`` (run), ``"ask"`` (a person or a
     handler must approve each call) or ``"deny"`` (never run);
     ``requires_approval=True`` is the same as ``approval="ask"``.
+    ``queue_timeout`` (seconds) bounds how long an attempt that runs in a child
+    process (``isolation="process"``) waits for a free child; its ``timeout``
+    counts from when a child takes it. A call that waited that long never
+    started and gets ``Err(ExecutorSaturated)``, never a timeout. Default None:
+    the executor's ``queue_timeout``, else the tool's ``timeout``.
     ``trusted_schema=False`` says that ``parameters`` comes from someone you do not
     trust (an MCP server's ``inputSchema``): a ``pattern`` in it that needs
     backtracking (lookaround, a backreference) is refused at construction, since a
@@ -392,6 +421,9 @@ class Tool(t.Generic[P, R]):
     _requires_approval: bool | None = attrs.field(
         default=None, alias="requires_approval", repr=False
     )
+    # How long a process-run attempt may wait for a free child process (its timeout
+    # counts from when a child takes it); None: the executor's, else the timeout.
+    queue_timeout: float | None = attrs.field(default=None, converter=_convert_queue_timeout)
     #: Extra attempts after the first: the ``retries`` given, else 1 — or 0 for a tool
     #: that is ``approval="ask"`` or ``destructive=True``.
     retries: int = attrs.field(init=False, default=1)

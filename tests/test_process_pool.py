@@ -27,6 +27,7 @@ from nous_tools import (
     ChildProcessDied,
     ContextUpdate,
     Err,
+    ExecutorSaturated,
     ExecutorShutdown,
     Ok,
     RunContext,
@@ -326,39 +327,137 @@ def test_the_spare_started_in_the_background_serves_the_call_after_a_kill(
         assert wait_for(lambda: len(pool.pids()) == 2 and first not in pool.pids())
 
 
-def test_a_call_queued_past_its_deadline_times_out_without_running(
+class Hog:
+    """The one child of a ``process_workers=1`` executor, busy until released."""
+
+    def __init__(self, executor: ToolExecutor, tmp_path: pathlib.Path) -> None:
+        self.started, self.release = tmp_path / "hog-started", tmp_path / "hog-release"
+        self.outcome: list[object] = []
+        self.thread = threading.Thread(
+            target=lambda: self.outcome.append(
+                executor.execute(
+                    isolated(wait_for_release),
+                    {"started": str(self.started), "release": str(self.release)},
+                )
+            )
+        )
+
+    def __enter__(self) -> Hog:
+        self.thread.start()
+        assert wait_for(self.started.exists)  # the one worker is busy (the spare may not run)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release.touch()
+        self.thread.join()
+        assert self.outcome == [Ok("released")]  # the running call was not disturbed
+
+
+def test_a_call_that_waits_past_its_queue_timeout_never_starts_and_is_not_a_timeout(
     tmp_path: pathlib.Path,
 ) -> None:
     with ToolExecutor(process_workers=1) as executor:
         executor.execute(isolated(my_pid), {})  # warm
-        started, release = tmp_path / "started", tmp_path / "release"
-        outcome: list[object] = []
-        hog = threading.Thread(
-            target=lambda: outcome.append(
-                executor.execute(
-                    isolated(wait_for_release),
-                    {"started": str(started), "release": str(release)},
-                )
-            )
-        )
-        hog.start()
-        try:
-            assert wait_for(started.exists)  # the one worker is busy (the spare may not run)
-            queued = tmp_path / "queued"
-            began = time.monotonic()
+        queued = tmp_path / "queued"
+        with Hog(executor, tmp_path):
             result = executor.execute(
-                isolated(write_then_wait, timeout=0.3),
+                isolated(write_then_wait, timeout=0.3),  # queue_timeout: the timeout
                 {"started": str(queued), "late": str(queued), "delay": 0},
             )
-            took = time.monotonic() - began
-        finally:
-            release.touch()
-            hog.join()
-        assert isinstance(result, Err) and isinstance(result.reason, ToolTimeout)
-        assert 0.3 <= took < 0.3 + MARGIN  # the deadline counts from submission
+        assert isinstance(result, Err) and isinstance(result.reason, ExecutorSaturated)
+        assert not isinstance(result.reason, ToolTimeout)
+        assert result.reason.message == (
+            "Tool 'write_then_wait' was not started: no child process came free within its "
+            "queue_timeout of 0.3 s (process_workers=1, all busy)"
+        )
         assert not queued.exists()
-        assert outcome == [Ok("released")]  # the running call was not disturbed
-        assert executor.stats()["process_killed"] == 0
+        figures = executor.stats()
+        assert figures["process_not_started"] == 1
+        assert figures["process_timed_out"] == figures["process_killed"] == 0
+
+
+def test_a_process_calls_timeout_counts_from_when_a_child_takes_it(
+    tmp_path: pathlib.Path,
+) -> None:
+    with ToolExecutor(process_workers=1) as executor:
+        executor.execute(isolated(my_pid), {})  # warm
+        holder: list[t.Any] = []
+        tool = isolated(with_context, timeout=2.0, queue_timeout=60)
+        with Hog(executor, tmp_path):
+            caller = threading.Thread(
+                target=lambda: holder.append(executor.execute(tool, {"x": 1}, RunContext.new({})))
+            )
+            caller.start()
+            assert wait_for(lambda: executor.stats()["process_pending"] == 1)
+            time.sleep(3.0)  # the call waits longer than its whole timeout ...
+            released = time.monotonic()
+        caller.join(PATIENCE)
+        (result,) = holder
+        assert isinstance(result, Ok), result  # ... and still runs, with all of it
+        deadline = result.value[2]
+        assert deadline > released + 2.0  # ctx.deadline: from when the child took it
+
+
+def test_queue_timeout_is_the_tools_else_the_executors_else_the_timeout(
+    tmp_path: pathlib.Path,
+) -> None:
+    def message(result: object) -> str:
+        assert isinstance(result, Err) and isinstance(result.reason, ExecutorSaturated)
+        return result.reason.message
+
+    with ToolExecutor(process_workers=1, queue_timeout=0.2) as executor:
+        assert executor.queue_timeout == 0.2
+        executor.execute(isolated(my_pid), {})
+        with Hog(executor, tmp_path):
+            by_executor = executor.execute(isolated(my_pid, timeout=30), {})
+            by_tool = executor.execute(isolated(my_pid, timeout=30, queue_timeout=0.3), {})
+    assert "queue_timeout of 0.2 s" in message(by_executor)
+    assert "queue_timeout of 0.3 s" in message(by_tool)
+    assert ToolExecutor(process_workers=1).queue_timeout is None  # each tool's timeout
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf"), True, "5"])
+def test_queue_timeout_is_checked_at_construction(bad: object) -> None:
+    with pytest.raises((ValueError, TypeError), match="'queue_timeout'"):
+        isolated(my_pid, queue_timeout=bad)
+    with pytest.raises((ValueError, TypeError), match="ToolExecutor option 'queue_timeout'"):
+        ToolExecutor(queue_timeout=bad)  # type: ignore[arg-type]
+
+
+def hang_after_note(started: str, late: str) -> None:
+    pathlib.Path(started).write_text(str(os.getpid()))
+    time.sleep(30)
+    pathlib.Path(late).write_text("side effect")
+
+
+@pytest.mark.parametrize("where", ["queued", "running"])
+def test_a_nested_process_call_never_outlives_the_enclosing_attempt(
+    where: str, tmp_path: pathlib.Path
+) -> None:
+    started, late = tmp_path / "started", tmp_path / "late"
+    inner = isolated(hang_after_note, timeout=60, queue_timeout=60)
+    nested: list[t.Any] = []
+    with ToolExecutor(process_workers=1) as executor:
+        executor.execute(isolated(my_pid), {})  # warm
+
+        def outer() -> str:
+            nested.append(executor.execute(inner, {"started": str(started), "late": str(late)}))
+            return "outer done"
+
+        enclosing = Tool.from_function(outer, timeout=1.0, on_timeout="abandon", retries=0)
+        if where == "queued":
+            with Hog(executor, tmp_path):
+                result = executor.execute(enclosing, {})
+                assert wait_for(lambda: bool(nested))  # by the enclosing deadline, not 60 s
+        else:
+            result = executor.execute(enclosing, {})
+            assert wait_for(lambda: bool(nested))
+            assert gone(int(started.read_text())), "killed at the enclosing deadline"
+    assert isinstance(result, Err) and isinstance(result.reason, ToolTimeout)
+    (inner_result,) = nested
+    assert isinstance(inner_result, Err) and isinstance(inner_result.reason, ToolTimeout)
+    assert started.exists() == (where == "running")
+    assert not late.exists()
 
 
 def test_deadlines_hold_in_real_time_inside_freeze_time(
@@ -665,8 +764,8 @@ def test_a_storm_of_kills_crashes_and_calls_leaves_the_pool_whole(
                     failures.append(f"fail: {result}")
             elif which == 2:
                 started = tmp_path / f"s{i}-{k}"
-                result = executor.execute(
-                    isolated(write_then_wait, timeout=0.2),
+                result = executor.execute(  # waits as long as it must: every hang runs
+                    isolated(write_then_wait, timeout=0.2, queue_timeout=30),
                     {"started": str(started), "late": str(started), "delay": 30},
                 )
                 if not (isinstance(result, Err) and isinstance(result.reason, ToolTimeout)):
