@@ -710,37 +710,51 @@ class ProcessPool:
 
     def _drive(self) -> None:
         """A driver's life: take submitted calls in turn and run each in a child;
-        wait ``_DRIVER_IDLE`` seconds for more, then leave."""
+        wait ``_DRIVER_IDLE`` seconds for more, then leave. A child that answered
+        goes on at once with the next submitted call, when one waits and no caller
+        of :meth:`run` does (no hand-over between threads on the way)."""
+        call: _Call | None = None
+        child: _Child | None = None  # the child kept for ``call``
         while True:
-            with self._lock:
-                while not self._submitted:
-                    if self._shutdown:
-                        self._drivers -= 1
-                        return
-                    self._sleeping += 1
-                    if not self._queued.wait(_DRIVER_IDLE):
-                        self._sleeping -= 1  # (a notified driver was counted off already)
-                        if not self._submitted:
+            if call is None:
+                with self._lock:
+                    while not self._submitted:
+                        if self._shutdown:
                             self._drivers -= 1
                             return
-                call = self._submitted.popleft()
-                call.waiting = False
+                        self._sleeping += 1
+                        if not self._queued.wait(_DRIVER_IDLE):
+                            self._sleeping -= 1  # (a notified driver was counted off already)
+                            if not self._submitted:
+                                self._drivers -= 1
+                                return
+                    call = self._submitted.popleft()
+                    call.waiting = False
+            current = call
             try:
-                self._serve(call)
+                call, child = self._serve(current, child)
             except BaseException as exc:  # a bug of ours: the call still ends
                 _log.exception("nous_tools: a process call's driver failed")
-                call.stop(_isolation.UNPICKLABLE, f"its driver failed: {_isolation._describe(exc)}")
+                why = f"its driver failed: {_isolation._describe(exc)}"
+                current.stop(_isolation.UNPICKLABLE, why)
+                call = child = None
 
-    def _serve(self, call: _Call) -> None:
-        """Run one submitted call (in its driver), and end it."""
+    def _serve(self, call: _Call, child: _Child | None) -> tuple[_Call | None, _Child | None]:
+        """Run one submitted call (in its driver), on ``child`` when one was kept for
+        it, and end it. Returns the next submitted call and the child kept busy for
+        it, or ``(None, None)``."""
         message = _pipe.call_frame(call.seq, call.request)
         call.request = b""
         while True:
-            taken = self._take(call.cap, call.queue_until, call.queue_timeout)
-            if type(taken) is tuple:
-                call.end(taken)
-                return
-            child = t.cast(_Child, taken)
+            if child is not None and monotonic() >= min(call.queue_until, call.cap):
+                self._release(child, counted=False)  # its wait is over: as _take says
+                child = None
+            if child is None:
+                taken = self._take(call.cap, call.queue_until, call.queue_timeout)
+                if type(taken) is tuple:
+                    call.end(taken)
+                    return None, None
+                child = t.cast(_Child, taken)
             ends = monotonic() + call.budget
             if ends > call.cap:
                 ends = call.cap
@@ -750,7 +764,7 @@ class ProcessPool:
                     call.child = child
             if stopped:  # stopped while it waited: the child goes back, unused
                 self._release(child, counted=False)
-                return
+                return None, None
             _pipe.set_deadline(message, ends)
             try:
                 child.conn.send_bytes(message)
@@ -759,44 +773,73 @@ class ProcessPool:
                 with self._lock:
                     call.child = None
                 self._end(child, "died")
+                child = None
         answer = self._wait_reply(child, call.seq, ends, None)
         if answer is _LATE:
             child.kill()  # first: the kill is at the deadline, the bookkeeping after
+        following: _Call | None = None
         with self._lock:
             stopped = call.ended is not None  # stop() killed the child, or is about to
             call.child = None
+            answered = not stopped and answer is not _LATE and answer is not _ENDED
+            if answered:
+                reply, stray = t.cast("tuple[memoryview, bool]", answer)
+                call.ended = (_REPLY, reply)
+                following = self._answered(child, stray)
+        if answered:
+            call.notify(call)
+            return following, (child if following is not None else None)
         if stopped or answer is _LATE:
             self._end(child, "interrupted" if stopped else "timed_out")
             call.end((TIMED_OUT, None))  # (ignored when stopped: it has its end)
-        elif answer is _ENDED:
-            call.end((RAISED, self._died(child, call.tool)))
         else:
-            reply, stray = t.cast("tuple[memoryview, bool]", answer)
-            call.end((_REPLY, reply))
-            self._release(child, stray)
+            call.end((RAISED, self._died(child, call.tool)))
+        return None, None
+
+    def _answered(self, child: _Child, stray: bool) -> _Call | None:  # with the lock
+        """A submitted call's child answered: the next submitted call it serves at
+        once (it stays busy), or None when it is released."""
+        limit = self.max_tasks_per_child
+        if (
+            self._submitted
+            and not self._waiting
+            and not stray
+            and not self._shutdown
+            and (limit is None or child.tasks + 1 < limit)
+        ):
+            self._counts["completed"] += 1
+            child.tasks += 1
+            following = self._submitted.popleft()
+            following.waiting = False
+            return following
+        self._put_back(child, stray, True)
+        return None
 
     def _release(self, child: _Child, stray: bool = False, *, counted: bool = True) -> None:
         """An attempt ended with a reply: the child goes idle, or is recycled, or
         (``stray``: it wrote out of turn) replaced. ``counted=False``: the child
         was taken and given back unused."""
         with self._lock:
-            self._busy.discard(child)
-            if counted:
-                self._counts["completed"] += 1
-                child.tasks += 1
-            limit = self.max_tasks_per_child
-            if stray or self._shutdown or (limit is not None and child.tasks >= limit):
-                if stray:
-                    self._counts["strays"] += 1
-                elif not self._shutdown:
-                    self._counts["recycled"] += 1
-                self._ending.append(child)
-                self._work.notify()
-            else:
-                self._idle.append(child)
-                self._free.notify()
-            if self._settling and not self._busy:
-                self._work.notify()
+            self._put_back(child, stray, counted)
+
+    def _put_back(self, child: _Child, stray: bool, counted: bool) -> None:  # with the lock
+        self._busy.discard(child)
+        if counted:
+            self._counts["completed"] += 1
+            child.tasks += 1
+        limit = self.max_tasks_per_child
+        if stray or self._shutdown or (limit is not None and child.tasks >= limit):
+            if stray:
+                self._counts["strays"] += 1
+            elif not self._shutdown:
+                self._counts["recycled"] += 1
+            self._ending.append(child)
+            self._work.notify()
+        else:
+            self._idle.append(child)
+            self._free.notify()
+        if self._settling and not self._busy:
+            self._work.notify()
 
     def _end(self, child: _Child, why: str) -> None:
         """Take a busy child out of service for the keeper to reap: ``"timed_out"``
