@@ -205,12 +205,14 @@ class _Batch:
         "channels",
         "ctx",
         "deadlines",
+        "direct",
         "jobs",
         "lanes",
         "notify",
         "pending",
         "results",
         "scope",
+        "session",
         "tally",
         "timers",
         "waiting",
@@ -239,6 +241,10 @@ class _Batch:
         # and when each wants to be served again.
         self.channels: dict[_reporting.Channel, _Job] = {}
         self.timers: dict[_reporting.Channel, float] = {}
+        # Process calls whose replies the caller reads itself while it waits for
+        # nothing else (see ProcessPool.session); off for good once it must.
+        self.session: t.Any = None
+        self.direct = True
 
 
 class _Job:
@@ -257,6 +263,7 @@ class _Job:
         "index",
         "notify",
         "process",
+        "session",
         "task",
         "tool",
         "total",
@@ -278,6 +285,7 @@ class _Job:
         self.failure: _Failure | None = None
         self.channel: _reporting.Channel | None = None  # what its first attempt reports
         self.process: ProcessBackend | None = None  # its attempts' child processes, if any
+        self.session: t.Any = None  # ... and the batch's session with them, if any
 
 
 class _Tally:
@@ -918,11 +926,15 @@ class ToolExecutor:
             self._coordinate(state, limit)
         except BaseException:
             self._pool.cancel(batch)
+            if state.session is not None:
+                state.session.close()  # the children of its stopped calls
             if state.waiting:  # their signals and log lines, off the interrupted caller's path
                 self._wind_down(list(state.waiting.items()), batch)
             raise
         finally:
             here.scope = saved
+            if state.session is not None:
+                state.session.close()
 
     def _coordinate(self, state: _Batch, limit: int) -> None:
         """:meth:`_run_batch`'s loop: start calls while there is room, then take the
@@ -962,6 +974,8 @@ class ToolExecutor:
 
                     state.lanes += self._in_lane(job, whole, results, batch, state.tally)
                     continue
+                if job.process is not None and state.direct:
+                    job.session = self._session_of(state, job.process)
                 result = job.context.run(self._call, tool, arguments, ctx, call_id, job)
                 if result is _PENDING:
                     task = job.task
@@ -1010,6 +1024,23 @@ class ToolExecutor:
                         timeout = soonest
             if main and (timeout is None or timeout > _SIGNAL_SLICE):
                 timeout = _SIGNAL_SLICE
+            session = state.session
+            if session is not None and session.open:
+                if (
+                    session.running
+                    and len(waiting) == len(session.running) + len(session.queued)
+                    and not state.lanes
+                    and not state.timers
+                ):  # only its own process calls are under way: read their pipes
+                    ended = session.wait(_NO_CAP if timeout is None else timeout)
+                    if ended is not None and ended in waiting:
+                        pool.forget(ended)
+                        job = waiting.pop(ended)
+                        outcome = ended.pool.outcome(ended)
+                        state.lanes += self._job_ended(job, outcome, results, batch, state)
+                    continue
+                session.detach()  # other work to wait for: drivers take its calls
+                state.direct = False
             try:
                 item = notify.get(True, timeout)
             except queue.Empty:
@@ -1125,6 +1156,14 @@ class ToolExecutor:
         job.task = started
         return _PENDING
 
+    @staticmethod
+    def _session_of(state: _Batch, process: ProcessBackend) -> t.Any:
+        """The batch's session with ``process``'s children (one pool per batch)."""
+        session = state.session
+        if session is None:
+            session = state.session = process.pool.session()
+        return session if session.pool is process.pool else None
+
     def _hand_to_child(
         self,
         job: _Job,
@@ -1151,6 +1190,7 @@ class ToolExecutor:
             job.notify.put,
             budget=deadline - monotonic(),
             queue_timeout=self._queue_for(tool, timeout),
+            session=job.session,
         )
         if type(started) is tuple:  # refused: shut down, unpicklable, or cancelled
             return self._finish(job, started)
