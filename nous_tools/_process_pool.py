@@ -407,7 +407,8 @@ class _Session:
                 call.session = None
             pool._end(child, "died")
             call.request = bytes(message[_CALL_PREFIX:])
-            pool._redo(call)
+            if not pool._redo(call):
+                call.end((SHUT_DOWN, None))
             return
         fd = child.conn.fileno()
         self.running[fd] = _Sent(call, child, ends)
@@ -553,7 +554,8 @@ class _Session:
                 call = self.queued.popleft()
                 call.session = None
             call.waiting = False
-            pool._redo(call)
+            if not pool._redo(call):  # shut down: it never starts
+                call.end((SHUT_DOWN, None))
 
     def close(self) -> None:
         """The owner is done (its batch ended, or was interrupted and its calls

@@ -453,11 +453,143 @@ def test_a_nested_process_call_never_outlives_the_enclosing_attempt(
             result = executor.execute(enclosing, {})
             assert wait_for(lambda: bool(nested))
             assert gone(int(started.read_text())), "killed at the enclosing deadline"
-    assert isinstance(result, Err) and isinstance(result.reason, ToolTimeout)
+    # The nested call ends at the enclosing deadline, so the enclosing tool may just
+    # finish in time itself: either way, nothing ran past that deadline.
+    assert result == Ok("outer done") or isinstance(result.reason, ToolTimeout)
     (inner_result,) = nested
     assert isinstance(inner_result, Err) and isinstance(inner_result.reason, ToolTimeout)
     assert started.exists() == (where == "running")
     assert not late.exists()
+
+
+# -- batches: process calls handed to the pool, no thread per call -------------------
+
+
+def test_a_batchs_process_calls_each_get_their_whole_timeout_however_long_they_queue(
+    tmp_path: pathlib.Path,
+) -> None:
+    # Five calls of 0.5 s on one child: the last waits about 2 s, longer than its
+    # 1.5 s timeout, which counts only once a child has it.
+    with ToolExecutor(process_workers=1) as executor:
+        executor.execute(isolated(my_pid), {})
+        tool = isolated(write_then_wait, timeout=1.5, queue_timeout=60)
+        calls = [
+            (
+                tool,
+                {"started": str(tmp_path / f"s{i}"), "late": str(tmp_path / f"l{i}"), "delay": 0.5},
+            )
+            for i in range(5)
+        ]
+        assert executor.execute_many(calls) == [Ok("wrote")] * 5
+        figures = executor.stats()
+        assert figures["process_timed_out"] == figures["process_not_started"] == 0
+
+
+def test_a_batch_call_that_waits_past_its_queue_timeout_is_not_started(
+    tmp_path: pathlib.Path,
+) -> None:
+    with ToolExecutor(process_workers=1) as executor:
+        executor.execute(isolated(my_pid), {})
+        with Hog(executor, tmp_path):  # no child for the batch at all
+            results = executor.execute_many([(isolated(my_pid, queue_timeout=0.3), {})] * 2)
+        for result in results:
+            assert isinstance(result, Err) and isinstance(result.reason, ExecutorSaturated)
+            assert "was not started" in result.reason.message
+        assert executor.stats()["process_not_started"] == 2
+
+
+def test_a_batch_call_queued_behind_the_batchs_own_running_call_is_not_started_in_time(
+    tmp_path: pathlib.Path,
+) -> None:
+    started, late = tmp_path / "started", tmp_path / "late"
+    with ToolExecutor(process_workers=1) as executor:
+        executor.execute(isolated(my_pid), {})
+        long = isolated(write_then_wait, timeout=30)
+        results = executor.execute_many(
+            [
+                (long, {"started": str(started), "late": str(late), "delay": 3.0}),
+                (isolated(my_pid, queue_timeout=0.3), {}),
+            ]
+        )
+    assert results[0] == Ok("wrote")
+    assert isinstance(results[1], Err) and isinstance(results[1].reason, ExecutorSaturated)
+
+
+def test_a_batchs_process_call_is_killed_at_its_deadline_and_a_crash_is_its_own(
+    tmp_path: pathlib.Path,
+) -> None:
+    started, late = tmp_path / "started", tmp_path / "late"
+    with ToolExecutor(process_workers=3) as executor:
+        executor.execute(isolated(my_pid), {})
+        results = executor.execute_many(
+            [
+                (
+                    isolated(write_then_wait, timeout=0.5),
+                    {"started": str(started), "late": str(late), "delay": 30},
+                ),
+                (isolated(segfault), {}),
+                (isolated(my_pid), {}),
+            ]
+        )
+        killed, crashed, fine = results
+        assert isinstance(killed, Err) and isinstance(killed.reason, ToolTimeout)
+        assert gone(int(started.read_text()))
+        assert not late.exists()
+        assert isinstance(crashed, Err)
+        assert isinstance(crashed.reason.original_error, ChildProcessDied)
+        assert isinstance(fine, Ok) and fine.value != os.getpid()
+        figures = executor.stats()
+        assert (figures["process_killed"], figures["process_died"]) == (1, 1)
+
+
+def test_a_batch_mixing_threads_and_processes_gets_every_result_in_order(
+    tmp_path: pathlib.Path,
+) -> None:
+    release = threading.Event()
+
+    def in_a_thread() -> str:
+        release.wait(20)
+        return "thread"
+
+    threading.Timer(0.2, release.set).start()
+    with ToolExecutor(max_workers=4, process_workers=2) as executor:
+        pid = isolated(my_pid)
+        results = executor.execute_many(
+            [(pid, {}), (Tool.from_function(in_a_thread, timeout=30), {}), (pid, {}), (pid, {})]
+        )
+        assert results[1] == Ok("thread")
+        assert all(isinstance(r, Ok) and r.value != os.getpid() for r in results[::2])
+        assert executor.stats()["process_completed"] == 3
+
+
+def test_ctrl_c_during_a_batch_kills_its_process_calls_then_reraises(
+    tmp_path: pathlib.Path,
+) -> None:
+    assert threading.current_thread() is threading.main_thread()
+    pidfiles = [tmp_path / "a", tmp_path / "b"]
+    main = threading.main_thread().ident
+    assert main is not None
+
+    def press_ctrl_c_once_both_run() -> None:
+        if wait_for(lambda: all(p.exists() for p in pidfiles)):
+            signal.pthread_kill(main, signal.SIGINT)
+
+    with ToolExecutor(process_workers=2) as executor:
+        presser = threading.Thread(target=press_ctrl_c_once_both_run)
+        presser.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                executor.execute_many(
+                    [(isolated(spawn_grandchild_then_hang), {"pidfile": str(p)}) for p in pidfiles]
+                )
+        finally:
+            presser.join()
+        for pidfile in pidfiles:
+            child, grandchild = map(int, pidfile.read_text().split())
+            assert gone(child) and gone(grandchild)
+        assert wait_for(lambda: executor.stats()["process_killed"] == 2)
+        assert isinstance(executor.execute(isolated(my_pid), {}), Ok)  # the pool goes on
+        assert executor.stats()["process_busy"] == 0
 
 
 def test_deadlines_hold_in_real_time_inside_freeze_time(
