@@ -23,6 +23,29 @@ target; it is not a test and always exits 0 (unless it crashes).
    ``timeout=0.5``: how many grandchildren are still alive 2 s after the kill.
    pebble for reference (its workers share the parent's process group; the
    survivors are killed by this script afterwards). Target: 0.
+
+Issue 26 (plain figures; the target beside each; the load average with each row):
+
+5. **Queued calls.** 100 calls of 20 ms of work, ``timeout=0.1``, on
+   ``process_workers=2``: as one ``execute_many`` batch, and from 100 caller threads
+   at once; pebble's ``ProcessPool(2)`` with 100 ``schedule(..., timeout=0.1)``. How
+   many came back ok, how many as a timeout of a call that never started (the tool
+   writes a file when it starts), how many timed out while running, and (ours) how
+   many were refused as not started (``ExecutorSaturated``: no child came free
+   within ``queue_timeout``, here the timeout). Target: no timeout of a call that
+   never started. Rounds interleaved, min-median-max over them.
+6. **A batch of 1,000 tiny calls** on 2 workers: ``execute_many`` against pebble's
+   1,000 ``schedule`` then ``result()``; the ratio of each interleaved round,
+   min-median-max. Target: ≤ 1.0x.
+7. **Back-to-back kills.** 60 calls in a row of a tool that hangs, ``timeout=0.1``,
+   on ``process_workers=1``, with no pause for the spare: the overshoot is when the
+   caller gets ``Err(ToolTimeout)`` minus the attempt's deadline (the tool's
+   ``ctx.deadline``, written to a file when it starts); a call lost is one that
+   never ran or did not come back as a timeout. Target: p99 ≤ 10 ms, none lost,
+   under two busy loops (``--busy 2`` starts them beside the run, each
+   ``python3 -c "while True: pass"``, and ends them by pid).
+
+``--only issue26`` runs sections 5-7 alone.
 """
 
 from __future__ import annotations
@@ -49,7 +72,7 @@ except ImportError:  # run from a checkout that is not installed
 
 import contextlib
 
-from nous_tools import Tool, ToolExecutor, ToolTimeout
+from nous_tools import Err, ExecutorSaturated, RunContext, Tool, ToolExecutor, ToolTimeout
 
 ARGS: dict[str, t.Any] = {"a": "x", "b": 1, "c": True}
 
@@ -61,6 +84,22 @@ def echo(a: str, b: int, c: bool) -> str:
 
 
 def hang() -> None:
+    time.sleep(60)
+
+
+def work(path: str, seconds: float = 0.02) -> int:
+    """Say "started" (a file), then keep a CPU busy for ``seconds``."""
+    pathlib.Path(path).touch()
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+    return 1
+
+
+def hang_noting_deadline(ctx: RunContext[t.Any], path: str) -> None:
+    """Write the attempt's deadline (``ctx.deadline``) to ``path``, then hang."""
+    pathlib.Path(path + ".tmp").write_text(repr(ctx.deadline))
+    os.replace(path + ".tmp", path)
     time.sleep(60)
 
 
@@ -253,13 +292,188 @@ def grandchildren(executor: ToolExecutor, pebble_pool: t.Any, count: int) -> tup
     return ours, theirs, count
 
 
+# -- issue 26: queued calls, a batch of 1,000, back-to-back kills ------------------------
+
+
+def spread(values: c.Sequence[float], fmt: str = "{:.2f}") -> str:
+    """min-median-max of ``values``."""
+    return "-".join(fmt.format(v) for v in (min(values), statistics.median(values), max(values)))
+
+
+def load() -> str:
+    return f"{os.getloadavg()[0]:.2f}"
+
+
+def queued(pebble_pool: t.Any, rounds: int) -> dict[str, list[int]]:
+    """Section 5: per round, ours (batch, threads) and pebble's counts."""
+    import threading
+
+    tool = Tool.from_function(work, isolation="process", timeout=0.1, retries=0)
+    counts: dict[str, list[int]] = {}
+
+    def count(prefix: str, results: list[t.Any], started: c.Callable[[int], bool]) -> None:
+        ok = never = ran = refused = 0
+        for i, result in enumerate(results):
+            if result is True or (not isinstance(result, (Err, bool)) and result.is_ok()):
+                ok += 1
+            elif isinstance(result, Err) and isinstance(result.reason, ExecutorSaturated):
+                refused += 1
+            elif result is False or isinstance(result.reason, ToolTimeout):
+                if started(i):
+                    ran += 1
+                else:
+                    never += 1
+        for key, value in (("ok", ok), ("never", never), ("ran", ran), ("refused", refused)):
+            counts.setdefault(f"{prefix} {key}", []).append(value)
+
+    with ToolExecutor(process_workers=2) as executor, tempfile.TemporaryDirectory() as tmp:
+        executor.execute_many([(tool, {"path": os.path.join(tmp, "warm")})] * 4)
+        for r in range(rounds):
+            paths = [os.path.join(tmp, f"b{r}-{i}") for i in range(100)]
+            results = executor.execute_many([(tool, {"path": p}) for p in paths])
+            count("batch", results, lambda i, paths=paths: os.path.exists(paths[i]))
+
+            paths = [os.path.join(tmp, f"t{r}-{i}") for i in range(100)]
+            answers: list[t.Any] = [None] * 100
+            barrier = threading.Barrier(100)
+
+            def call(
+                i: int,
+                paths: list[str] = paths,
+                answers: list[t.Any] = answers,
+                barrier: threading.Barrier = barrier,
+            ) -> None:
+                barrier.wait()
+                answers[i] = executor.execute(tool, {"path": paths[i]})
+
+            threads = [threading.Thread(target=call, args=(i,)) for i in range(100)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            count("threads", answers, lambda i, paths=paths: os.path.exists(paths[i]))
+
+            paths = [os.path.join(tmp, f"p{r}-{i}") for i in range(100)]
+            futures = [pebble_pool.schedule(work, args=(p,), timeout=0.1) for p in paths]
+            outcomes: list[t.Any] = []
+            for future in futures:
+                try:
+                    future.result()
+                    outcomes.append(True)
+                except TimeoutError:
+                    outcomes.append(False)
+            count("pebble", outcomes, lambda i, paths=paths: os.path.exists(paths[i]))
+    return counts
+
+
+def batch_of_1000(pebble_pool: t.Any, rounds: int) -> list[float]:
+    """Section 6: ours / pebble's time per interleaved round."""
+    tool = Tool.from_function(echo, isolation="process", timeout=5, retries=0, validate_args=False)
+    ratios: list[float] = []
+    with ToolExecutor(process_workers=2) as executor:
+        calls = [(tool, ARGS)] * 1000
+        executor.execute_many(calls[:100])
+        for f in [pebble_pool.schedule(echo, kwargs=ARGS, timeout=5) for _ in range(100)]:
+            f.result()
+        for _ in range(rounds):
+            began = time.perf_counter()
+            results = executor.execute_many(calls)
+            ours = time.perf_counter() - began
+            assert all(result.is_ok() for result in results)
+            began = time.perf_counter()
+            futures = [pebble_pool.schedule(echo, kwargs=ARGS, timeout=5) for _ in range(1000)]
+            for future in futures:
+                future.result()
+            ratios.append(ours / (time.perf_counter() - began))
+    return ratios
+
+
+def back_to_back(count: int) -> tuple[list[float], int]:
+    """Section 7: overshoot in ms of each kill against the attempt's deadline; calls lost."""
+    tool = Tool.from_function(hang_noting_deadline, isolation="process", timeout=0.1, retries=0)
+    over: list[float] = []
+    lost = 0
+    with ToolExecutor(process_workers=1) as executor, tempfile.TemporaryDirectory() as tmp:
+        executor.execute(Tool.from_function(echo, isolation="process", timeout=5), ARGS)
+        for i in range(count):
+            path = os.path.join(tmp, str(i))
+            result = executor.execute(tool, {"path": path})
+            ended = time.monotonic()
+            try:
+                deadline = float(pathlib.Path(path).read_text())
+            except OSError:
+                lost += 1  # it never ran
+                continue
+            if not (isinstance(result, Err) and isinstance(result.reason, ToolTimeout)):
+                lost += 1
+                continue
+            over.append((ended - deadline) * 1000)
+    return over, lost
+
+
+def issue_26(pebble_pool: t.Any, quick: bool) -> None:
+    rounds, batch_rounds, kills_in_a_row = (2, 3, 30) if quick else (5, 9, 60)
+    print(f"5. queued calls: {rounds} rounds ... (load {load()})", flush=True)
+    counts = queued(pebble_pool, rounds)
+    print(f"6. a batch of 1,000: {batch_rounds} rounds ... (load {load()})", flush=True)
+    ratios = batch_of_1000(pebble_pool, batch_rounds)
+    print(f"7. {kills_in_a_row} kills back to back ... (load {load()})", flush=True)
+    over, lost = back_to_back(kills_in_a_row)
+    print()
+    print("Issue 26 (min-median-max over the rounds):")
+    print()
+    print("| case | ok | timeout, never started | timeout, ran | not started (refused) | load |")
+    print("|---|---|---|---|---|---|")
+    names = {"batch": "ours, one batch", "threads": "ours, 100 callers", "pebble": "pebble"}
+    for prefix, name in names.items():
+        cells = " | ".join(
+            spread(counts[f"{prefix} {key}"], "{:.0f}") for key in ("ok", "never", "ran", "refused")
+        )
+        print(
+            f"| 5. 100 queued 20 ms calls, timeout 0.1 s, 2 workers: {name} | {cells} | {load()} |"
+        )
+    never = max(counts["batch never"] + counts["threads never"])
+    print(f"   target: no timeout of a call that never started; ours at most {never} in a round")
+    print(
+        f"6. 1,000 tiny calls as a batch, 2 workers: ours / pebble {spread(ratios)}x "
+        f"(target ≤ 1.0x; load {load()})"
+    )
+    if over:
+        print(
+            f"7. back-to-back kills: overshoot p50 {percentile(over, 50):.2f} ms, p99 "
+            f"{percentile(over, 99):.2f} ms, max {max(over):.2f} ms over {len(over)} kills; "
+            f"{lost} of {kills_in_a_row} calls lost (target p99 ≤ 10 ms, none lost; load {load()})"
+        )
+    else:
+        print(f"7. back-to-back kills: every call lost ({lost})")
+
+
+def busy_loops(count: int) -> list[subprocess.Popen[bytes]]:
+    """``count`` processes that each keep a CPU busy (``python3 -c "while True: pass"``)."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+
+
 # -- the report -------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run (fewer rounds)")
+    parser.add_argument(
+        "--busy", type=int, default=0, help="busy loops to run beside the benchmark (default 0)"
+    )
+    parser.add_argument("--only", choices=["issue26"], help="run sections 5-7 only")
     options = parser.parse_args(argv)
+    loops = busy_loops(options.busy)
+    try:
+        return report(options)
+    finally:
+        for loop in loops:  # ended by pid
+            os.kill(loop.pid, signal.SIGKILL)
+            loop.wait()
+
+
+def report(options: argparse.Namespace) -> int:
     try:
         import pebble
     except ImportError:
@@ -269,8 +483,13 @@ def main(argv: list[str] | None = None) -> int:
 
     print(
         f"nous_tools {nous_tools.__version__}, pebble {pebble.__version__ if hasattr(pebble, '__version__') else '?'}, "
-        f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs"
+        f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {options.busy} busy loop(s) "
+        f"beside, load average {load()}"
     )
+    if options.only == "issue26":
+        with pebble.ProcessPool(2) as pebble_pool:
+            issue_26(pebble_pool, options.quick)
+        return 0
     with ToolExecutor(process_workers=1) as executor, pebble.ProcessPool(1) as pebble_pool:
         print(f"1. round trip: {rounds} rounds of ~50 ms, interleaved ...", flush=True)
         trip = round_trip(executor, pebble_pool, rounds)
@@ -324,6 +543,9 @@ def main(argv: list[str] | None = None) -> int:
         f"pool after the run: started {stats['process_started']}, killed "
         f"{stats['process_killed']}, completed {stats['process_completed']}"
     )
+    print()
+    with pebble.ProcessPool(2) as pebble_pool:
+        issue_26(pebble_pool, options.quick)
     return 0
 
 
