@@ -49,9 +49,20 @@ How it works:
 * **Ending a child** (recycle, shutdown) closes its pipe, so it leaves its loop
   and exits normally, then kills its process group: processes a tool left
   running in the background end with the child that started them.
-* **Deadlines** count from submission (waiting for a free child and a start-up
-  count inside them) and run on the real monotonic clock, so they hold inside
-  ``freezegun.freeze_time``.
+* **Deadlines.** Called with a ``budget`` (the executor does), an attempt's
+  deadline starts when a child takes it: the timeout counts the tool's run. The
+  wait for a free child (and a start-up) is bounded by ``queue_timeout``; a call
+  that waited that long never started and says so (:data:`QUEUE_TIMED_OUT`). An
+  enclosing attempt's deadline bounds both. The deadline travels in the call's
+  frame and is the tool's ``ctx.deadline``. Without a budget (``ProcessBackend.run``,
+  the plain ``Backend``), the deadline counts from submission. Deadlines run on
+  the real monotonic clock, so they hold inside ``freezegun.freeze_time``.
+* **Batches** (:meth:`ProcessPool.submit`) hand calls over without a thread each:
+  a *session* lets the batch's caller write requests to free children and read the
+  replies itself while it waits for nothing else; otherwise *drivers* (at most
+  ``max_workers`` pool threads) take submitted calls in turn. Either way a child
+  that answers goes on at once with the next waiting call, so consecutive calls
+  are not handed between threads.
 * **Exit.** Children are killed by an ``atexit`` hook that runs before
   ``multiprocessing``'s own (and by a ``multiprocessing`` finalizer that runs
   first inside it, whatever order the hooks were registered in), so a hung or
@@ -1380,9 +1391,10 @@ class ProcessPool:
         """Children and attempts: ``workers`` (live children: ``idle`` + ``busy`` +
         ``starting``), ``pending`` (callers waiting for a child), ``started``,
         ``completed`` (attempts that answered), ``timed_out`` (attempts past their
-        deadline, killed or still queued), ``killed``, ``died``, ``recycled``,
-        ``strays`` (children replaced because they wrote to their pipe out of
-        turn), ``start_failures`` and ``max_workers``."""
+        deadline: killed, or still queued when it passed), ``killed``, ``died``,
+        ``recycled``, ``strays`` (children replaced because they wrote to their pipe
+        out of turn), ``start_failures``, ``not_started`` (calls that waited past
+        their ``queue_timeout``) and ``max_workers``."""
         with self._lock:
             figures = empty_stats(self.max_workers)
             figures.update(self._counts)

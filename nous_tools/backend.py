@@ -256,6 +256,11 @@ class ProcessBackend:
     once, ``max_tasks_per_child`` (default None) attempts before a child is
     replaced. The function, arguments, deps and result must pickle; what does not
     gets a clear ``Err``. Nothing starts until the first attempt.
+
+    A :class:`~nous_tools.ToolExecutor` runs it with each attempt's timeout counted
+    from when a child takes it and the wait for a child bounded by ``queue_timeout``
+    (see ``docs/how-to/process-isolation.md``); :meth:`run`, the plain
+    :class:`Backend` method, counts its ``deadline`` from submission.
     """
 
     def __init__(
@@ -301,7 +306,7 @@ class ProcessBackend:
     def stats(self) -> dict[str, int]:
         """``workers``, ``idle``, ``busy``, ``starting``, ``pending``, ``started``,
         ``completed``, ``timed_out``, ``killed``, ``died``, ``recycled``, ``strays``,
-        ``start_failures``, ``max_workers``."""
+        ``start_failures``, ``not_started``, ``max_workers``."""
         return self.pool.stats()
 
     def shutdown(self, wait: bool = True) -> None:

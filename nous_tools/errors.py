@@ -165,7 +165,9 @@ class ToolDenied(ToolError):
 
 
 class ExecutorSaturated(ToolError):
-    """Too many workers are stuck past their deadlines to accept a new timed call."""
+    """The tool was not started: too many workers are stuck past their deadlines to
+    accept a new timed call, or (``isolation="process"``) no child process came free
+    within the call's ``queue_timeout``. Never retried: the tool did not run."""
 
 
 class ExecutorShutdown(ToolError):
