@@ -124,6 +124,7 @@ _EXIT_GRACE = 1.0  # seconds an ended or dying child gets to exit before its gro
 _SETTLE = 0.05  # seconds background work waits for running attempts to finish
 _MAX_WAIT = 86_400.0  # one poll(2) at most (its timeout is an int of milliseconds)
 _DRIVER_IDLE = 30.0  # seconds an idle driver waits for another submitted call
+_REFILL = 0.02  # seconds between a session's looks for idle children for its queued calls
 
 #: Outcome kind: no child came free within the call's ``queue_timeout``, so the
 #: tool never started (value: ``(queue_timeout, max_workers)``).
@@ -356,10 +357,9 @@ class _Call(Scope):
             self.ended = (kind, value)
             if self.waiting:
                 self.waiting = False
-                if self.session is not None:
-                    self.session.queued.remove(self)
-                else:
-                    pool._submitted.remove(self)
+                queue = pool._submitted if self.session is None else self.session.queued
+                with contextlib.suppress(ValueError):  # (not queued yet: it never will be)
+                    queue.remove(self)
             child = self.child
         if child is not None:
             child.kill()
@@ -404,6 +404,11 @@ class _Session:
     def send(self, call: _Call, child: _Child) -> None:
         """Send ``call`` to ``child`` (taken for it, busy): its deadline starts now."""
         pool = self.pool
+        with pool._lock:
+            if call.ended is not None:  # stopped before it was sent: the child goes back
+                call.child = None
+                pool._put_back(child, False, False)
+                return
         message = _pipe.call_frame(call.seq, call.request)
         call.request = b""
         ends = monotonic() + call.budget
@@ -451,15 +456,20 @@ class _Session:
             if until <= now:
                 return None
             wait = (soonest if soonest < until else until) - now
+            if self.queued and wait > _REFILL:
+                wait = _REFILL  # look for idle children for them now and then
             milliseconds = math.floor(min(wait, _MAX_WAIT) * 1000)
             if milliseconds == 0:
                 time.sleep(wait)  # poll(2) counts whole milliseconds: a kill is not late
-            for fd, _ in self.poller.poll(milliseconds):
+            events = self.poller.poll(milliseconds)
+            for fd, _ in events:
                 fd = self.sentinels.get(fd, fd)
                 if fd in running:
                     ended = self._read(fd)
                     if ended is not None:
                         return ended
+            if not events and self.queued:
+                self._fill()
         return None
 
     def _read(self, fd: int) -> _Call | None:
@@ -919,10 +929,14 @@ class ProcessPool:
                 sent[0].stop(_isolation.UNPICKLABLE, "no thread could be started to wait for it")
             raise
 
-    def session(self) -> _Session:
+    def session(self) -> _Session | None:
         """A session for one thread that waits for several submitted calls at once
-        and for nothing else meanwhile (see :meth:`submit`)."""
-        return _Session(self)
+        and for nothing else meanwhile (see :meth:`submit`); None where there is no
+        ``poll(2)`` (drivers run the calls)."""
+        try:
+            return _Session(self)
+        except (ImportError, AttributeError):
+            return None
 
     def _direct(self, session: _Session, call: _Call) -> bool:
         """Hand ``call`` to ``session``: on an idle child at once, or in the

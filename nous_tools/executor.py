@@ -1162,6 +1162,9 @@ class ToolExecutor:
         session = state.session
         if session is None:
             session = state.session = process.pool.session()
+            if session is None:  # no poll(2) here
+                state.direct = False
+                return None
         return session if session.pool is process.pool else None
 
     def _hand_to_child(
