@@ -20,6 +20,7 @@ from . import signals
 from .advice import Advice
 from .approval import check_approval
 from .approval_store import ApprovalStore, InMemoryApprovalStore
+from .asking import Elicitation
 from .backend import Backend, ProcessBackend, ThreadBackend
 from .context_update import ContextUpdate
 from .errors import (
@@ -27,6 +28,7 @@ from .errors import (
     BatchAlreadyResolved,
     CallInProgress,
     ChildProcessDied,
+    ElicitationUnavailable,
     ExecutorSaturated,
     ExecutorShutdown,
     JournalConflict,
@@ -34,6 +36,7 @@ from .errors import (
     OutcomeUnknown,
     RateLimited,
     ResultTooLarge,
+    SamplingUnavailable,
     SandboxViolation,
     ToolCancelled,
     ToolDenied,
@@ -78,6 +81,8 @@ __all__ = [
     "ChildProcessDied",
     "ContextUpdate",
     "Edit",
+    "Elicitation",
+    "ElicitationUnavailable",
     "Err",
     "ExecutorSaturated",
     "ExecutorShutdown",
@@ -97,6 +102,7 @@ __all__ = [
     "ResultTooLarge",
     "RunContext",
     "SQLiteJournal",
+    "SamplingUnavailable",
     "SandboxPolicy",
     "SandboxViolation",
     "ThreadBackend",

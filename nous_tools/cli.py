@@ -14,8 +14,10 @@ Four commands:
   can run in a module: its ``Tool`` objects, the tools of its ``Registry`` objects
   and its plain public functions, as a table or as tool definitions for a provider;
 * ``nous-tools demo`` runs the built-in demo toolbox;
-* ``nous-tools serve MODULE[:ATTR] [--http PORT] [--host HOST]`` publishes tools
-  as an MCP server, over stdio or Streamable HTTP (needs the ``mcp`` extra);
+* ``nous-tools serve MODULE[:ATTR] [--http PORT] [--host HOST] [--auth-token TOKEN]
+  [--allowed-hosts HOSTS] [--insecure]`` publishes tools as an MCP server, over
+  stdio or Streamable HTTP (needs the ``mcp`` extra); a non-loopback host needs a
+  bearer token and the allowed Host names.
 * ``nous-tools journal list|show|settle|prune DSN_OR_PATH ...`` inspects a call
   journal (an SQLite file, or a PostgreSQL DSN): the calls whose outcome is
   unknown, one call's record, settling one, pruning old records.
@@ -1071,12 +1073,55 @@ def _command_serve(options: argparse.Namespace) -> int:
         raise UsageError(f"'{options.target}' has no tools to serve")
     if options.http is None:
         mcp_contrib.serve(registry, "stdio")
-    else:
+        return EXIT_OK
+    token = options.auth_token or os.environ.get("NOUS_TOOLS_SERVE_TOKEN") or None
+    hosts = [h for h in (options.allowed_hosts or "").split(",") if h.strip()]
+    origins = [o for o in (options.allowed_origins or "").split(",") if o.strip()]
+    from .contrib.mcp._http import security_for
+
+    try:
+        security_for(
+            options.host,
+            auth_token=token,
+            allowed_hosts=hosts,
+            allowed_origins=origins,
+            insecure=options.insecure,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    # What clients see: deny tools are never listed.
+    listed = sum(1 for tool in registry.all() if tool.approval != "deny")
+    hidden = len(registry) - listed
+    shown = f"[{options.host}]" if ":" in options.host else options.host
+    protection = "bearer token required" if token is not None else "no token"
+    if hosts:
+        protection += f"; hosts {', '.join(hosts)}"
+    note = f" ({hidden} 'deny' tool(s) not listed)" if hidden else ""
+    print(
+        f"{_PROG}: serving {listed} tool(s){note} at http://{shown}:{options.http}/mcp "
+        f"({protection})",
+        file=sys.stderr,
+    )
+    if options.insecure and (token is None or not hosts):
         print(
-            f"{_PROG}: serving {len(registry)} tool(s) at http://{options.host}:{options.http}/mcp",
+            f"{_PROG}: warning: --insecure: "
+            + (
+                "no bearer token: anyone who can reach this port can call these tools"
+                if token is None
+                else "no Host check: browsers on other sites can reach this server"
+            ),
             file=sys.stderr,
         )
-        mcp_contrib.serve(registry, "http", host=options.host, port=options.http)
+    mcp_contrib.serve(
+        registry,
+        "http",
+        host=options.host,
+        port=options.http,
+        auth_token=token,
+        allowed_hosts=hosts,
+        allowed_origins=origins,
+        insecure=options.insecure,
+    )
     return EXIT_OK
 
 
@@ -1456,6 +1501,28 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     serving.add_argument(
         "--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)"
+    )
+    serving.add_argument(
+        "--auth-token",
+        metavar="TOKEN",
+        help="require 'Authorization: Bearer TOKEN' (default: $NOUS_TOOLS_SERVE_TOKEN; "
+        "needed on a non-loopback --host)",
+    )
+    serving.add_argument(
+        "--allowed-hosts",
+        metavar="HOST[,HOST...]",
+        help="the Host names clients use, checked on every request (needed on a "
+        "non-loopback --host)",
+    )
+    serving.add_argument(
+        "--allowed-origins",
+        metavar="ORIGIN[,ORIGIN...]",
+        help="the browser origins allowed (default: http(s) origins of --allowed-hosts)",
+    )
+    serving.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve on a non-loopback --host without a token or a Host check (warns)",
     )
 
     _add_journal_parser(commands, common)

@@ -21,6 +21,7 @@ __all__ = [
     "BatchAlreadyResolved",
     "CallInProgress",
     "ChildProcessDied",
+    "ElicitationUnavailable",
     "ExecutorSaturated",
     "ExecutorShutdown",
     "JournalConflict",
@@ -28,6 +29,7 @@ __all__ = [
     "OutcomeUnknown",
     "RateLimited",
     "ResultTooLarge",
+    "SamplingUnavailable",
     "SandboxViolation",
     "ToolCancelled",
     "ToolDenied",
@@ -303,6 +305,27 @@ class JournalUnavailable(ToolError):
     """The call journal could not be read or written (a database that cannot be
     reached, a full disk, a corrupt record): the call did not run. The message
     names why."""
+
+
+class SamplingUnavailable(ToolError):
+    """``ctx.sample(...)`` has nowhere to go: the call is not served over MCP (or the
+    MCP client did not declare the ``sampling`` capability) and its
+    :class:`~nous_tools.RunContext` has no ``sampler``.
+
+    A tool may catch it and carry on without a model; uncaught, the call is an
+    ``Err`` whose message names it, and it is not retried (asking again would
+    find no sampler either).
+    """
+
+
+class ElicitationUnavailable(ToolError):
+    """``ctx.elicit(...)`` has nowhere to go: the call is not served over MCP (or the
+    MCP client did not declare form elicitation) and its
+    :class:`~nous_tools.RunContext` has no ``elicitor``.
+
+    A tool may catch it and fall back to a default; uncaught, the call is an ``Err``
+    whose message names it, and it is not retried.
+    """
 
 
 class SandboxViolation(PermissionError):

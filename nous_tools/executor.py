@@ -46,7 +46,14 @@ from ._scope import Scope, here, interrupts
 from ._text import safe_str as _safe_str
 from .approval import check_approval
 from .backend import Backend, ProcessBackend, ThreadBackend, check_backend
-from .errors import ExecutorSaturated, ExecutorShutdown, ToolError, ToolTimeout
+from .errors import (
+    ElicitationUnavailable,
+    ExecutorSaturated,
+    ExecutorShutdown,
+    SamplingUnavailable,
+    ToolError,
+    ToolTimeout,
+)
 from .journal._pipeline import UNJOURNALED, Claim, check_journal
 from .journal._pipeline import run as _journal_run
 from .results import Err, Ok, Result
@@ -121,7 +128,10 @@ class _Failure:
 
 
 def _should_retry(tool: Tool, exc: BaseException, attempt: int) -> bool:
-    """Whether the tool's ``retry_on`` lets ``exc`` (from ``attempt``) be retried."""
+    """Whether the tool's ``retry_on`` lets ``exc`` (from ``attempt``) be retried.
+    ``ctx.sample``/``ctx.elicit`` with nowhere to go is never retried."""
+    if isinstance(exc, (SamplingUnavailable, ElicitationUnavailable)):
+        return False
     retry_on = tool.retry_on
     if retry_on is None:
         return True

@@ -602,15 +602,22 @@ class Registry:
             return [job if isinstance(job, Err) else error for job in jobs]
 
     def register_mcp(
-        self, server: t.Any, *, trusted: bool = False, prefix: str | None = None
+        self,
+        server: t.Any,
+        *,
+        trusted: bool = False,
+        prefix: str | None = None,
+        replace: bool = False,
     ) -> list[Tool]:
         """Register the tools of an external MCP server (a
         :class:`nous_tools.contrib.mcp.MCPServer`) and return them; needs
         ``pip install 'nous-tools[mcp]'``. Untrusted servers' tools are all ``"ask"``;
-        see :meth:`MCPServer.tools <nous_tools.contrib.mcp.MCPServer.tools>`."""
+        see :meth:`MCPServer.tools <nous_tools.contrib.mcp.MCPServer.tools>`. Unlike
+        :meth:`register`, a name already registered is a ``ValueError`` naming both
+        tools (nothing is registered) unless ``replace=True``."""
         from .contrib.mcp import register_mcp
 
-        return register_mcp(self, server, trusted=trusted, prefix=prefix)
+        return register_mcp(self, server, trusted=trusted, prefix=prefix, replace=replace)
 
     # -- internals --------------------------------------------------------------
 

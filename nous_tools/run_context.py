@@ -50,6 +50,7 @@ from .usage import Usage
 
 if t.TYPE_CHECKING:
     from ._reporting import Channel
+    from .asking import Elicitation, Elicitor, Sampler
     from .results import ApprovalRequest, Edit
     from .sandbox import SandboxPolicy
 
@@ -139,7 +140,7 @@ def _check_run_id(instance: object, attribute: attrs.Attribute[t.Any], value: ob
 def _check_handler(instance: object, attribute: attrs.Attribute[t.Any], value: object) -> None:
     if value is not None and not callable(value):
         raise TypeError(
-            "RunContext option 'approval_handler' must be callable or None, "
+            f"RunContext option '{attribute.name}' must be callable or None, "
             f"got {type(value).__name__}"
         )
 
@@ -178,6 +179,12 @@ class RunContext(t.Generic[DepsT]):
     #: listens to (set by the executor; None otherwise). Carried to nested calls
     #: made with this context, so they report under the call that made them.
     _channel: Channel | None = attrs.field(default=None, repr=False, alias="_channel")
+    #: Where ``ctx.sample`` goes when the call is not served over MCP:
+    #: ``sampler(messages, *, max_tokens, system, temperature) -> str``.
+    sampler: Sampler | None = attrs.field(default=None, validator=_check_handler, repr=False)
+    #: Where ``ctx.elicit`` goes when the call is not served over MCP:
+    #: ``elicitor(message, schema) -> Elicitation``.
+    elicitor: Elicitor | None = attrs.field(default=None, validator=_check_handler, repr=False)
 
     @classmethod
     def new(
@@ -190,9 +197,12 @@ class RunContext(t.Generic[DepsT]):
         approval_gated: bool = False,
         sandbox: t.Any = None,
         run_id: str | None = None,
+        sampler: Sampler | None = None,
+        elicitor: Elicitor | None = None,
     ) -> RunContext[t.Any]:
         """Build a context. ``sandbox`` may be a policy, a mode string or a mapping;
-        ``run_id`` names the run (a conversation, a job) the calls belong to."""
+        ``run_id`` names the run (a conversation, a job) the calls belong to;
+        ``sampler`` and ``elicitor`` answer ``ctx.sample`` and ``ctx.elicit``."""
         if sandbox is not None:
             from .sandbox import SandboxPolicy
 
@@ -205,6 +215,8 @@ class RunContext(t.Generic[DepsT]):
             approval_gated=approval_gated,
             sandbox=sandbox,
             run_id=run_id,
+            sampler=sampler,
+            elicitor=elicitor,
         )
 
     def report_progress(
@@ -238,6 +250,39 @@ class RunContext(t.Generic[DepsT]):
         channel = self._channel
         if channel is not None:
             channel.log(level, message, data)
+    def sample(
+        self,
+        prompt_or_messages: str | c.Sequence[c.Mapping[str, str]],
+        *,
+        max_tokens: int,
+        system: str | None = None,
+        temperature: float | None = None,
+    ) -> str:
+        """Ask a language model; return the text it wrote.
+
+        ``prompt_or_messages`` is a prompt (one user message) or a list of
+        ``{"role": "user" | "assistant", "content": str}``. Served over MCP this is
+        the client's ``sampling/createMessage``; elsewhere the context's ``sampler``
+        answers; with neither it raises :class:`~nous_tools.SamplingUnavailable`.
+        See :mod:`nous_tools.asking`."""
+        from .asking import sample
+
+        return sample(
+            self, prompt_or_messages, max_tokens=max_tokens, system=system, temperature=temperature
+        )
+
+    def elicit(self, message: str, schema: c.Mapping[str, t.Any]) -> Elicitation:
+        """Ask the person for the form ``schema`` describes; return their
+        :class:`~nous_tools.Elicitation` (accept with ``content``, decline or cancel).
+
+        Served over MCP this is the client's ``elicitation/create``; elsewhere the
+        context's ``elicitor`` answers; with neither it raises
+        :class:`~nous_tools.ElicitationUnavailable`. The schema is MCP's flat form
+        (defaults and titled/untitled, single/multi-select enums kept); an accepted
+        answer is checked against it. See :mod:`nous_tools.asking`."""
+        from .asking import elicit
+
+        return elicit(self, message, schema)
 
     def time_left(self) -> float | None:
         """Seconds until this attempt's deadline (never below 0), or None without one."""
@@ -260,6 +305,8 @@ _set_cancelled = _slot["cancelled"].__set__
 _set_run_id = _slot["run_id"].__set__
 _set_idempotency_key = _slot["idempotency_key"].__set__
 _set_channel = _slot["_channel"].__set__
+_set_sampler = _slot["sampler"].__set__
+_set_elicitor = _slot["elicitor"].__set__
 
 
 def for_attempt(
@@ -287,6 +334,8 @@ def for_attempt(
     _set_run_id(new, ctx.run_id)
     _set_idempotency_key(new, ctx.idempotency_key)
     _set_channel(new, ctx._channel)
+    _set_sampler(new, ctx.sampler)
+    _set_elicitor(new, ctx.elicitor)
     return new
 
 

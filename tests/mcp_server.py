@@ -5,8 +5,11 @@ Tools: ``echo`` (quick), ``shape`` (structured content), ``read_note`` (read-onl
 idempotent), ``delete_file`` (destructive), ``hang`` (sleeps; writes
 ``MARKER_DIR/cancelled`` when the client cancels it), ``ask_name`` (elicits a
 name, on every protocol version), ``ask_name_legacy`` (elicits with a direct
-server-to-client request, before 2026-07-28 only), ``fail`` (an error result),
-``die`` (the process exits mid-call) and ``pid`` (this process's id).
+server-to-client request, before 2026-07-28 only), ``haiku`` (samples the
+client's model), ``fail`` (an error result),
+``die`` (the process exits mid-call), ``die_idempotent`` (annotated idempotent;
+counts its calls in ``MARKER_DIR/die_idempotent`` and exits mid-call) and ``pid``
+(this process's id).
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ from typing import Annotated
 
 import anyio
 from mcp.server.elicitation import ElicitationResult
-from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
-from mcp_types import ToolAnnotations
+from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve, Sample
+from mcp_types import CreateMessageResult, SamplingMessage, TextContent, ToolAnnotations
 from pydantic import BaseModel
 
 MARKERS = Path(sys.argv[1]) if len(sys.argv) > 1 else None
@@ -88,6 +91,18 @@ async def ask_name_legacy(ctx: Context) -> str:
     return f"no name ({answer.action})"
 
 
+def ask_for_haiku() -> Sample:
+    prompt = SamplingMessage(role="user", content=TextContent(text="A haiku about rain"))
+    return Sample([prompt], max_tokens=30, system_prompt="You are a poet", temperature=0.2)
+
+
+@server.tool()
+def haiku(poem: Annotated[CreateMessageResult, Resolve(ask_for_haiku)]) -> str:
+    """Ask the client's model for a haiku (sampling, on every protocol version)."""
+    content = poem.content
+    return f"{poem.model}: {content.text}" if isinstance(content, TextContent) else "not text"
+
+
 @server.tool()
 def fail() -> str:
     """Always fails."""
@@ -97,6 +112,15 @@ def fail() -> str:
 @server.tool()
 def die() -> str:
     """Exit the server process in the middle of the call."""
+    os._exit(3)
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True))
+def die_idempotent() -> str:
+    """Count this call in the marker directory, then exit mid-call."""
+    if MARKERS is not None:
+        with open(MARKERS / "die_idempotent", "a") as calls:
+            calls.write("called\n")
     os._exit(3)
 
 

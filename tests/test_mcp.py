@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -24,6 +25,7 @@ from mcp.shared.exceptions import MCPError
 
 from nous_tools import (
     Edit,
+    Elicitation,
     Err,
     NeedsApproval,
     Ok,
@@ -32,6 +34,7 @@ from nous_tools import (
     Tool,
     ToolError,
     ToolTimeout,
+    execute,
     signals,
 )
 from nous_tools.contrib.mcp import (
@@ -368,6 +371,44 @@ def test_server_elicitation_goes_to_the_context_approval_handler(remote):
     assert registry.execute_approved(ask_name, {}) == Ok({"result": "no name (decline)"})
 
 
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_server_sampling_goes_to_the_calling_contexts_sampler(markers, mode):
+    asked = []
+
+    def sampler(messages, *, max_tokens, system=None, temperature=None):
+        asked.append((messages, max_tokens, system, temperature))
+        return "drops on the roof"
+
+    with MCPServer.stdio(sys.executable, [SERVER_SCRIPT, str(markers)], mode=mode) as server:
+        haiku = next(t for t in server.tools() if t.name == "haiku")
+        ctx = RunContext.new(sampler=sampler)
+        result = Registry().execute_approved(haiku, {}, ctx)
+        assert result == Ok({"result": "nous-tools-sampler: drops on the roof"})
+        assert asked == [
+            ([{"role": "user", "content": "A haiku about rain"}], 30, "You are a poet", 0.2)
+        ]
+        # no sampler: the server is refused and its tool fails
+        refused = Registry().execute_approved(haiku, {})
+        assert isinstance(refused, Err) and "haiku" in refused.reason.message
+
+
+def test_server_elicitation_goes_to_the_calling_contexts_elicitor_before_the_handler(remote):
+    """A served tool calling a remote tool passes the remote server's question on to
+    its own asker: the context's elicitor wins over the approval handler."""
+    ask_name = next(tool for tool in remote.tools() if tool.name == "ask_name")
+    questions = []
+
+    def elicitor(message, schema):
+        questions.append((message, schema["properties"]["name"]["default"]))
+        return Elicitation("accept", {"name": "Grace"})
+
+    ctx = RunContext.new(elicitor=elicitor, approval_handler=lambda request: "reject")
+    assert Registry().execute_approved(ask_name, {}, ctx) == Ok({"result": "hello Grace"})
+    assert questions == [("What is your name?", "anonymous")]
+    bad = RunContext.new(elicitor=lambda m, s: Elicitation("accept", {"name": 7}))
+    assert Registry().execute_approved(ask_name, {}, bad) == Ok({"result": "no name (decline)"})
+
+
 def test_legacy_protocol_elicitation_goes_to_the_waiting_calls_handler(markers):
     with MCPServer.stdio(sys.executable, [SERVER_SCRIPT, str(markers)], mode="legacy") as legacy:
         tool = next(t for t in legacy.tools() if t.name == "ask_name_legacy")
@@ -387,6 +428,115 @@ def test_server_killed_mid_call_is_an_err_naming_it_and_the_next_call_reconnects
         second = registry.execute_approved("pid", {})
         assert isinstance(first, Ok) and isinstance(second, Ok)
         assert first.value != second.value  # a new process answered
+
+
+def test_idempotent_remote_call_whose_server_died_mid_call_is_not_retried(markers):
+    """The request was sent, then the server died: the outcome is unknown (it may have
+    run), so even a trusted tool annotated idempotent is not sent again."""
+    with MCPServer.stdio(sys.executable, [SERVER_SCRIPT, str(markers)], name="doomed") as server:
+        tool = next(t for t in server.tools(trusted=True) if t.name == "die_idempotent")
+        assert tool.retries == 1  # a trusted idempotent tool keeps its retry otherwise
+        result = execute(tool, {})
+    assert isinstance(result, Err)
+    assert "outcome is unknown" in result.reason.message
+    assert "MCP server 'doomed'" in result.reason.message
+    assert (markers / "die_idempotent").read_text().count("called") == 1
+
+
+# -- register_mcp never replaces a tool silently ------------------------------------------
+
+
+def test_register_mcp_name_collision_is_an_error_naming_both_tools(remote):
+    registry = Registry()
+
+    @registry.register
+    @Tool.from_function
+    def echo(text: str) -> str:
+        """A local tool that happens to share the remote tool's name."""
+        return text
+
+    local = registry.register(attrs.evolve(echo, approval="ask"))
+    with pytest.raises(ValueError) as raised:
+        registry.register_mcp(remote, trusted=True)
+    message = str(raised.value)
+    assert "'echo'" in message and "nous-tools-test-server" in message
+    assert "test_mcp" in message  # the local tool's module
+    assert "replace=True" in message and "prefix" in message
+    # nothing was registered: the local tool is still the one called
+    assert registry.lookup("echo") is local
+    assert registry.names() == ["echo"]
+
+    registry.register_mcp(remote, trusted=True, replace=True)
+    assert registry.lookup("echo") is not local
+    assert registry.lookup("echo").module == "mcp:nous-tools-test-server"
+
+
+def test_register_mcp_twice_collides_with_its_own_tools_unless_replace(remote):
+    registry = Registry()
+    registry.register_mcp(remote, prefix="r_")
+    with pytest.raises(ValueError, match="'r_echo'"):
+        registry.register_mcp(remote, prefix="r_")
+    assert len(registry.register_mcp(remote, prefix="r_", replace=True)) == len(registry)
+
+
+def test_plain_register_still_replaces_a_tool_of_the_same_name():
+    registry = Registry()
+    first = registry.register(Tool.from_function(lambda: 1, name="same"))
+    second = registry.register(Tool.from_function(lambda: 2, name="same"))
+    assert registry.lookup("same") is second is not first
+
+
+# -- elicitation answers are checked by exact type and against the schema ----------------
+
+
+class _AlwaysApprove(str):
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    __hash__ = str.__hash__
+
+
+class _EqualToEverything:
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    __hash__ = object.__hash__
+
+
+class _SneakyEdit(Edit):
+    pass
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        _AlwaysApprove("reject"),
+        _EqualToEverything(),
+        _SneakyEdit({"name": "Mallory"}),
+        Edit({"name": 5}),  # not a string: not what the server asked for
+        Edit({"name": "Ada", "password": "x"}),  # a field the schema does not have
+        Edit(["not", "an", "object"]),
+    ],
+    ids=[
+        "str-subclass",
+        "equal-to-everything",
+        "edit-subclass",
+        "wrong-type",
+        "extra-field",
+        "not-object",
+    ],
+)
+def test_elicitation_answer_of_the_wrong_type_or_shape_declines(remote, answer):
+    ask_name = next(tool for tool in remote.tools() if tool.name == "ask_name")
+    ctx = RunContext.new(approval_handler=lambda request: answer)
+    result = Registry().execute_approved(ask_name, {}, ctx)
+    assert result == Ok({"result": "no name (decline)"})
+
+
+def test_elicitation_edit_missing_a_field_gets_the_schema_default(remote):
+    ask_name = next(tool for tool in remote.tools() if tool.name == "ask_name")
+    ctx = RunContext.new(approval_handler=lambda request: Edit({}))
+    assert Registry().execute_approved(ask_name, {}, ctx) == Ok({"result": "hello anonymous"})
 
 
 @pytest.mark.slow
@@ -428,6 +578,134 @@ def test_http_client_talks_to_a_served_registry(http_server):
 
 
 # -- the command line -------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serve_process(*args: str, env: dict[str, str] | None = None):
+    """``nous-tools serve mcp_served_tools:registry --http PORT ARGS...`` as a
+    subprocess; yields (process, port) once the port accepts connections (or the
+    process ended). Its stderr is ``process.err`` once the block is left."""
+    import os
+    import socket
+    import subprocess
+
+    port = _free_port()
+    command = [sys.executable, "-m", "nous_tools", "serve", "mcp_served_tools:registry"]
+    process = subprocess.Popen(
+        [*command, "--http", str(port), *args],
+        cwd=TESTS,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + WAIT
+        while True:
+            if process.poll() is not None:
+                break
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+                break
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.05)
+        yield process, port
+    finally:
+        if process.poll() is None:
+            process.terminate()
+        _, process.err = process.communicate(timeout=WAIT)
+
+
+def _initialize(port: int, headers: dict[str, str]) -> int:
+    import httpx2
+
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "security-test", "version": "1"},
+        },
+    }
+    response = httpx2.post(
+        f"http://127.0.0.1:{port}/mcp",
+        json=body,
+        headers={"Accept": "application/json, text/event-stream", **headers},
+        timeout=WAIT,
+    )
+    return response.status_code
+
+
+TOKEN = "correct-horse-battery-staple-42"
+
+
+def test_serve_on_a_non_loopback_host_refuses_to_start_without_a_token_and_hosts():
+    with serve_process("--host", "0.0.0.0") as (process, _):
+        assert process.wait(WAIT) == 2
+    err = process.err
+    assert "--auth-token" in err and "--allowed-hosts" in err and "--insecure" in err
+
+
+def test_serve_security_needs_both_the_token_and_the_hosts_and_a_long_token():
+    from nous_tools.contrib.mcp._http import security_for
+
+    def check(host, **options):
+        defaults = {"auth_token": None, "allowed_hosts": None, "allowed_origins": None}
+        return security_for(host, **{**defaults, "insecure": False, **options})
+
+    with pytest.raises(ValueError, match="--allowed-hosts") as missing:
+        check("0.0.0.0", auth_token=TOKEN)
+    assert "--auth-token" not in str(missing.value)
+    with pytest.raises(ValueError, match="--auth-token"):
+        check("192.168.1.5", allowed_hosts=["mcp.lan"])
+    with pytest.raises(ValueError, match="too short"):
+        check("0.0.0.0", auth_token="short", allowed_hosts=["mcp.lan"])
+    protected = check("0.0.0.0", auth_token=TOKEN, allowed_hosts=["mcp.lan", "[::1]:9"])
+    assert protected.enable_dns_rebinding_protection
+    assert protected.allowed_hosts == ["mcp.lan", "mcp.lan:*", "[::1]:9"]
+    for loopback in ("127.0.0.1", "::1", "localhost", "127.0.0.2"):
+        assert check(loopback).enable_dns_rebinding_protection
+    assert not check("0.0.0.0", insecure=True).enable_dns_rebinding_protection
+
+
+def test_serve_on_a_non_loopback_host_requires_the_bearer_token_and_an_allowed_host():
+    args = ("--host", "0.0.0.0", "--allowed-hosts", "127.0.0.1")
+    with serve_process(*args, env={"NOUS_TOOLS_SERVE_TOKEN": TOKEN}) as (process, port):
+        assert process.poll() is None
+        assert _initialize(port, {}) == 401
+        assert _initialize(port, {"Authorization": "Bearer wrong-token-of-some-length"}) == 401
+        assert _initialize(port, {"Authorization": f"Bearer {TOKEN}x"}) == 401
+        good = {"Authorization": f"Bearer {TOKEN}"}
+        assert _initialize(port, {**good, "Host": "evil.example.com"}) == 421
+        assert _initialize(port, {**good, "Origin": "http://evil.example.com"}) == 403
+        assert _initialize(port, good) == 200
+        url = f"http://127.0.0.1:{port}/mcp"
+        with MCPServer.http(url, headers=good) as far:
+            assert Registry().execute_approved(
+                next(t for t in far.tools() if t.name == "add"), {"a": 1, "b": 2}
+            ) == Ok(3)
+    banner = process.err
+    assert "bearer token required" in banner and TOKEN not in banner
+    # what clients see: the deny tool is not listed, nor counted
+    listed = sum(1 for t in mcp_served_tools.registry.all() if t.approval != "deny")
+    assert f"serving {listed} tool(s) (1 'deny' tool(s) not listed)" in banner
+
+
+def test_serve_insecure_starts_unprotected_with_a_warning():
+    with serve_process("--host", "0.0.0.0", "--insecure") as (process, port):
+        assert process.poll() is None
+        assert _initialize(port, {}) == 200
+    err = process.err
+    assert "warning: --insecure" in err and "anyone who can reach this port" in err
 
 
 def test_serve_command_resolves_module_registry_and_tool_targets(monkeypatch):

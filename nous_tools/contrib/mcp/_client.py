@@ -11,6 +11,7 @@ import collections.abc as c
 import concurrent.futures
 import contextlib
 import contextvars
+import functools
 import itertools
 import logging
 import math
@@ -29,6 +30,13 @@ from mcp.shared.exceptions import MCPError
 
 from ..._admission import DEFAULT_MAX_RESULT_CHARS, clip_text, result_limit
 from ..._clock import monotonic
+from ...asking import (
+    check_elicitation_schema,
+    checked_answer,
+    elicitation_content_errors,
+    sample,
+    with_defaults,
+)
 from ...errors import ToolCancelled, ToolError
 from ...results import ApprovalRequest, Edit, Err, Ok
 from ...run_context import RunContext
@@ -69,7 +77,11 @@ class MCPElicitation(ApprovalRequest):
     ``requested_schema`` are the server's question, and ``arguments`` are the
     proposed answer (the schema's defaults). The handler answers as usual:
     ``"approve"`` accepts with ``arguments``, ``Edit(content)`` accepts with
-    ``content``, ``"reject"`` (or anything else, or raising) declines.
+    ``content`` (omitted fields take the schema's defaults), ``"reject"`` declines.
+    Answers are checked by exact type, as the approval gate checks them: anything
+    else (a ``str`` subclass, an ``Edit`` subclass, an object equal to everything),
+    a handler that raises, or content that does not fit ``requested_schema``
+    declines.
     """
 
     message: str = ""
@@ -78,13 +90,21 @@ class MCPElicitation(ApprovalRequest):
 
 @attrs.frozen(slots=True, eq=False)
 class _InFlight:
-    """One call waiting on the server: whom to ask when the server elicits, and
-    (when someone listens to the calling tool's reports) where the server's
-    progress and log notifications for it go: the waiting thread's ``inbox``."""
+    """One call waiting on the server: whom to ask when the server elicits or samples
+    (the call's context: its ``elicitor``/``sampler``, else its approval handler), and
+    (when someone listens to the calling tool's reports) where the server's progress
+    and log notifications for it go: the waiting thread's ``inbox``."""
 
     tool: Tool
     handler: t.Callable[[ApprovalRequest], object] | None
     inbox: queue.SimpleQueue[t.Any] | None = None
+    ctx: RunContext[t.Any] | None = None
+
+    def askers(self) -> tuple[object, object, object]:
+        ctx = self.ctx
+        if ctx is None:
+            return (self.handler, None, None)
+        return (self.handler, ctx.elicitor, ctx.sampler)
 
 
 _current: contextvars.ContextVar[_InFlight | None] = contextvars.ContextVar(
@@ -121,7 +141,7 @@ class MCPServer:
 
     def __init__(
         self,
-        connect: c.Callable[..., c.Awaitable[Client]],
+        connect: c.Callable[[contextlib.AsyncExitStack, MCPServer], c.Awaitable[Client]],
         *,
         name: str,
         named: bool = True,
@@ -171,10 +191,14 @@ class MCPServer:
             cwd=os.fspath(cwd) if cwd is not None else None,
         )
 
-        async def connect(
-            stack: contextlib.AsyncExitStack, elicit: t.Any, log: t.Any = None
-        ) -> Client:
-            client = Client(params, mode=mode, elicitation_callback=elicit, logging_callback=log)
+        async def connect(stack: contextlib.AsyncExitStack, server: MCPServer) -> Client:
+            client = Client(
+                params,
+                mode=mode,
+                elicitation_callback=server._on_elicit,
+                sampling_callback=server._on_sample,
+                logging_callback=server._on_log,
+            )
             return await stack.enter_async_context(client)
 
         shown = name or " ".join([os.path.basename(command), *args])
@@ -197,9 +221,7 @@ class MCPServer:
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
 
-        async def connect(
-            stack: contextlib.AsyncExitStack, elicit: t.Any, log: t.Any = None
-        ) -> Client:
+        async def connect(stack: contextlib.AsyncExitStack, server: MCPServer) -> Client:
             http = await stack.enter_async_context(
                 httpx2.AsyncClient(
                     headers=dict(headers or {}),
@@ -209,8 +231,9 @@ class MCPServer:
             client = Client(
                 streamable_http_client(url, http_client=http),
                 mode=mode,
-                elicitation_callback=elicit,
-                logging_callback=log,
+                elicitation_callback=server._on_elicit,
+                sampling_callback=server._on_sample,
+                logging_callback=server._on_log,
             )
             return await stack.enter_async_context(client)
 
@@ -287,8 +310,11 @@ class MCPServer:
         wait at most ``timeout`` seconds (or until ``ctx.deadline``).
 
         Returns ``Ok(value)`` or ``Err``; raises ``TimeoutError`` at the deadline and
-        ``ConnectionError`` when the server is unreachable or died during the call
-        (the next call reconnects). Tools made by :meth:`tools` call this.
+        ``ConnectionError`` when the server cannot be reached. A server that died or
+        a connection that broke after the request was sent is an ``Err`` saying the
+        outcome is unknown (the tool may have run): never retried, even for tools
+        annotated idempotent. The next call reconnects. Tools made by :meth:`tools`
+        call this.
         """
         tool = Tool(name=name, function=_unused, timeout=timeout, takes_ctx=False)
         return self._call(tool, name, dict(arguments or {}), ctx, timeout)
@@ -358,7 +384,7 @@ class MCPServer:
             # inside it); its deadline bounds only the connecting.
             with anyio.CancelScope(deadline=anyio.current_time() + self.connect_timeout) as scope:
                 async with contextlib.AsyncExitStack() as stack:
-                    client = await self._connect(stack, self._on_elicit, self._on_log)
+                    client = await self._connect(stack, self)
                     scope.deadline = math.inf
                     closing = anyio.Event()
                     task_status.started((client, closing))
@@ -438,7 +464,7 @@ class MCPServer:
             queue.SimpleQueue() if ctx is not None and ctx._channel is not None else None
         )
         portal, connection = self._ensure()
-        waiting = _InFlight(tool, handler, inbox)
+        waiting = _InFlight(tool, handler, inbox, ctx)
         key = next(self._ids)
         self._inflight[key] = waiting
         left = None if deadline is None else max(0.0, deadline - monotonic())
@@ -491,10 +517,7 @@ class MCPServer:
                 ) from exc
             if exc.code == types.CONNECTION_CLOSED:
                 connection.broken = True
-                raise ConnectionError(
-                    f"MCP server '{self.name}' went away during the call to '{remote_name}' "
-                    f"({exc.message}); it is restarted on the next call"
-                ) from exc
+                return self._unknown_outcome(tool, remote_name, exc.message, exc)
             return Err(
                 ToolError(
                     f"MCP server '{self.name}' refused the call to '{remote_name}': {exc.message}",
@@ -505,12 +528,25 @@ class MCPServer:
         except BaseException as exc:
             if _is_disconnect(exc):
                 connection.broken = True
-                raise ConnectionError(
-                    f"MCP server '{self.name}' went away during the call to '{remote_name}' "
-                    f"({_describe(exc)}); it is restarted on the next call"
-                ) from exc
+                return self._unknown_outcome(tool, remote_name, _describe(exc), exc)
             raise
         return self._to_result(tool, remote_name, result)
+
+    def _unknown_outcome(
+        self, tool: Tool, remote_name: str, detail: str, exc: BaseException
+    ) -> Err:
+        """The request was sent and no answer came back: the remote tool may or may
+        not have run. An ``Err`` (a returned value, so the executor never retries
+        it, whatever the tool's annotations say)."""
+        return Err(
+            ToolError(
+                f"MCP server '{self.name}' went away during the call to '{remote_name}' "
+                f"({detail}): the outcome is unknown (the tool may have run), so it is not "
+                "retried; the server is restarted on the next call",
+                tool_name=tool.name,
+                original_error=exc,
+            )
+        )
 
     @staticmethod
     async def _acall(
@@ -578,37 +614,46 @@ class MCPServer:
     # -- internals: elicitation -----------------------------------------------------------
 
     async def _on_elicit(
-        self, rctx: t.Any, params: types.ElicitRequestParams
+        self, context: t.Any, params: types.ElicitRequestParams
     ) -> types.ElicitResult:
-        """A server's ``elicitation/create``: ask the approval handler of the call it
-        belongs to. Fails closed (declines) when there is no handler, the handler
-        raises or answers something else, the request is URL mode, or (on
-        protocol versions before 2026-07-28, where the request does not say which
-        call it belongs to) several calls with different handlers are waiting."""
+        """A server's ``elicitation/create``: ask the call it belongs to. Its context's
+        ``elicitor`` answers when it has one (a served tool passing the question on
+        to its own client); else its approval handler gets an :class:`MCPElicitation`.
+
+        Fails closed (declines) when nobody can be asked, the answer is not exactly
+        ``"approve"``, ``"reject"`` or an :class:`Edit`, the content does not fit the
+        requested schema, the request is URL mode, or (on protocol versions before
+        2026-07-28, where the request does not say which call it belongs to) several
+        calls that would ask different people are waiting."""
+        declined = types.ElicitResult(action="decline")
+        if not isinstance(params, types.ElicitRequestFormParams):
+            _log.warning("MCP server '%s' asked to open a URL; declined", self.name)
+            return declined
+        try:
+            form = check_elicitation_schema(dict(params.requested_schema or {}))
+        except (TypeError, ValueError) as exc:
+            _log.warning(
+                "MCP server '%s' asked for a form MCP does not allow (%s); declined", self.name, exc
+            )
+            return declined
         waiting = _current.get() or self._only_waiting()
+        ctx = waiting.ctx if waiting is not None else None
+        if ctx is not None and ctx.elicitor is not None:
+            return await self._pass_elicitation_on(ctx, params.message, form)
         if waiting is None or waiting.handler is None:
             _log.warning(
                 "MCP server '%s' asked for input, but the call has no approval_handler; declined",
                 self.name,
             )
-            return types.ElicitResult(action="decline")
-        if not isinstance(params, types.ElicitRequestFormParams):
-            _log.warning("MCP server '%s' asked to open a URL; declined", self.name)
-            return types.ElicitResult(action="decline")
-        schema = dict(params.requested_schema or {})
-        properties = schema.get("properties")
-        proposed: dict[str, t.Any] = {}
-        if isinstance(properties, c.Mapping):
-            for key, spec in properties.items():
-                if isinstance(spec, c.Mapping) and "default" in spec:
-                    proposed[key] = spec["default"]
+            return declined
+        proposed = with_defaults(form, {})
         request = MCPElicitation(
             name=waiting.tool.name,
             id=None,
             arguments=proposed,
             tool=waiting.tool,
             message=params.message,
-            requested_schema=schema,
+            requested_schema=form,
         )
         handler = waiting.handler
         try:
@@ -621,11 +666,37 @@ class MCPServer:
                 type(exc).__name__,
                 self.name,
             )
-            return types.ElicitResult(action="decline")
-        if isinstance(decision, Edit):
-            return types.ElicitResult(action="accept", content=dict(decision.arguments))
-        if decision == "approve":
-            return types.ElicitResult(action="accept", content=proposed)
+            return declined
+        # Exact types, as the approval gate checks them: a str subclass equal to
+        # everything, or an Edit subclass, is not an answer.
+        if type(decision) is Edit:
+            edited = decision.arguments
+            if not isinstance(edited, c.Mapping):
+                return self._unfit(["the Edit's content is not an object of fields"])
+            content = with_defaults(form, dict(edited))
+        elif type(decision) is str and decision == "approve":
+            content = proposed
+        else:
+            if not (type(decision) is str and decision == "reject"):
+                _log.warning(
+                    "Approval handler answered an elicitation from MCP server '%s' with %s; "
+                    "expected 'approve', 'reject' or an Edit. Declined",
+                    self.name,
+                    type(decision).__name__,
+                )
+            return declined
+        errors = elicitation_content_errors(form, content)
+        if errors:
+            return self._unfit(errors)
+        return types.ElicitResult(action="accept", content=content)
+
+    def _unfit(self, errors: list[str]) -> types.ElicitResult:
+        _log.warning(
+            "The answer to an elicitation from MCP server '%s' does not fit its schema (%s); "
+            "declined",
+            self.name,
+            "; ".join(errors),
+        )
         return types.ElicitResult(action="decline")
 
     async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
@@ -642,14 +713,99 @@ class MCPServer:
             "MCP server '%s' log (%s) %s: %r", self.name, params.level, params.logger, params.data
         )
 
+    async def _pass_elicitation_on(
+        self, ctx: RunContext[t.Any], message: str, form: dict[str, t.Any]
+    ) -> types.ElicitResult:
+        """Ask the calling context's ``elicitor`` (checked as ``ctx.elicit`` checks it)."""
+
+        def ask() -> types.ElicitResult:
+            assert ctx.elicitor is not None
+            answer = checked_answer(form, ctx.elicitor(message, form), "the elicitor")
+            return types.ElicitResult(action=answer.action, content=answer.content)
+
+        try:
+            return await anyio.to_thread.run_sync(ask, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:
+            _log.warning(
+                "Passing an elicitation from MCP server '%s' on failed (%s); declined",
+                self.name,
+                type(exc).__name__,
+            )
+            return types.ElicitResult(action="decline")
+
+    # -- internals: sampling --------------------------------------------------------------
+
+    async def _on_sample(
+        self, context: t.Any, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.ErrorData:
+        """A server's ``sampling/createMessage``: the waiting call's ``ctx.sampler``
+        answers (as ``ctx.sample`` would); without one the server gets an error."""
+        waiting = _current.get() or self._only_waiting()
+        ctx = waiting.ctx if waiting is not None else None
+        if ctx is None or ctx.sampler is None:
+            _log.warning(
+                "MCP server '%s' asked to sample a model, but the call's context has no "
+                "sampler; refused",
+                self.name,
+            )
+            return types.ErrorData(
+                code=types.INVALID_REQUEST,
+                message="this client has no model to sample for the call (no sampler)",
+            )
+        try:
+            messages = [_sampled_message(message) for message in params.messages]
+        except ValueError as exc:
+            return types.ErrorData(code=types.INVALID_PARAMS, message=str(exc))
+        ask = functools.partial(
+            sample,
+            ctx,
+            messages,
+            max_tokens=params.max_tokens,
+            system=params.system_prompt,
+            temperature=params.temperature,
+        )
+        try:
+            text = await anyio.to_thread.run_sync(ask, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:
+            _log.warning(
+                "The sampler failed on a request from MCP server '%s' (%s)",
+                self.name,
+                type(exc).__name__,
+            )
+            return types.ErrorData(
+                code=types.INTERNAL_ERROR, message=f"sampling failed: {type(exc).__name__}"
+            )
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(text=text),
+            model="nous-tools-sampler",
+            stop_reason="endTurn",
+        )
+
     def _only_waiting(self) -> _InFlight | None:
         waiting = list(self._inflight.values())
         if not waiting:
             return None
         first = waiting[0]
-        if all(w.handler is first.handler for w in waiting):
+        askers = first.askers()
+        if all(all(a is b for a, b in zip(w.askers(), askers, strict=True)) for w in waiting):
             return first
         return None
+
+
+def _sampled_message(message: types.SamplingMessage) -> dict[str, str]:
+    """A server's sampling message as ``ctx.sample`` takes it: text only."""
+    blocks = message.content if isinstance(message.content, list) else [message.content]
+    texts = []
+    for block in blocks:
+        if not isinstance(block, types.TextContent):
+            raise ValueError(f"only text can be sampled here, got {type(block).__name__}")
+        texts.append(block.text)
+    return {"role": message.role, "content": "\n".join(texts)}
 
 
 class _RemoteCall:
@@ -676,13 +832,45 @@ def register_mcp(
     *,
     trusted: bool = False,
     prefix: str | None = None,
+    replace: bool = False,
 ) -> list[Tool]:
     """Register ``server.tools(trusted=trusted, prefix=prefix)`` in ``registry`` and
-    return them (what ``registry.register_mcp(...)`` does)."""
+    return them (what ``registry.register_mcp(...)`` does).
+
+    A remote tool never replaces a registered tool silently: a name already in
+    ``registry`` (or twice in the server's list) is a ``ValueError`` naming both
+    tools, and nothing is registered — unless ``replace=True``. (A hostile server
+    could otherwise take over a local tool's name, and its approval level.)"""
     tools = server.tools(trusted=trusted, prefix=prefix)
-    for tool in tools:
-        registry.register(tool)
+    with registry._lock:
+        if not replace:
+            seen: dict[str, Tool] = {}
+            for tool in tools:
+                existing = seen.get(tool.name)
+                if existing is None:
+                    existing = registry.lookup(tool.name)
+                if existing is not None:
+                    raise ValueError(_collision(server, tool, existing))
+                seen[tool.name] = tool
+        for tool in tools:
+            registry._tools[tool.name] = tool
     return tools
+
+
+def _collision(server: MCPServer, tool: Tool, existing: Tool) -> str:
+    if existing.module == tool.module:
+        other = f"another tool of that name from MCP server '{server.name}'"
+    else:
+        function = getattr(existing.function, "__qualname__", type(existing.function).__name__)
+        other = (
+            f"the tool '{existing.name}' already registered (function {function} "
+            f"in {existing.module or 'an unknown module'}, approval {existing.approval!r})"
+        )
+    return (
+        f"register_mcp: MCP server '{server.name}' has a tool '{tool.name}', and the registry "
+        f"holds {other}; nothing was registered. Pass prefix='...' to keep both, or "
+        "replace=True to let the remote tool take the name"
+    )
 
 
 # -- helpers ------------------------------------------------------------------------------

@@ -409,13 +409,24 @@ def serve(
     ctx_factory: CtxFactory | None = None,
     *,
     name: str = "nous-tools",
+    auth_token: str | None = None,
+    allowed_hosts: c.Sequence[str] | None = None,
+    allowed_origins: c.Sequence[str] | None = None,
+    insecure: bool = False,
 ) -> None:
     """Serve ``registry`` (or an iterable of tools) over ``transport`` until the
     client disconnects (stdio) or the process is interrupted (http, at
-    ``http://HOST:PORT/mcp``). Blocks."""
+    ``http://HOST:PORT/mcp``). Blocks.
+
+    Over http, a loopback ``host`` checks Host/Origin against the loopback names. Any
+    other ``host`` needs ``auth_token`` (clients send ``Authorization: Bearer
+    TOKEN``; at least 16 characters) and ``allowed_hosts`` (the Host names clients
+    use: ``"mcp.example.com"`` on any port, or ``"name:port"``), and raises
+    ``ValueError`` without them unless ``insecure=True`` (logged as a warning).
+    ``allowed_origins`` defaults to http(s) origins of ``allowed_hosts``."""
     registry = _as_registry(registry)
-    server = build_server(registry, ctx_factory=ctx_factory, name=name)
     if transport == "stdio":
+        server = build_server(registry, ctx_factory=ctx_factory, name=name)
         from mcp.server.stdio import stdio_server
 
         async def main() -> None:
@@ -426,10 +437,43 @@ def serve(
     elif transport == "http":
         import uvicorn
 
-        app = server.streamable_http_app(host=host)
+        app = _protected_app(
+            registry, ctx_factory, name, host, auth_token, allowed_hosts, allowed_origins, insecure
+        )
         uvicorn.run(app, host=host, port=port, log_level="warning")
     else:
         raise ValueError(f"transport must be 'stdio' or 'http', got {transport!r}")
+
+
+def _protected_app(
+    registry: Registry,
+    ctx_factory: CtxFactory | None,
+    name: str,
+    host: str,
+    auth_token: str | None,
+    allowed_hosts: c.Sequence[str] | None,
+    allowed_origins: c.Sequence[str] | None,
+    insecure: bool,
+) -> t.Any:
+    from ._http import http_app, security_for
+
+    security = security_for(
+        host,
+        auth_token=auth_token,
+        allowed_hosts=allowed_hosts,
+        allowed_origins=allowed_origins,
+        insecure=insecure,
+    )
+    if insecure and (auth_token is None or not allowed_hosts):
+        _log.warning(
+            "Serving MCP on %s with insecure=True: %s",
+            host,
+            "no bearer token, so anyone who can reach the port can call the tools"
+            if auth_token is None
+            else "no Host check (DNS rebinding)",
+        )
+    server = build_server(registry, ctx_factory=ctx_factory, name=name)
+    return http_app(server, security=security, auth_token=auth_token)
 
 
 def _as_registry(tools: Registry | c.Iterable[Tool]) -> Registry:
@@ -468,13 +512,26 @@ def serve_http_in_thread(
     ctx_factory: CtxFactory | None = None,
     name: str = "nous-tools",
     startup_timeout: float = 30.0,
+    auth_token: str | None = None,
+    allowed_hosts: c.Sequence[str] | None = None,
+    allowed_origins: c.Sequence[str] | None = None,
+    insecure: bool = False,
 ) -> RunningServer:
     """Start serving ``registry`` over Streamable HTTP in a daemon thread and return
-    once it accepts connections. ``port=0`` picks a free port (see ``.url``)."""
+    once it accepts connections. ``port=0`` picks a free port (see ``.url``). The
+    protection options are :func:`serve`'s."""
     import uvicorn
 
-    server = build_server(_as_registry(registry), ctx_factory=ctx_factory, name=name)
-    app = server.streamable_http_app(host=host)
+    app = _protected_app(
+        _as_registry(registry),
+        ctx_factory,
+        name,
+        host,
+        auth_token,
+        allowed_hosts,
+        allowed_origins,
+        insecure,
+    )
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
