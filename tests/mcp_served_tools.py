@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from nous_tools import Registry, RunContext, tool
+from nous_tools import Registry, RunContext, SamplingUnavailable, tool
 
 registry = Registry()
 
@@ -66,3 +66,54 @@ def wait_for_cancel(ctx: RunContext) -> str:
         cancelled.set()
         return "cancelled"
     return "not cancelled"
+
+
+TRIP = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "default": "Paris"},
+        "nights": {"type": "integer", "minimum": 1},
+    },
+    "required": ["nights"],
+}
+
+#: How many times ``plan_trip`` started (it asks twice: on 2026-07-28 it runs again
+#: for each answer).
+plan_starts: list[int] = []
+
+
+@registry.register
+@tool(timeout=20, retries=0)
+def haiku(ctx: RunContext, topic: str) -> str:
+    """Ask the client's model for a haiku."""
+    return ctx.sample(f"A haiku about {topic}", max_tokens=40, system="You are a poet")
+
+
+@registry.register
+@tool(timeout=20, retries=0)
+def plan_trip(ctx: RunContext) -> dict:
+    """Ask the person where and how long, then the model for a plan."""
+    plan_starts.append(1)
+    answer = ctx.elicit("Where to, and for how long?", TRIP)
+    if answer.action != "accept":
+        return {"action": answer.action}
+    plan = ctx.sample(
+        [
+            {
+                "role": "user",
+                "content": f"Plan {answer.content['nights']} nights in {answer.content['city']}",
+            }
+        ],
+        max_tokens=50,
+    )
+    return {"action": "accept", "trip": answer.content, "plan": plan}
+
+
+@registry.register
+@tool(timeout=20, retries=0)
+def summary_or_text(ctx: RunContext, text: str) -> str:
+    """A summary when the client can sample, else the text's start."""
+    try:
+        return ctx.sample(f"Summarise: {text}", max_tokens=10)
+    except SamplingUnavailable:
+        return text[:5]

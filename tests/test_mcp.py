@@ -87,13 +87,19 @@ def test_published_tool_carries_title_annotations_and_schema():
 # -- serving over stdio, to the SDK's client in a subprocess ----------------------------
 
 
-def served_stdio(mode: str, elicit=None) -> Client:
+def served_stdio(mode: str, elicit=None, sample=None) -> Client:
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "nous_tools", "serve", "mcp_served_tools:registry"],
         cwd=str(TESTS),
     )
-    return Client(params, mode=mode, elicitation_callback=elicit, read_timeout_seconds=WAIT)
+    return Client(
+        params,
+        mode=mode,
+        elicitation_callback=elicit,
+        sampling_callback=sample,
+        read_timeout_seconds=WAIT,
+    )
 
 
 def text_of(result: types.CallToolResult) -> str:
@@ -120,8 +126,11 @@ def test_served_registry_answers_the_sdk_client_over_stdio(mode):
             assert sorted(listed) == [
                 "add",
                 "boom",
+                "haiku",
+                "plan_trip",
                 "remove_file",
                 "shout",
+                "summary_or_text",
                 "wait_for_cancel",
                 "whoami",
             ]
@@ -197,6 +206,155 @@ async def forged_state_is_asked_again(client: Client) -> None:
         allow_input_required=True,
     )
     assert text_of(same) == "removed /tmp/yes"
+
+
+# -- served tools that ask the client: ctx.sample and ctx.elicit ------------------------
+
+
+async def _poet(context, params):
+    prompt = params.messages[0].content.text
+    return types.CreateMessageResult(
+        role="assistant", content=types.TextContent(text=f"poem: {prompt}"), model="test-model"
+    )
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_served_ctx_sample_and_elicit_go_to_the_sdk_client(mode):
+    sampled: list[types.CreateMessageRequestParams] = []
+    elicited: list[types.ElicitRequestFormParams] = []
+
+    async def sample(context, params):
+        sampled.append(params)
+        return await _poet(context, params)
+
+    async def elicit(context, params):
+        elicited.append(params)
+        return types.ElicitResult(action="accept", content={"nights": 3})
+
+    async def main():
+        async with served_stdio(mode, elicit, sample) as client:
+            poem = await client.call_tool("haiku", {"topic": "rain"})
+            assert (poem.is_error, text_of(poem)) == (False, "poem: A haiku about rain")
+            trip = await client.call_tool("plan_trip", {})
+            assert trip.structured_content == {
+                "action": "accept",
+                "trip": {"nights": 3, "city": "Paris"},  # the default filled in
+                "plan": "poem: Plan 3 nights in Paris",
+            }
+
+    run_async(main)
+    assert (sampled[0].system_prompt, sampled[0].max_tokens) == ("You are a poet", 40)
+    [question] = elicited
+    assert question.message == "Where to, and for how long?"
+    assert question.requested_schema["properties"]["city"]["default"] == "Paris"  # SEP-1034
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_served_ctx_sample_without_the_clients_capability_is_sampling_unavailable(mode):
+    async def main():
+        async with served_stdio(mode) as client:
+            fallback = await client.call_tool("summary_or_text", {"text": "abcdefgh"})
+            assert text_of(fallback) == "abcde"
+            failed = await client.call_tool("haiku", {"topic": "rain"})
+            assert failed.is_error and "SamplingUnavailable" in text_of(failed)
+            declined = await client.call_tool("plan_trip", {})
+            assert declined.is_error and "ElicitationUnavailable" in text_of(declined)
+
+    run_async(main)
+
+
+@pytest.mark.parametrize(("mode", "starts"), [("auto", 3), ("legacy", 1)])
+def test_a_served_tool_that_asks_twice_runs_once_per_round(http_server, mode, starts):
+    """2025-11-25: the tool waits for each answer. 2026-07-28: each question ends the
+    round and the tool runs again with the answers so far (3 runs for 2 questions)."""
+    mcp_served_tools.plan_starts.clear()
+
+    async def elicit(context, params):
+        return types.ElicitResult(action="accept", content={"nights": 1, "city": "Oslo"})
+
+    async def main():
+        async with Client(
+            http_server.url,
+            mode=mode,
+            elicitation_callback=elicit,
+            sampling_callback=_poet,
+            read_timeout_seconds=WAIT,
+        ) as client:
+            trip = await client.call_tool("plan_trip", {})
+            assert trip.structured_content["plan"] == "poem: Plan 1 nights in Oslo"
+
+    run_async(main)
+    assert len(mcp_served_tools.plan_starts) == starts
+
+
+def test_a_forged_or_foreign_round_state_answers_nothing(http_server):
+    """2026-07-28: the answers ride the round's requestState, signed and bound to the
+    tool and its arguments; a state from another call, or edited, is ignored."""
+
+    async def never(context, params):
+        raise AssertionError("the test answers by hand")
+
+    async def main():
+        async with Client(
+            http_server.url,
+            elicitation_callback=never,
+            sampling_callback=never,
+            read_timeout_seconds=WAIT,
+        ) as client:
+            first = await client.session.call_tool("plan_trip", {}, allow_input_required=True)
+            assert isinstance(first, types.InputRequiredResult)
+            [key] = first.input_requests
+            answer = {key: types.ElicitResult(action="accept", content={"nights": 2})}
+            second = await client.session.call_tool(
+                "plan_trip",
+                {},
+                input_responses=answer,
+                request_state=first.request_state,
+                allow_input_required=True,
+            )
+            # answered: the tool got past the question and now asks the model
+            assert isinstance(second, types.InputRequiredResult)
+            assert second.input_requests.keys() != first.input_requests.keys()
+            payload, _, mac = first.request_state.rpartition(".")
+            for forged in (payload + "." + "0" * len(mac), "garbage", ""):
+                again = await client.session.call_tool(
+                    "plan_trip",
+                    {},
+                    input_responses=answer,
+                    request_state=forged,
+                    allow_input_required=True,
+                )
+                assert isinstance(again, types.InputRequiredResult)
+                assert again.input_requests.keys() == first.input_requests.keys()
+
+    run_async(main)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_questions_pass_through_a_chain_of_servers_to_the_first_callers_context(http_server, mode):
+    """Our client calls our served tool, which asks: the question reaches the calling
+    context's sampler and elicitor."""
+    people = []
+
+    def elicitor(message, schema):
+        people.append(message)
+        return Elicitation("accept", {"nights": 4})
+
+    def sampler(messages, *, max_tokens, system=None, temperature=None):
+        return f"model says: {messages[0]['content']}"
+
+    with MCPServer.http(http_server.url, mode=mode) as far:
+        plan = next(t for t in far.tools() if t.name == "plan_trip")
+        ctx = RunContext.new(sampler=sampler, elicitor=elicitor)
+        result = Registry().execute_approved(plan, {}, ctx)
+    assert result == Ok(
+        {
+            "action": "accept",
+            "trip": {"nights": 4, "city": "Paris"},
+            "plan": "model says: Plan 4 nights in Paris",
+        }
+    )
+    assert people == ["Where to, and for how long?"]
 
 
 # -- serving over Streamable HTTP -------------------------------------------------------

@@ -36,8 +36,16 @@ from ...run_context import RunContext
 from ...tool import Tool
 from ...tool_calls import clip_parts, format_tool_result
 from . import _reports
+from ._peer import Peer, RoundState, can_elicit
 
-__all__ = ["RunningServer", "build_server", "serve", "serve_http_in_thread", "tool_title"]
+__all__ = [
+    "RunningServer",
+    "build_server",
+    "close_sse_stream",
+    "serve",
+    "serve_http_in_thread",
+    "tool_title",
+]
 
 _log = logging.getLogger("nous_tools")
 
@@ -98,20 +106,36 @@ class _CancelLink:
 
 @attrs.frozen(slots=True, eq=False)
 class _ServedContext(RunContext[t.Any]):
-    """A :class:`RunContext` whose attempts learn of the client's cancellation."""
+    """A :class:`RunContext` whose attempts learn of the client's cancellation, and
+    whose ``ctx.sample``/``ctx.elicit`` go to the client (its ``peer``)."""
 
     cancel_link: _CancelLink | None = attrs.field(default=None, repr=False)
+    peer: Peer | None = attrs.field(default=None, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if self.cancel_link is not None:
             self.cancel_link.attach(self.cancelled)
 
 
-def _served_context(base: RunContext[t.Any] | None, link: _CancelLink) -> _ServedContext:
+def _served_context(
+    base: RunContext[t.Any] | None, link: _CancelLink, peer: Peer
+) -> _ServedContext:
     base = base if base is not None else RunContext()
     fields = {a.alias or a.name: getattr(base, a.name) for a in attrs.fields(RunContext) if a.init}
     fields["cancelled"] = link.cancelled
-    return _ServedContext(**fields, cancel_link=link)
+    fields["sampler"] = peer.sample
+    fields["elicitor"] = peer.elicit
+    return _ServedContext(**fields, cancel_link=link, peer=peer)
+
+
+def close_sse_stream(ctx: RunContext[t.Any]) -> bool:
+    """From inside a tool served over Streamable HTTP: close this call's SSE stream so
+    the client reconnects (after the stream's ``retry`` interval, with
+    ``Last-Event-ID``) and receives the rest, the result included (SEP-1699 polling).
+    A long call can free the connection this way. Returns False where there is no
+    such stream (stdio, an older protocol, a call not served over MCP)."""
+    peer = getattr(ctx, "peer", None)
+    return peer.close_sse_stream() if isinstance(peer, Peer) else False
 
 
 # -- describing tools -----------------------------------------------------------------
@@ -170,11 +194,14 @@ def _to_call_result(
     tool: Tool | None = None,
 ) -> types.CallToolResult:
     """``Ok`` -> its content blocks (images, audio, resources: see
-    :mod:`nous_tools.content`), or its text (and its value as structured content
-    when it is JSON; checked against the tool's output schema when it has one);
-    ``Err`` -> ``isError`` with the model-facing text. Texts at most ``max_chars``
-    long (the tool's ``max_result_chars``): a longer text keeps its head and tail,
-    and a longer value is not sent as structured content."""
+    :mod:`nous_tools.content`), or its text and its value as structured content:
+    checked against the tool's output schema when it has one, else the JSON the text
+    holds (values JSON cannot hold directly, such as datetimes, Decimals, sets and
+    bytes, as the text writes them). Protocols before 2026-07-28 allow only an object
+    there, so a number or a list goes as text alone. ``Err`` -> ``isError`` with the
+    model-facing text. Texts at most ``max_chars`` long (the tool's
+    ``max_result_chars``): a longer text keeps its head and tail, and a longer value
+    is not sent as structured content."""
     if isinstance(result, Ok):
         value = result.value
         if tool is not None:
@@ -195,11 +222,11 @@ def _to_call_result(
             return types.CallToolResult(content=_reports.blocks_of(clip_parts(parts, max_chars)))
         text = format_tool_result(result, name, max_chars=max_chars)
         structured: t.Any = None
-        if not isinstance(value, str) and (modern or isinstance(value, c.Mapping)):
-            with contextlib.suppress(TypeError, ValueError, RecursionError):
-                dumped = json.dumps(value)
-                if max_chars is None or len(dumped) <= max_chars:
-                    structured = json.loads(dumped)
+        if not isinstance(value, str):
+            with contextlib.suppress(ValueError, RecursionError):
+                structured = json.loads(text)  # a clipped text is not JSON: none
+            if not modern and not isinstance(structured, dict):
+                structured = None
         return types.CallToolResult(
             content=[types.TextContent(text=text)], structured_content=structured
         )
@@ -216,13 +243,6 @@ def _approval_message(name: str, arguments: c.Mapping[str, t.Any]) -> str:
     if len(shown) > 2000:
         shown = shown[:2000] + " ..."
     return f"Allow the tool '{name}' to run with these arguments?\n{shown}"
-
-
-def _can_elicit(capabilities: types.ClientCapabilities | None) -> bool:
-    """True when the client declared form elicitation (a bare ``elicitation: {}``
-    counts as form support, as the spec says; URL-only does not)."""
-    elicitation = capabilities.elicitation if capabilities is not None else None
-    return elicitation is not None and (elicitation.form is not None or elicitation.url is None)
 
 
 def _needs_approval_error(name: str) -> types.CallToolResult:
@@ -262,7 +282,8 @@ class _Serving:
     ) -> types.CallToolResult | types.InputRequiredResult:
         name = params.name
         arguments: dict[str, t.Any] = dict(params.arguments or {})
-        if self.registry.lookup(name) is None:
+        tool = self.registry.lookup(name)
+        if tool is None:
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {name}")
         version = getattr(ctx, "protocol_version", None)
         modern = isinstance(version, str) and is_version_at_least(version, _INPUT_REQUIRED_VERSION)
@@ -277,23 +298,39 @@ class _Serving:
                 name,
                 modern,
             )
+        state = None
+        if modern and params.request_state is not None:
+            state = RoundState.read(params.request_state, self.secret, name, arguments)
         link = _CancelLink()
-        run_ctx = _served_context(base, link)
+        peer = Peer(ctx, link, modern=modern, state=state, responses=params.input_responses)
+        run_ctx = _served_context(base, link, peer)
         # What the tool reports goes to this client (see _reports), from the thread
         # that runs the call, which sees this context.
         served = _reports.served(
             _reports.ServedCall(ctx.session, ctx.request_id, _reports.levels_for(ctx.session))
         )
         try:
-            result = await self._run(link, self.registry.execute, name, arguments, run_ctx)
-            if isinstance(result, NeedsApproval):
-                asked = await self._approve(ctx, params, result, modern)
-                if asked is not None:
-                    return asked
-                result = await self._run(link, self.registry.execute_approved, result, run_ctx)
+            if peer.state.approved and tool.approval == "ask":
+                # An earlier round's approval of this very call (the state is signed
+                # and bound to the tool name and arguments).
+                result = await self._run(
+                    link, self.registry.execute_approved, tool, arguments, run_ctx
+                )
+            else:
+                result = await self._run(link, self.registry.execute, name, arguments, run_ctx)
+                if isinstance(result, NeedsApproval):
+                    asked = await self._approve(ctx, params, result, peer, arguments)
+                    if asked is not None:
+                        return asked
+                    peer.state.approved = True
+                    result = await self._run(link, self.registry.execute_approved, result, run_ctx)
         finally:
             _reports.reset(served)
-        tool = self.registry.lookup(name)
+        if peer.pending:  # 2026-07-28: the tool asked a question this round cannot answer
+            return types.InputRequiredResult(
+                input_requests=peer.pending,
+                request_state=peer.state.seal(self.secret, name, arguments),
+            )
         limit = result_limit(tool, self.registry.executor.max_result_chars)
         return _to_call_result(result, name, modern, limit, tool)
 
@@ -323,37 +360,33 @@ class _Serving:
         ctx: t.Any,
         params: types.CallToolRequestParams,
         pending: NeedsApproval,
-        modern: bool,
+        peer: Peer,
+        arguments: dict[str, t.Any],
     ) -> types.CallToolResult | types.InputRequiredResult | None:
         """None when the client accepted; else the result to send (an error, or on
         2026-07-28+ the ``InputRequiredResult`` that asks)."""
         name = pending.tool.name
         session = ctx.session
         message = _approval_message(name, pending.arguments)
-        if modern:
-            state = NeedsApproval.compute_fingerprint(name, pending.arguments, self.secret)
-            answers = params.input_responses or {}
-            answer = answers.get(APPROVAL_KEY)
-            given = params.request_state
-            # An answer counts only for the exact call it was asked about: the state
-            # is an HMAC of the tool name and arguments under this server's secret.
-            if (
-                isinstance(answer, types.ElicitResult)
-                and isinstance(given, str)
-                and secrets.compare_digest(given.encode(), state.encode())
-            ):
+        if peer.modern:
+            answer = (params.input_responses or {}).get(APPROVAL_KEY)
+            # An answer counts only for the exact call it was asked about: the round's
+            # state is signed and bound to the tool name and arguments.
+            if peer.state.asking == "approval" and isinstance(answer, types.ElicitResult):
                 return None if answer.action == "accept" else _answered(name, answer.action)
-            if not _can_elicit(session.client_capabilities):
+            if not can_elicit(session.client_capabilities):
                 return _needs_approval_error(name)
             request = types.ElicitRequest(
                 params=types.ElicitRequestFormParams(
                     message=message, requested_schema=dict(_EMPTY_SCHEMA)
                 )
             )
+            asking = RoundState(asking="approval")
             return types.InputRequiredResult(
-                input_requests={APPROVAL_KEY: request}, request_state=state
+                input_requests={APPROVAL_KEY: request},
+                request_state=asking.seal(self.secret, name, arguments),
             )
-        if not _can_elicit(session.client_capabilities):
+        if not can_elicit(session.client_capabilities):
             return _needs_approval_error(name)
         try:
             reply = await session.elicit_form(
