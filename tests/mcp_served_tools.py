@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import threading
 
 from nous_tools import Registry, RunContext, SamplingUnavailable, tool
+from nous_tools.contrib.mcp import close_sse_stream
 
 registry = Registry()
 
@@ -117,3 +120,28 @@ def summary_or_text(ctx: RunContext, text: str) -> str:
         return ctx.sample(f"Summarise: {text}", max_tokens=10)
     except SamplingUnavailable:
         return text[:5]
+
+
+@registry.register
+@tool(timeout=20)
+def stamp(shape: str) -> object:
+    """Values JSON cannot hold directly, in several shapes."""
+    values = {
+        "when": datetime.datetime(2026, 1, 2, 3, 4, 5),
+        "price": decimal.Decimal("1.10"),
+        "tags": {"a"},
+        "raw": b"ab",
+    }
+    if shape == "object":
+        return values
+    if shape == "list":
+        return [values["when"], values["price"]]
+    return values[shape]
+
+
+@registry.register
+@tool(timeout=20, retries=0)
+def reconnect(ctx: RunContext) -> str:
+    """Close this call's SSE stream; the client reconnects for the result."""
+    closed = close_sse_stream(ctx)
+    return f"closed={closed}"

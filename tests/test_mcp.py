@@ -128,8 +128,10 @@ def test_served_registry_answers_the_sdk_client_over_stdio(mode):
                 "boom",
                 "haiku",
                 "plan_trip",
+                "reconnect",
                 "remove_file",
                 "shout",
+                "stamp",
                 "summary_or_text",
                 "wait_for_cancel",
                 "whoami",
@@ -381,6 +383,61 @@ def test_served_registry_answers_over_streamable_http(http_server):
             result = await client.call_tool("shout", {"text": "hi"})
             assert (result.is_error, text_of(result)) == (False, "HI")
             assert (await client.call_tool("add", {"a": 1})).structured_content == 1
+
+    run_async(main)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_structured_results_for_values_written_with_the_fallback_encoder(http_server, mode):
+    """A datetime, a Decimal, a set or bytes goes as the JSON its text holds. Before
+    2026-07-28 the protocol allows only an object as structured content: a number or
+    a list is text alone there."""
+    expected = {"when": "2026-01-02T03:04:05", "price": "1.10", "tags": ["a"], "raw": "ab"}
+
+    async def main():
+        async with Client(http_server.url, mode=mode, read_timeout_seconds=WAIT) as client:
+            whole = await client.call_tool("stamp", {"shape": "object"})
+            assert whole.structured_content == expected
+            listed = await client.call_tool("stamp", {"shape": "list"})
+            assert text_of(listed) == '["2026-01-02T03:04:05", "1.10"]'
+            assert listed.structured_content == (
+                ["2026-01-02T03:04:05", "1.10"] if mode == "auto" else None
+            )
+            when = await client.call_tool("stamp", {"shape": "when"})
+            assert when.structured_content == ("2026-01-02T03:04:05" if mode == "auto" else None)
+
+    run_async(main)
+    with MCPServer.http(http_server.url, mode=mode) as far:
+        stamp = next(t for t in far.tools() if t.name == "stamp")
+        assert Registry().execute_approved(stamp, {"shape": "object"}) == Ok(expected)
+        if mode == "auto":  # no quotes: the value, not its JSON text
+            assert Registry().execute_approved(stamp, {"shape": "price"}) == Ok("1.10")
+
+
+def test_logging_set_level_is_accepted_and_the_capability_declared(http_server):
+    async def main():
+        async with Client(http_server.url, mode="legacy", read_timeout_seconds=WAIT) as client:
+            assert client.session.server_capabilities.logging is not None
+            with pytest.warns(match="deprecated as of 2026-07-28"):
+                await client.session.set_logging_level("warning")
+
+    run_async(main)
+
+
+def test_a_served_tool_closes_its_sse_stream_and_the_client_still_gets_the_result(http_server):
+    with MCPServer.http(http_server.url, mode="legacy") as far:
+        reconnect = next(t for t in far.tools() if t.name == "reconnect")
+        assert Registry().execute_approved(reconnect, {}) == Ok("closed=True")
+
+
+def test_close_sse_stream_outside_streamable_http_is_false():
+    from nous_tools.contrib.mcp import close_sse_stream
+
+    assert close_sse_stream(RunContext.new()) is False
+
+    async def main():
+        async with served_stdio("legacy") as client:
+            assert text_of(await client.call_tool("reconnect", {})) == "closed=False"
 
     run_async(main)
 

@@ -35,10 +35,12 @@ The rules in full, with examples for both directions: ``docs/how-to/mcp.md``.
 
 from __future__ import annotations
 
+from ._auth import FileTokenStorage, InMemoryTokenStorage, OAuth, TokenStorage
 from ._client import MCPElicitation, MCPServer, register_mcp
 from ._serve import (
     RunningServer,
     build_server,
+    close_sse_stream,
     describe_tool,
     serve,
     serve_http_in_thread,
@@ -46,10 +48,15 @@ from ._serve import (
 )
 
 __all__ = [
+    "FileTokenStorage",
+    "InMemoryTokenStorage",
     "MCPElicitation",
     "MCPServer",
+    "OAuth",
     "RunningServer",
+    "TokenStorage",
     "build_server",
+    "close_sse_stream",
     "describe_tool",
     "register_mcp",
     "serve",

@@ -42,6 +42,7 @@ from ...results import ApprovalRequest, Edit, Err, Ok
 from ...run_context import RunContext
 from ...tool import Tool
 from . import _reports
+from ._auth import redact
 
 if sys.version_info >= (3, 11):
     _Group: type[BaseException] = BaseExceptionGroup  # noqa: F821  (3.11+)
@@ -52,6 +53,7 @@ if t.TYPE_CHECKING:
     from mcp import Client
 
     from ...registry import Registry
+    from ._auth import OAuth
 
 __all__ = ["MCPElicitation", "MCPServer", "register_mcp"]
 
@@ -210,22 +212,31 @@ class MCPServer:
         url: str,
         headers: c.Mapping[str, str] | None = None,
         *,
+        auth: OAuth | None = None,
         name: str | None = None,
         connect_timeout: float = 30.0,
         mode: str = "auto",
     ) -> MCPServer:
         """A server at a Streamable HTTP endpoint (``https://host/mcp``), with
-        ``headers`` (an ``Authorization`` header, say) sent on every request;
-        ``mode`` as in :meth:`stdio`."""
+        ``headers`` sent on every request; ``mode`` as in :meth:`stdio`.
+
+        ``auth`` signs in to a server that requires OAuth: :meth:`OAuth.authorization_code`
+        (a person, in a browser) or :meth:`OAuth.client_credentials` (a service), on the
+        SDK's OAuth client provider; tokens are refreshed and kept in the ``OAuth``'s
+        storage. With a person signing in, connecting may take their time too (the
+        ``OAuth``'s timeout is added to ``connect_timeout``)."""
         import httpx2
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
+
+        provider = auth.provider(url) if auth is not None else None
 
         async def connect(stack: contextlib.AsyncExitStack, server: MCPServer) -> Client:
             http = await stack.enter_async_context(
                 httpx2.AsyncClient(
                     headers=dict(headers or {}),
                     timeout=httpx2.Timeout(30.0, read=300.0),
+                    auth=provider,
                 )
             )
             client = Client(
@@ -237,8 +248,12 @@ class MCPServer:
             )
             return await stack.enter_async_context(client)
 
+        waiting = auth.interactive if auth is not None and auth.interactive else 0.0
         return cls(
-            connect, name=name or url, named=name is not None, connect_timeout=connect_timeout
+            connect,
+            name=name or url,
+            named=name is not None,
+            connect_timeout=connect_timeout + waiting,
         )
 
     # -- lifecycle --------------------------------------------------------------------
@@ -398,8 +413,8 @@ class MCPServer:
             if isinstance(exc, KeyboardInterrupt):
                 raise
             raise ConnectionError(
-                f"MCP server '{self.name}' could not be reached: {_describe(exc)}"
-            ) from exc
+                f"MCP server '{self.name}' could not be reached: {redact(_describe(exc))}"
+            ) from None
         if not self._named:
             info = client.server_info
             if info is not None and info.name:

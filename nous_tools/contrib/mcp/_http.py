@@ -23,15 +23,22 @@ import logging
 import secrets
 import typing as t
 
-from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
+from mcp.server.streamable_http import (
+    EventCallback,
+    EventId,
+    EventMessage,
+    EventStore,
+    StreamableHTTPServerTransport,
+    StreamId,
+)
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types.version import is_version_at_least
 from starlette.applications import Starlette
 from starlette.routing import Route
 
 if t.TYPE_CHECKING:
     from mcp.server.lowlevel import Server
-    from mcp.server.streamable_http import StreamableHTTPServerTransport
     from starlette.types import ASGIApp, Receive, Scope, Send
 
 _log = logging.getLogger("nous_tools")
@@ -84,12 +91,52 @@ class SessionEvents(EventStore):
         return stream_id
 
 
+class _Transport(StreamableHTTPServerTransport):
+    """The SDK's transport, resumable by the version the *session* negotiated.
+
+    The SDK decides per request, from its ``MCP-Protocol-Version`` header, whether a
+    POST stream is primed (SEP-1699) and may be closed for polling. A client whose
+    session negotiated 2025-11-25 but whose request names an older version (the
+    official conformance suite does this) would get neither: here the session's
+    version counts when it is the newer one. Sessions of older clients are left as
+    they were (an empty priming event could confuse them)."""
+
+    negotiated: str | None = None
+
+    def _version(self, protocol_version: str) -> str:
+        negotiated = self.negotiated
+        if negotiated is not None and not is_version_at_least(protocol_version, negotiated):
+            return negotiated
+        return protocol_version
+
+    async def _mint_priming_event(self, stream_id: StreamId, protocol_version: str) -> t.Any:
+        return await super()._mint_priming_event(stream_id, self._version(protocol_version))
+
+    def _create_session_message(
+        self, message: t.Any, request: t.Any, request_id: t.Any, protocol_version: str
+    ) -> t.Any:
+        if getattr(message, "method", None) == "initialize":
+            params = getattr(message, "params", None) or {}
+            asked = params.get("protocolVersion") if isinstance(params, dict) else None
+            if isinstance(asked, str) and is_version_at_least(asked, _RESUMABLE):
+                self.negotiated = _RESUMABLE  # the newest handshake version
+        return super()._create_session_message(
+            message, request, request_id, self._version(protocol_version)
+        )
+
+
+_RESUMABLE = "2025-11-25"
+
+
 class _SessionManager(StreamableHTTPSessionManager):
     """The SDK's session manager, with an event store of its own for each session."""
 
     def _admit_session(self, requestor: t.Any) -> StreamableHTTPServerTransport | None:
         transport = super()._admit_session(requestor)
         if transport is not None:
+            # The same object, given the methods above (no state of its own but a
+            # class-level default), rather than a copy of the SDK's constructor call.
+            transport.__class__ = _Transport
             transport._event_store = SessionEvents()
         return transport
 
