@@ -7,6 +7,7 @@ holds the SDK client session; synchronous callers hand it requests and wait on
 
 from __future__ import annotations
 
+import asyncio
 import collections.abc as c
 import concurrent.futures
 import contextlib
@@ -157,6 +158,7 @@ class MCPServer:
         self.connect_timeout = connect_timeout
         self._lock = threading.Lock()
         self._portal: BlockingPortal | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._connection: _Connection | None = None
         self._closed = False
@@ -382,7 +384,9 @@ class MCPServer:
             if self._closed:
                 raise ConnectionError(f"MCP server '{self.name}' is closed")
             if self._portal is None:
-                self._portal, self._thread = _start_portal(f"nous-tools-mcp-{self.name}"[:60])
+                self._portal, self._thread, self._loop = _start_portal(
+                    f"nous-tools-mcp-{self.name}"[:60]
+                )
             portal = self._portal
             connection = self._connection
             if connection is not None and (connection.broken or connection.done.done()):
@@ -478,14 +482,18 @@ class MCPServer:
         inbox: queue.SimpleQueue[t.Any] | None = (
             queue.SimpleQueue() if ctx is not None and ctx._channel is not None else None
         )
-        portal, connection = self._ensure()
+        _, connection = self._ensure()
+        loop = self._loop
+        assert loop is not None  # set with the portal
         waiting = _InFlight(tool, handler, inbox, ctx)
         key = next(self._ids)
         self._inflight[key] = waiting
         left = None if deadline is None else max(0.0, deadline - monotonic())
         try:
-            future = portal.start_task_soon(
-                self._acall, connection.client, remote_name, arguments, left, waiting
+            # Straight onto the loop (asyncio's hand-off, not the portal's task group):
+            # the call's whole cost over the SDK's own is these two thread hand-offs.
+            future = asyncio.run_coroutine_threadsafe(
+                self._acall(connection.client, remote_name, arguments, left, waiting), loop
             )
         except BaseException:
             self._inflight.pop(key, None)
@@ -493,7 +501,7 @@ class MCPServer:
         if inbox is not None:
             future.add_done_callback(inbox.put)
         try:
-            while True:
+            while not future.done():
                 wait = _POLL if cancelled is not None else None
                 if deadline is not None:
                     left = deadline - monotonic()
@@ -504,15 +512,11 @@ class MCPServer:
                         )
                     wait = left if wait is None else min(wait, left)
                 if inbox is None:
-                    finished, _ = concurrent.futures.wait([future], timeout=wait)
-                    if finished:
-                        break
+                    with contextlib.suppress(concurrent.futures.TimeoutError):
+                        future.exception(wait)  # returns when done (whatever the outcome)
                 else:
                     _relay(inbox, t.cast(RunContext[t.Any], ctx), wait)
-                    if future.done():
-                        _relay(inbox, t.cast(RunContext[t.Any], ctx), 0.0)  # what came first
-                        break
-                if cancelled is not None and cancelled.is_set():
+                if not future.done() and cancelled is not None and cancelled.is_set():
                     future.cancel()
                     raise ToolCancelled(f"the call to '{remote_name}' was cancelled")
         except BaseException:
@@ -523,6 +527,8 @@ class MCPServer:
             raise
         finally:
             self._inflight.pop(key, None)
+        if inbox is not None:
+            _relay(inbox, t.cast(RunContext[t.Any], ctx), 0.0)  # what came before the end
         try:
             result: types.CallToolResult = future.result()
         except MCPError as exc:
@@ -941,15 +947,18 @@ def _unused(**arguments: t.Any) -> None:  # pragma: no cover - never called
     raise AssertionError("not called")
 
 
-def _start_portal(name: str) -> tuple[BlockingPortal, threading.Thread]:
+def _start_portal(
+    name: str,
+) -> tuple[BlockingPortal, threading.Thread, asyncio.AbstractEventLoop]:
     """An anyio ``BlockingPortal`` running in a new daemon thread (unlike
-    ``start_blocking_portal``'s, which would block interpreter exit)."""
+    ``start_blocking_portal``'s, which would block interpreter exit), and its loop."""
     ready = threading.Event()
     box: dict[str, t.Any] = {}
 
     async def main() -> None:
         async with BlockingPortal() as portal:
             box["portal"] = portal
+            box["loop"] = asyncio.get_running_loop()
             ready.set()
             await portal.sleep_until_stopped()
 
@@ -965,7 +974,7 @@ def _start_portal(name: str) -> tuple[BlockingPortal, threading.Thread]:
     ready.wait()
     if "error" in box:  # pragma: no cover
         raise RuntimeError(f"could not start the MCP event loop: {box['error']}")
-    return t.cast(BlockingPortal, box["portal"]), thread
+    return t.cast(BlockingPortal, box["portal"]), thread, box["loop"]
 
 
 def _flatten(exc: BaseException) -> list[BaseException]:
