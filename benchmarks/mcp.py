@@ -11,17 +11,27 @@ tool ``echo``), timed three ways in the same run:
   ``register_mcp``: approval skipped, schema validated, a pool worker under a
   30 s deadline, signals: the whole pipeline a synchronous caller uses.
 
+Then the cost of OAuth (issue 25): ``tests/mcp_oauth_server.py`` serves
+``tests/mcp_served_tools.py``'s registry over Streamable HTTP twice, as two
+subprocesses: behind the SDK's authorization server and bearer-token check, and
+the same server without them. ``MCPServer.call("add", ...)`` is timed against
+each, the protected one with ``OAuth.authorization_code`` signed in once before
+the timing (tokens cached, the case of every call after the first).
+
 Run it with ``.venv/bin/python benchmarks/mcp.py [--rounds N] [--number N]``.
 Each round times ``number`` calls of each path, one path after another (the
 async baseline in its own event loop); the figures are the medians of the rounds,
-and the ratios are against the SDK's async call.
+and the ratios are against the SDK's async call (for OAuth: against the server
+without it). ``--no-oauth`` skips the OAuth part.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import statistics
+import subprocess
 import sys
 import time
 
@@ -41,13 +51,128 @@ from nous_tools import Ok, Registry  # noqa: E402
 from nous_tools.contrib.mcp import MCPServer  # noqa: E402
 
 SERVER = [str(ROOT / "tests" / "mcp_server.py")]
+OAUTH_SERVER = str(ROOT / "tests" / "mcp_oauth_server.py")
 ARGUMENTS = {"text": "x"}
+
+
+def _start(*args: str) -> tuple[subprocess.Popen[str], str]:
+    """``tests/mcp_oauth_server.py ARGS`` as a subprocess, and the URL it serves."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
+    process = subprocess.Popen(
+        [sys.executable, OAUTH_SERVER, *args], stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert process.stdout is not None
+    return process, process.stdout.readline().strip()
+
+
+def _browser(url: str) -> None:
+    """The person signing in: the test authorization server consents at once."""
+    import httpx2
+
+    with httpx2.Client(timeout=30.0) as http:
+        response = http.get(url, follow_redirects=False)
+        http.get(response.headers["location"])
+
+
+def oauth(rounds: int, number: int) -> None:
+    from nous_tools.contrib.mcp import InMemoryTokenStorage, OAuth
+
+    plain_process, plain_url = _start("--no-auth")
+    guarded_process, guarded_url = _start()
+    try:
+        for mode in ("legacy", "auto"):
+            auth = OAuth.authorization_code(open_browser=_browser, storage=InMemoryTokenStorage())
+            with (
+                MCPServer.http(plain_url, mode=mode) as plain,
+                MCPServer.http(guarded_url, auth=auth, mode=mode) as guarded,
+            ):
+                arguments = {"a": 1, "b": 2}
+                assert plain.call("add", arguments) == guarded.call("add", arguments)
+                assert plain.call("add", arguments).is_ok()
+                for _ in range(20):
+                    plain.call("add", arguments)
+                    guarded.call("add", arguments)
+                open_figures: list[float] = []
+                auth_figures: list[float] = []
+                for _ in range(rounds):
+                    for server, figures in ((plain, open_figures), (guarded, auth_figures)):
+                        began = time.perf_counter()
+                        for _ in range(number):
+                            server.call("add", arguments)
+                        figures.append((time.perf_counter() - began) / number)
+            base = statistics.median(open_figures)
+            print()
+            print(
+                f"Streamable HTTP 'add' (mode={mode!r}) from tests/mcp_served_tools.py, "
+                f"{rounds} rounds x {number} calls"
+            )
+            print(f"{'path':<48}{'median µs/call':>16}{'ratio':>8}")
+            for label, figures in (
+                ("MCPServer.call, server without OAuth (baseline)", open_figures),
+                ("MCPServer.call, OAuth-protected, tokens cached", auth_figures),
+            ):
+                median = statistics.median(figures)
+                print(f"{label:<48}{median * 1e6:>16.0f}{median / base:>7.2f}x")
+            overhead = statistics.median(auth_figures) - base
+            print(f"per-call overhead of the token handling: {overhead * 1e6:.0f} µs")
+    finally:
+        for process in (plain_process, guarded_process):
+            process.terminate()
+            process.wait(10)
+    token_handling(rounds, number * 10)
+
+
+def token_handling(rounds: int, number: int) -> None:
+    """The token handling alone: requests through the SDK's OAuth provider holding a
+    valid token, against the same requests without it, on an in-memory transport
+    (no network, no server: only what the provider adds to each request)."""
+    import anyio
+    import httpx2
+    from mcp.shared.auth import OAuthToken
+
+    from nous_tools.contrib.mcp import InMemoryTokenStorage, OAuth
+
+    url = "http://127.0.0.1:1/mcp"
+    storage = InMemoryTokenStorage()
+    storage.save(url, {"tokens": {"access_token": "t" * 40, "expires_in": 3600}})
+    provider = OAuth.authorization_code(storage=storage).provider(url)
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        assert request.headers.get("authorization", "Bearer ").startswith("Bearer ")
+        return httpx2.Response(200, json={"jsonrpc": "2.0", "id": 1, "result": {}})
+
+    async def time_them() -> tuple[list[float], list[float]]:
+        transport = httpx2.MockTransport(answer)
+        plain, guarded = [], []
+        async with (
+            httpx2.AsyncClient(transport=transport) as bare,
+            httpx2.AsyncClient(transport=transport, auth=provider) as authed,
+        ):
+            await authed.post(url, json={})  # loads the stored token
+            assert isinstance(provider.context.current_tokens, OAuthToken)
+            for _ in range(rounds):
+                for client, figures in ((bare, plain), (authed, guarded)):
+                    began = time.perf_counter()
+                    for _ in range(number):
+                        await client.post(url, json={})
+                    figures.append((time.perf_counter() - began) / number)
+        return plain, guarded
+
+    plain, guarded = anyio.run(time_them)
+    added = statistics.median(guarded) - statistics.median(plain)
+    print()
+    print(f"token handling alone (in-memory transport), {rounds} rounds x {number} requests")
+    print(
+        f"  request without auth {statistics.median(plain) * 1e6:.0f} µs, with the provider "
+        f"{statistics.median(guarded) * 1e6:.0f} µs: {added * 1e6:.0f} µs added per request"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=7, help="timing rounds (default 7)")
     parser.add_argument("--number", type=int, default=200, help="calls per path per round")
+    parser.add_argument("--no-oauth", action="store_true", help="skip the OAuth comparison")
     options = parser.parse_args(argv)
     number = options.number
 
@@ -102,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label:<48}{median * 1e6:>16.0f}{median / base:>7.2f}x")
     overhead = statistics.median(pipeline) - base
     print(f"per-call overhead of the synchronous pipeline over the SDK: {overhead * 1e6:.0f} µs")
+    if not options.no_oauth:
+        oauth(options.rounds, number)
     return 0
 
 

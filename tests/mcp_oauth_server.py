@@ -151,8 +151,11 @@ class OAuthServer:
 
 
 @contextlib.contextmanager
-def oauth_server(registry: Registry, *, token_lifetime: int = 3600) -> t.Iterator[OAuthServer]:
-    """Serve ``registry`` behind OAuth on 127.0.0.1 (a free port) until the block ends."""
+def oauth_server(
+    registry: Registry, *, token_lifetime: int = 3600, protected: bool = True
+) -> t.Iterator[OAuthServer]:
+    """Serve ``registry`` behind OAuth on 127.0.0.1 (a free port) until the block ends
+    (``protected=False``: the same server without the authorization)."""
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
@@ -160,18 +163,21 @@ def oauth_server(registry: Registry, *, token_lifetime: int = 3600) -> t.Iterato
     base = f"http://127.0.0.1:{port}"
     provider = AutoConsent(base, token_lifetime)
     server = build_server(registry, name="oauth-protected")
-    app = server.streamable_http_app(
-        host="127.0.0.1",
-        auth=AuthSettings(
-            issuer_url=base,  # type: ignore[arg-type]
-            resource_server_url=f"{base}/mcp",  # type: ignore[arg-type]
-            client_registration_options=ClientRegistrationOptions(enabled=True),
-            required_scopes=[],
-            validate_token_resource=False,
-        ),
-        token_verifier=ProviderTokenVerifier(provider),
-        auth_server_provider=provider,
-    )
+    if not protected:
+        app = server.streamable_http_app(host="127.0.0.1")
+    else:
+        app = server.streamable_http_app(
+            host="127.0.0.1",
+            auth=AuthSettings(
+                issuer_url=base,  # type: ignore[arg-type]
+                resource_server_url=f"{base}/mcp",  # type: ignore[arg-type]
+                client_registration_options=ClientRegistrationOptions(enabled=True),
+                required_scopes=[],
+                validate_token_resource=False,
+            ),
+            token_verifier=ProviderTokenVerifier(provider),
+            auth_server_provider=provider,
+        )
     http = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=http.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -184,3 +190,15 @@ def oauth_server(registry: Registry, *, token_lifetime: int = 3600) -> t.Iterato
         yield running
     finally:
         running.close()
+
+
+if __name__ == "__main__":
+    # ``python tests/mcp_oauth_server.py [--no-auth]``: serve tests/mcp_served_tools.py's
+    # registry (the benchmark's server); prints the URL, serves until killed.
+    import sys
+
+    import mcp_served_tools
+
+    with oauth_server(mcp_served_tools.registry, protected="--no-auth" not in sys.argv) as running:
+        print(running.url, flush=True)
+        threading.Event().wait()
