@@ -380,6 +380,14 @@ class MCPServer:
     # -- internals: the loop thread and the connection -------------------------------
 
     def _ensure(self) -> tuple[BlockingPortal, _Connection]:
+        portal, connection = self._portal, self._connection
+        if (
+            portal is not None
+            and connection is not None
+            and not connection.broken
+            and not connection.done.done()
+        ):
+            return portal, connection  # the common case: connected, no lock
         with self._lock:
             if self._closed:
                 raise ConnectionError(f"MCP server '{self.name}' is closed")
