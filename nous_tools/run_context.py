@@ -250,6 +250,7 @@ class RunContext(t.Generic[DepsT]):
         channel = self._channel
         if channel is not None:
             channel.log(level, message, data)
+
     def sample(
         self,
         prompt_or_messages: str | c.Sequence[c.Mapping[str, str]],

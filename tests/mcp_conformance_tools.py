@@ -3,13 +3,17 @@ calls on a server, as plain nous-tools tools: ``nous-tools serve
 mcp_conformance_tools:registry --http PORT`` (from ``tests/``).
 
 Each tool is what the suite's scenario of the same name asks for (see its
-``Server Implementation Requirements``); the tools with rich content, logging and
-progress come with the issue "Progress, logs and rich content".
+``Server Implementation Requirements``).
 """
 
 from __future__ import annotations
 
+import typing as t
+
+from mcp_rich_tools import PNG, WAV
+
 from nous_tools import Registry, RunContext, Tool, tool
+from nous_tools.content import Audio, Image, Resource
 from nous_tools.contrib.mcp import close_sse_stream
 
 registry = Registry()
@@ -20,6 +24,65 @@ registry = Registry()
 def test_simple_text() -> str:
     """Returns a simple text response (tools-call-simple-text)."""
     return "This is a simple text response for testing."
+
+
+@registry.register
+@tool(timeout=10)
+def test_image_content() -> Image:
+    """Returns a 1x1 red PNG (tools-call-image)."""
+    return Image(PNG, "image/png")
+
+
+@registry.register
+@tool(timeout=10)
+def test_audio_content() -> Audio:
+    """Returns a short WAV (tools-call-audio)."""
+    return Audio(WAV, "audio/wav")
+
+
+@registry.register
+@tool(timeout=10)
+def test_embedded_resource() -> Resource:
+    """Returns an embedded text resource (tools-call-embedded-resource)."""
+    return Resource(
+        "test://embedded-resource", "text/plain", text="This is an embedded resource content."
+    )
+
+
+@registry.register
+@tool(timeout=10)
+def test_multiple_content_types() -> list[t.Any]:
+    """Returns text, an image and a resource (tools-call-mixed-content)."""
+    return [
+        "Multiple content types test:",
+        Image(PNG, "image/png"),
+        Resource(
+            "test://mixed-content-resource", "application/json", text='{"test":"data","value":123}'
+        ),
+    ]
+
+
+@registry.register
+@tool(timeout=10)
+def test_tool_with_logging(ctx: RunContext) -> str:
+    """Logs three lines, 50 ms apart (tools-call-with-logging)."""
+    ctx.log("info", "Tool execution started")
+    ctx.cancelled.wait(0.05)
+    ctx.log("info", "Tool processing data")
+    ctx.cancelled.wait(0.05)
+    ctx.log("info", "Tool execution completed")
+    return "Tool with logging executed successfully"
+
+
+@registry.register
+@tool(timeout=10)
+def test_tool_with_progress(ctx: RunContext) -> str:
+    """Reports 0, 50 and 100 of 100, 50 ms apart (tools-call-with-progress)."""
+    for done in (0, 50, 100):
+        ctx.report_progress(done, 100, f"{done} of 100")
+        if done < 100:
+            ctx.cancelled.wait(0.06)  # past the 20-a-second coalescing
+    return "Tool with progress executed successfully"
 
 
 @registry.register
