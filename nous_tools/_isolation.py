@@ -153,6 +153,10 @@ def _context_bytes(ctx: RunContext[t.Any], dumps: c.Callable[[t.Any], bytes] = _
     }
     if ctx._channel is not None:  # someone listens: report what the tool reports
         fields["report"] = True
+    if ctx.sampler is not None or ctx.elicitor is not None:  # the parent answers
+        fields["ask"] = tuple(
+            what for what, f in (("sample", ctx.sampler), ("elicit", ctx.elicitor)) if f
+        )
     try:
         return dumps(fields)
     except Exception as exc:
@@ -196,6 +200,7 @@ def run_request(request: bytes | memoryview, deadline: float | None = None) -> b
         "in the child process",
         sink=_to_parent(),
         deadline=deadline,
+        asker=_to_parent_asker(),
     )
 
 
@@ -209,11 +214,12 @@ class Events:
     ended is dropped, so a helper thread that outlives its call never reaches the
     pipe (nor another call's turn)."""
 
-    __slots__ = ("_conn", "_lock", "call")
+    __slots__ = ("_asking", "_conn", "_lock", "call")
 
     def __init__(self, conn: t.Any) -> None:
         self._conn = conn
         self._lock = threading.Lock()
+        self._asking = threading.Lock()  # one question on the pipe at a time
         self.call = 0  # the sequence number of the call being served; 0 between calls
 
     def ready(self, payload: bytes) -> None:
@@ -239,6 +245,19 @@ class Events:
             self._conn.send_bytes(_pipe.frame(call, kind, payload))
         return True
 
+    def ask(self, call: int, payload: bytes) -> bytes:
+        """Ask the parent (an :data:`~nous_tools._pipe.ASK` of ``call``) and wait for its
+        :data:`~nous_tools._pipe.ANSWER`, read here: while a call runs nothing else
+        reads this end. Raises ``RuntimeError`` when the call has ended or the parent
+        answered out of turn, ``EOFError`` when the pipe closed."""
+        with self._asking:
+            if not self.event(call, _pipe.ASK, payload):
+                raise RuntimeError("the call has ended: its question cannot be asked")
+            parsed = _pipe.unframe(self._conn.recv_bytes())
+            if parsed is None or parsed[0] != call or parsed[1] != _pipe.ANSWER:
+                raise RuntimeError("the parent answered out of turn")
+            return bytes(parsed[2])
+
 
 #: In a child: its :class:`Events` (set before it serves its first call); None elsewhere.
 events: Events | None = None
@@ -259,6 +278,26 @@ def _to_parent() -> c.Callable[[list[t.Any]], object] | None:
     return send
 
 
+def _to_parent_asker() -> c.Callable[[str, tuple[t.Any, ...], dict[str, t.Any]], t.Any] | None:
+    """In the child, for the call being served: what asks the parent a question of the
+    tool's (``ctx.sample``, ``ctx.elicit``) and returns its answer, or raises what the
+    parent's side raised; None outside a child."""
+    sender = events
+    if sender is None:
+        return None
+    call = sender.call
+
+    def ask(what: str, args: tuple[t.Any, ...], kwargs: dict[str, t.Any]) -> t.Any:
+        status, value = pickle.loads(
+            sender.ask(call, pickle.dumps((what, args, kwargs), _PROTOCOL))
+        )
+        if status == "ok":
+            return value
+        raise value
+
+    return ask
+
+
 def load_and_reply(
     name: str,
     function: bytes,
@@ -269,6 +308,7 @@ def load_and_reply(
     dumps: c.Callable[[t.Any], bytes] = _dumps,
     sink: c.Callable[[list[t.Any]], object] | None = None,
     deadline: float | None = None,
+    asker: c.Callable[[str, tuple[t.Any, ...], dict[str, t.Any]], t.Any] | None = None,
 ) -> bytes:
     """Unpickle a request's parts where the attempt runs (``where``: "in the child
     process", "on the worker"), then call the tool (see :func:`reply`). A part that
@@ -300,6 +340,7 @@ def load_and_reply(
             report = fields.pop("report", False)
             if deadline is not None:
                 fields["deadline"] = deadline
+            asks = fields.pop("ask", ())
             if make_context is None:
                 from .run_context import RunContext
 
@@ -312,6 +353,10 @@ def load_and_reply(
 
                 channel = _reporting.Channel(_sending(sink))
                 ctx = with_channel(ctx, channel)
+            if asks and asker is not None:
+                from .asking import through_parent
+
+                ctx = through_parent(ctx, asks, asker)
             call_args = (ctx,)
         except BaseException as exc:
             return _unpicklable_reply(

@@ -53,12 +53,17 @@ Kinds, by direction and role:
 * the handshake: :data:`READY` (``seq`` 0), sent once by a new child before any
   call; payload: its process group id in ASCII. During a call it is a stray.
 
-A third role is left room for: a child -> parent *request* that the parent
-answers (sampling, elicitation). It would be a kind of its own, in a
-``REQUEST_KINDS`` set: the parent hands it to the call's handler and writes the
-answer to the child as a frame of the same ``seq``; in the child the tool's
-thread, which sent the request, reads the answer (during a call nothing else
-reads the child's end: its main loop is running the tool).
+* child -> parent, **requests** (:data:`REQUEST_KINDS`), and parent -> child,
+  their **answers**: the child asks, during a call, and waits; the call goes on.
+
+  - :data:`ASK` -- ``ctx.sample`` or ``ctx.elicit`` in a process-isolated tool
+    whose caller's context can answer (:mod:`nous_tools.asking`); payload: the
+    question, pickled. The parent hands it to the call's
+    ``on_request(kind, payload)`` in a thread of its own (an answer may take a
+    person's time; the call's deadline still kills the child) and writes the
+    answer back as an :data:`ANSWER` frame of the same ``seq``, while the call is
+    still on. In the child the thread that asked reads it (during a call nothing
+    else reads the child's end: its main loop is running the tool).
 
 Kinds are small integers, in one byte: 1-15 for the core (calls, replies, the
 handshake), 16-63 for events, 64-127 for requests and answers.
@@ -70,6 +75,8 @@ import math
 import struct
 
 __all__ = [
+    "ANSWER",
+    "ASK",
     "CALL",
     "EVENT_KINDS",
     "LOG_EVENT",
@@ -77,6 +84,7 @@ __all__ = [
     "PROGRESS_EVENT",
     "READY",
     "REPLY_KINDS",
+    "REQUEST_KINDS",
     "RESULT",
     "call_frame",
     "call_parts",
@@ -92,11 +100,15 @@ RESULT = 3  #: child -> parent, a reply: what the tool returned or raised
 
 PROGRESS_EVENT = 16  #: child -> parent, an event: the tool reported progress
 LOG_EVENT = 17  #: child -> parent, an event: the tool logged a line
+ASK = 64  #: child -> parent, a request: ctx.sample or ctx.elicit (payload: pickled)
+ANSWER = 65  #: parent -> child: the answer to the call's request (payload: pickled)
 
 #: Kinds that answer a call and end it.
 REPLY_KINDS: frozenset[int] = frozenset({RESULT})
 #: Kinds a child sends during a call without ending it.
 EVENT_KINDS: frozenset[int] = frozenset({PROGRESS_EVENT, LOG_EVENT})
+#: Kinds a child sends during a call to ask the parent something, and waits.
+REQUEST_KINDS: frozenset[int] = frozenset({ASK})
 
 #: A call's deadline that says "the context's own" (see :data:`CALL`).
 NO_DEADLINE = math.nan
@@ -156,6 +168,8 @@ def describe(message: bytes | None) -> str:
         if kind in REPLY_KINDS
         else "an event"
         if kind in EVENT_KINDS
+        else "a request"
+        if kind in REQUEST_KINDS
         else f"a message of kind {kind}"
     )
     return f"{role} for call {seq} ({len(payload)} bytes)"

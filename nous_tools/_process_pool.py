@@ -178,6 +178,46 @@ def _child_main(conn: Connection) -> None:
         events.reply(run(request, deadline))
 
 
+class _Gate:
+    """Whether a call is still on, for the answers written to its child from other
+    threads: closed when the call ends, under the lock the writers take."""
+
+    __slots__ = ("lock", "open")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.open = True
+
+    def close(self) -> None:
+        with self.lock:
+            self.open = False
+
+
+def _answer(
+    child: _Child,
+    seq: int,
+    kind: int,
+    payload: bytes,
+    on_request: c.Callable[[int, bytes], bytes],
+    gate: _Gate,
+) -> None:
+    """Answer a child's question in a thread of its own; the answer is written only
+    while the call is on (a killed or finished call's child gets nothing)."""
+
+    def run() -> None:
+        try:
+            answer = on_request(kind, payload)
+        except BaseException:  # on_request packs what it raises; this is its own failure
+            _log.exception("nous_tools: answering a child's question failed")
+            return
+        with gate.lock:
+            if gate.open:
+                with contextlib.suppress(OSError, ValueError):
+                    child.conn.send_bytes(_pipe.frame(seq, _pipe.ANSWER, answer))
+
+    threading.Thread(target=run, name="nous-tools-child-question", daemon=True).start()
+
+
 class _Child:
     """One child process, its end of the pipe, and how many attempts it ran."""
 
@@ -657,6 +697,7 @@ class ProcessPool:
         ctx: RunContext[t.Any] | None,
         deadline: float,
         on_event: c.Callable[[int, memoryview], object] | None = None,
+        on_request: c.Callable[[int, bytes], bytes] | None = None,
         *,
         budget: float | None = None,
         queue_timeout: float | None = None,
@@ -684,6 +725,10 @@ class ProcessPool:
         what its tool reports, see :class:`nous_tools._isolation.Events`) are
         handed to ``on_event(kind, payload)`` as they arrive, in this thread (what
         it raises is logged and dropped); without ``on_event`` they are dropped.
+        The child's questions (:data:`nous_tools._pipe.REQUEST_KINDS`: its tool's
+        ``ctx.sample``/``ctx.elicit``) go to ``on_request(kind, payload) -> answer``,
+        in a thread of its own (an answer may take a person's time; the deadline
+        still holds), and the answer is written back while the call is on.
         Anything else on the pipe that is not this call's reply is a stray:
         discarded, logged, and the child is replaced after the call.
         """
@@ -716,11 +761,15 @@ class ProcessPool:
             except BaseException:
                 self._end(child, "interrupted")
                 raise
+        gate = _Gate() if on_request is not None else None
         try:
-            answer = self._wait_reply(child, seq, ends, on_event)
+            answer = self._wait_reply(child, seq, ends, on_event, on_request, gate)
         except BaseException:  # KeyboardInterrupt in the caller: kill as at a deadline
             self._end(child, "interrupted")
             raise
+        finally:
+            if gate is not None:
+                gate.close()  # a late answer never reaches the child's next call
         if answer is _LATE:
             self._end(child, "timed_out")
             return TIMED_OUT, None
@@ -736,12 +785,16 @@ class ProcessPool:
         seq: int,
         deadline: float,
         on_event: c.Callable[[int, memoryview], object] | None,
+        on_request: c.Callable[[int, bytes], bytes] | None = None,
+        gate: _Gate | None = None,
     ) -> object:
         """Wait until ``deadline`` for call ``seq``'s reply on ``child``'s pipe:
         ``(reply, stray)`` (stray: something else came on the pipe meanwhile),
         :data:`_LATE` (the deadline passed) or :data:`_ENDED` (the child ended
-        without answering). Events of the call go to ``on_event``. Counts nothing,
-        kills nothing: the caller decides."""
+        without answering). Events of the call go to ``on_event``; its requests
+        (``ctx.sample``, ``ctx.elicit``) to ``on_request``, answered in a thread of
+        their own while ``gate`` is open. Counts nothing, kills nothing: the caller
+        decides."""
         stray = False
         while True:
             readable, exited = child.wait(deadline - monotonic())
@@ -761,6 +814,9 @@ class ProcessPool:
                 if kind in _pipe.EVENT_KINDS:
                     if on_event is not None:
                         self._event(on_event, kind, parsed[2])
+                    continue
+                if kind in _pipe.REQUEST_KINDS and on_request is not None and gate is not None:
+                    _answer(child, seq, kind, bytes(parsed[2]), on_request, gate)
                     continue
             stray = True
             _log.warning(

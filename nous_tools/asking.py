@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import collections.abc as c
 import math
+import pickle
 import typing as t
 
 import attrs
@@ -180,8 +181,8 @@ def sample(
     sampler = ctx.sampler
     if sampler is None:
         raise SamplingUnavailable(
-            "ctx.sample has no sampler (SamplingUnavailable): the call is not served over MCP "
-            "and its RunContext has no sampler= (a callable that asks a model)"
+            "ctx.sample has no sampler: the call is not served over MCP and its RunContext "
+            "has no sampler= (a callable that asks a model)"
         )
     answer = sampler(messages, max_tokens=max_tokens, system=system, temperature=temperature)
     if type(answer) is not str:
@@ -203,8 +204,8 @@ def elicit(ctx: RunContext[t.Any], message: object, schema: object) -> Elicitati
     elicitor = ctx.elicitor
     if elicitor is None:
         raise ElicitationUnavailable(
-            "ctx.elicit has no elicitor (ElicitationUnavailable): the call is not served over "
-            "MCP and its RunContext has no elicitor= (a callable that asks a person)"
+            "ctx.elicit has no elicitor: the call is not served over MCP and its RunContext "
+            "has no elicitor= (a callable that asks a person)"
         )
     answer = elicitor(message, form)
     return checked_answer(form, answer, "the elicitor of ctx.elicit")
@@ -418,3 +419,58 @@ def _allowed(spec: c.Mapping[str, t.Any], key: str) -> list[t.Any]:
     if isinstance(choices, (list, tuple)):
         return [choice.get("const") for choice in choices if isinstance(choice, c.Mapping)]
     return []
+
+
+# -- across a child process's pipe --------------------------------------------------------
+
+
+def through_parent(
+    ctx: RunContext[t.Any],
+    asks: c.Iterable[str],
+    asker: c.Callable[[str, tuple[t.Any, ...], dict[str, t.Any]], t.Any],
+) -> RunContext[t.Any]:
+    """In a process-isolated attempt's child: ``ctx`` whose ``sampler``/``elicitor``
+    (those the caller's context has: ``asks``) ask the parent, which calls its own."""
+    import attrs
+
+    changes: dict[str, t.Any] = {}
+    if "sample" in asks:
+
+        def sampler(messages: list[dict[str, str]], **options: t.Any) -> t.Any:
+            return asker("sample", (messages,), options)
+
+        changes["sampler"] = sampler
+    if "elicit" in asks:
+
+        def elicitor(message: str, schema: c.Mapping[str, t.Any]) -> t.Any:
+            return asker("elicit", (message, schema), {})
+
+        changes["elicitor"] = elicitor
+    return attrs.evolve(ctx, **changes) if changes else ctx
+
+
+def answer_for(ctx: RunContext[t.Any]) -> c.Callable[[int, bytes], bytes]:
+    """In the parent: what answers a process-isolated attempt's questions with
+    ``ctx``'s own ``sampler``/``elicitor`` (called with what the child's
+    ``ctx.sample``/``ctx.elicit`` checked and passed on; the child checks the answer
+    again). The answer, or what was raised, pickled."""
+
+    def on_request(kind: int, payload: bytes) -> bytes:
+        try:
+            what, args, kwargs = pickle.loads(payload)
+            value: object
+            if what == "sample" and ctx.sampler is not None:
+                value = ctx.sampler(*args, **kwargs)
+            elif what == "elicit" and ctx.elicitor is not None:
+                value = ctx.elicitor(*args, **kwargs)
+            else:
+                raise SamplingUnavailable(f"the caller's context cannot answer {what!r}")
+            return pickle.dumps(("ok", value))
+        except BaseException as exc:  # the tool's to handle, in the child
+            try:
+                return pickle.dumps(("raise", exc))
+            except Exception:
+                shown = f"{type(exc).__name__}: {exc}"
+                return pickle.dumps(("raise", RuntimeError(f"asking the parent failed: {shown}")))
+
+    return on_request

@@ -279,9 +279,8 @@ class ProcessBackend:
     ) -> Outcome:
         """Run the attempt in a child process; see :meth:`Backend.run`. What the tool
         reports comes over the pipe and is delivered here, in the caller's thread."""
-        channel = ctx._channel if ctx is not None else None
-        on_event = _reporting.from_child(channel) if channel is not None else None
-        kind, value = self.pool.run(tool, arguments, ctx, deadline, on_event)
+        on_event, on_request = _handlers(ctx)
+        kind, value = self.pool.run(tool, arguments, ctx, deadline, on_event, on_request)
         return (kind, value, None)
 
     def _attempt(
@@ -296,10 +295,16 @@ class ProcessBackend:
         """The executor's way in: the attempt may wait ``queue_timeout`` seconds for a
         free child, then runs ``budget`` seconds from when a child takes it, never
         past ``cap`` (an enclosing attempt's deadline; ``inf``: none)."""
-        channel = ctx._channel if ctx is not None else None
-        on_event = _reporting.from_child(channel) if channel is not None else None
+        on_event, on_request = _handlers(ctx)
         kind, value = self.pool.run(
-            tool, arguments, ctx, cap, on_event, budget=budget, queue_timeout=queue_timeout
+            tool,
+            arguments,
+            ctx,
+            cap,
+            on_event,
+            on_request,
+            budget=budget,
+            queue_timeout=queue_timeout,
         )
         return (kind, value, None)
 
@@ -315,6 +320,24 @@ class ProcessBackend:
 
     def __repr__(self) -> str:
         return f"<ProcessBackend max_workers={self.pool.max_workers}>"
+
+
+def _handlers(
+    ctx: RunContext[t.Any] | None,
+) -> tuple[c.Callable[[int, memoryview], object] | None, c.Callable[[int, bytes], bytes] | None]:
+    """What a child's events and questions go to during an attempt: what the tool
+    reports, to the context's channel (delivered in the caller's thread); its
+    ``ctx.sample``/``ctx.elicit``, to the context's sampler and elicitor."""
+    if ctx is None:
+        return None, None
+    channel = ctx._channel
+    on_event = _reporting.from_child(channel) if channel is not None else None
+    on_request = None
+    if ctx.sampler is not None or ctx.elicitor is not None:
+        from .asking import answer_for  # the tool's ctx.sample/ctx.elicit, asked here
+
+        on_request = answer_for(ctx)
+    return on_event, on_request
 
 
 def check_backend(name: str, backend: object) -> None:

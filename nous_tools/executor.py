@@ -1920,9 +1920,10 @@ class ToolExecutor:
 
     def _in_children(self, tool: Tool, ctx: RunContext[t.Any] | None, job: _Job) -> bool:
         """Whether a batch hands ``tool``'s first attempt straight to child processes
-        (sets ``job.process``): its backend is a :class:`ProcessBackend` and nobody
-        listens to what the tool reports (a listener's call runs in a lane, whose
-        thread delivers the reports)."""
+        (sets ``job.process``): its backend is a :class:`ProcessBackend`, nobody
+        listens to what the tool reports and its context cannot be asked questions
+        (such a call runs in a lane, whose thread delivers the reports and answers
+        the questions)."""
         name = tool.backend
         if name is None:
             backend = self._default if tool.isolation == "thread" else self._process_backend
@@ -1933,7 +1934,12 @@ class ToolExecutor:
         if tool.takes_ctx and (
             _progress.receivers
             or _log_signal.receivers
-            or (isinstance(ctx, RunContext) and ctx._channel is not None)
+            or (
+                isinstance(ctx, RunContext)
+                and (
+                    ctx._channel is not None or ctx.sampler is not None or ctx.elicitor is not None
+                )
+            )
         ):
             return False
         job.process = backend

@@ -145,3 +145,20 @@ def reconnect(ctx: RunContext) -> str:
     """Close this call's SSE stream; the client reconnects for the result."""
     closed = close_sse_stream(ctx)
     return f"closed={closed}"
+
+
+def _trip(ctx: RunContext) -> dict:
+    answer = ctx.elicit("Where to, and for how long?", TRIP)
+    if answer.action != "accept":
+        return {"action": answer.action}
+    plan = ctx.sample(
+        f"Plan {answer.content['nights']} nights in {answer.content['city']}", max_tokens=50
+    )
+    return {"action": "accept", "trip": answer.content, "plan": plan}
+
+
+@registry.register
+@tool(timeout=60, retries=0, isolation="process")
+def isolated_trip(ctx: RunContext) -> dict:
+    """plan_trip in a child process: its questions cross the pipe to the server."""
+    return _trip(ctx)

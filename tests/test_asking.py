@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
 import attrs
@@ -16,6 +17,7 @@ from nous_tools import (
     SamplingUnavailable,
     Tool,
     ToolError,
+    ToolTimeout,
     execute,
 )
 from nous_tools.asking import check_elicitation_schema, elicitation_content_errors
@@ -331,3 +333,54 @@ def test_a_process_isolated_tool_without_a_way_to_ask_gets_sampling_unavailable(
     tool = Tool.from_function(summarise, timeout=30.0, isolation="process", name="iso_summarise")
     result = execute(tool, {"text": "x"}, RunContext.new())
     assert isinstance(result, Err) and "SamplingUnavailable" in result.reason.message
+
+
+def test_a_process_isolated_tool_asks_the_parents_sampler_and_elicitor_over_its_pipe():
+    """The child's ctx.sample/ctx.elicit cross the pipe as a question of the call; the
+    parent's context answers (its callables need not pickle: they run in the parent)."""
+    parent_pid = os.getpid()
+    asked = []
+
+    def sampler(messages, **options):
+        asked.append(os.getpid())
+        return f"parent {messages[0]['content']} {options['max_tokens']}"
+
+    ctx = RunContext.new(
+        sampler=sampler, elicitor=lambda message, schema: Elicitation("accept", {"name": "Ada"})
+    )
+    sampling = Tool.from_function(summarise, timeout=30.0, isolation="process", name="iso_sample")
+    assert execute(sampling, {"text": "x"}, ctx) == Ok("parent Summarise: x 20")
+    assert asked == [parent_pid]
+    eliciting = Tool.from_function(ask_age, timeout=30.0, isolation="process", name="iso_elicit")
+    assert execute(eliciting, {}, ctx) == Ok(
+        "accept:{'name': 'Ada', 'age': 30, 'score': 95.5, 'status': 'active', 'verified': True}"
+    )
+
+
+def test_a_process_isolated_tools_answers_are_checked_in_the_child_and_errors_cross_back():
+    eliciting = Tool.from_function(ask_age, timeout=30.0, isolation="process", name="iso_elicit2")
+    wrong = RunContext.new(elicitor=lambda message, schema: "accept")
+    result = execute(eliciting, {}, wrong)
+    assert isinstance(result, Err) and "expected an Elicitation" in result.reason.message
+
+    def refusing(messages, **options):
+        raise SamplingUnavailable("no model today")
+
+    sampling = Tool.from_function(summarise, timeout=30.0, isolation="process", name="iso_sample2")
+    refused = execute(sampling, {"text": "x"}, RunContext.new(sampler=refusing))
+    assert isinstance(refused, Err) and "no model today" in refused.reason.message
+
+
+def test_a_process_isolated_tool_waiting_on_an_answer_is_still_killed_at_its_deadline():
+    answered = threading.Event()
+
+    def slow(messages, **options):
+        answered.wait(30)  # a person who never answers
+        return "late"
+
+    tool = Tool.from_function(summarise, timeout=1.0, isolation="process", name="iso_slow")
+    try:
+        result = execute(tool, {"text": "x"}, RunContext.new(sampler=slow))
+    finally:
+        answered.set()
+    assert isinstance(result, Err) and isinstance(result.reason, ToolTimeout)

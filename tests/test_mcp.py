@@ -127,6 +127,7 @@ def test_served_registry_answers_the_sdk_client_over_stdio(mode):
                 "add",
                 "boom",
                 "haiku",
+                "isolated_trip",
                 "plan_trip",
                 "reconnect",
                 "remove_file",
@@ -249,6 +250,23 @@ def test_served_ctx_sample_and_elicit_go_to_the_sdk_client(mode):
     [question] = elicited
     assert question.message == "Where to, and for how long?"
     assert question.requested_schema["properties"]["city"]["default"] == "Paris"  # SEP-1034
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_a_served_process_isolated_tool_asks_the_client_through_its_pipe(mode):
+    async def elicit(context, params):
+        return types.ElicitResult(action="accept", content={"nights": 2, "city": "Rome"})
+
+    async def main():
+        async with served_stdio(mode, elicit, _poet) as client:
+            trip = await client.call_tool("isolated_trip", {})
+            assert trip.structured_content == {
+                "action": "accept",
+                "trip": {"nights": 2, "city": "Rome"},
+                "plan": "poem: Plan 2 nights in Rome",
+            }
+
+    run_async(main)
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])

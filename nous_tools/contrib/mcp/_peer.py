@@ -176,8 +176,7 @@ class Peer:
         session = self._request.session
         if not _can_sample(session.client_capabilities):
             raise SamplingUnavailable(
-                "ctx.sample cannot ask the MCP client (SamplingUnavailable): it did not "
-                "declare the sampling capability"
+                "ctx.sample cannot ask the MCP client: it did not declare the sampling capability"
             )
         params = types.CreateMessageRequestParams(
             messages=[
@@ -211,8 +210,7 @@ class Peer:
         session = self._request.session
         if not can_elicit(session.client_capabilities):
             raise ElicitationUnavailable(
-                "ctx.elicit cannot ask the MCP client (ElicitationUnavailable): it did not "
-                "declare form elicitation"
+                "ctx.elicit cannot ask the MCP client: it did not declare form elicitation"
             )
         form = dict(schema)
         if self.modern:
