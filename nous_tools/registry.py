@@ -301,6 +301,28 @@ class Registry:
             self._version += 1
         return tool
 
+    def _register_all(
+        self,
+        tools: c.Sequence[Tool],
+        refuse: c.Callable[[Tool, Tool], None] | None = None,
+    ) -> None:
+        """Register ``tools`` in one step. With ``refuse``, a name already here (or
+        twice in ``tools``) calls ``refuse(tool, the_other)``, which raises: then
+        nothing is registered (``register_mcp``)."""
+        with self._lock:
+            if refuse is not None:
+                seen: dict[str, Tool] = {}
+                for tool in tools:
+                    other = seen.get(tool.name)
+                    if other is None:
+                        other = self._tools.get(tool.name)
+                    if other is not None:
+                        refuse(tool, other)
+                    seen[tool.name] = tool
+            for tool in tools:
+                self._tools[tool.name] = tool
+            self._version += 1
+
     def _replace(self, old: Tool, new: Tool) -> None:
         """``new`` in place of ``old``, if ``old`` is still registered here."""
         with self._lock:

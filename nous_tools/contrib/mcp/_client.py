@@ -871,18 +871,11 @@ def register_mcp(
     tools, and nothing is registered — unless ``replace=True``. (A hostile server
     could otherwise take over a local tool's name, and its approval level.)"""
     tools = server.tools(trusted=trusted, prefix=prefix)
-    with registry._lock:
-        if not replace:
-            seen: dict[str, Tool] = {}
-            for tool in tools:
-                existing = seen.get(tool.name)
-                if existing is None:
-                    existing = registry.lookup(tool.name)
-                if existing is not None:
-                    raise ValueError(_collision(server, tool, existing))
-                seen[tool.name] = tool
-        for tool in tools:
-            registry._tools[tool.name] = tool
+
+    def refuse(tool: Tool, existing: Tool) -> None:
+        raise ValueError(_collision(server, tool, existing))
+
+    registry._register_all(tools, None if replace else refuse)
     return tools
 
 
