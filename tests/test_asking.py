@@ -17,6 +17,7 @@ from nous_tools import (
     SamplingUnavailable,
     Tool,
     ToolError,
+    ToolExecutor,
     ToolTimeout,
     execute,
 )
@@ -355,6 +356,25 @@ def test_a_process_isolated_tool_asks_the_parents_sampler_and_elicitor_over_its_
     assert execute(eliciting, {}, ctx) == Ok(
         "accept:{'name': 'Ada', 'age': 30, 'score': 95.5, 'status': 'active', 'verified': True}"
     )
+
+
+def test_a_batchs_process_isolated_tools_ask_the_parents_sampler_too():
+    """A batch hands process calls straight to the children only when nobody can be
+    asked; a context with a sampler runs them where the question can be answered."""
+    ctx = RunContext.new(sampler=lambda messages, **options: f"parent {messages[0]['content']}")
+    sampling = Tool.from_function(
+        summarise, timeout=30.0, isolation="process", name="iso_batch_sample"
+    )
+    with ToolExecutor(max_workers=4, process_workers=2) as executor:
+        results = executor.execute_many(
+            [(sampling, {"text": "a"}), (sampling, {"text": "b"}), (sampling, {"text": "c"})],
+            ctx,
+        )
+    assert results == [
+        Ok("parent Summarise: a"),
+        Ok("parent Summarise: b"),
+        Ok("parent Summarise: c"),
+    ]
 
 
 def test_a_process_isolated_tools_answers_are_checked_in_the_child_and_errors_cross_back():
