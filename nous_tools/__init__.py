@@ -16,14 +16,14 @@ from __future__ import annotations
 import logging
 import typing as t
 
-from . import signals
-from .advice import Advice
-from .approval import check_approval
-from .approval_store import ApprovalStore, InMemoryApprovalStore
-from .asking import Elicitation
-from .backend import Backend, ProcessBackend, ThreadBackend
-from .context_update import ContextUpdate
-from .errors import (
+from nous_tools import signals
+from nous_tools.advice import Advice
+from nous_tools.approval import check_approval
+from nous_tools.approval_store import ApprovalStore, InMemoryApprovalStore
+from nous_tools.asking import Elicitation
+from nous_tools.backend import Backend, ProcessBackend, ThreadBackend
+from nous_tools.context_update import ContextUpdate
+from nous_tools.errors import (
     ApprovalAlreadyUsed,
     BatchAlreadyResolved,
     CallInProgress,
@@ -44,7 +44,7 @@ from .errors import (
     ToolNotFound,
     ToolTimeout,
 )
-from .executor import (
+from nous_tools.executor import (
     ToolCall,
     ToolExecutor,
     default_executor,
@@ -52,17 +52,17 @@ from .executor import (
     execute_many,
     set_default_executor,
 )
-from .registry import Registry
-from .results import ApprovalRequest, Edit, Err, NeedsApproval, Ok, Result
-from .run_context import RunContext
-from .sandbox import SandboxPolicy
-from .tool import Tool, ToolOptions, tool
-from .tool_calls import ToolCallResults, execute_tool_calls, format_tool_result
-from .usage import Usage
-from .web import parse_decisions
+from nous_tools.registry import Registry
+from nous_tools.results import ApprovalRequest, Edit, Err, NeedsApproval, Ok, Result
+from nous_tools.run_context import RunContext
+from nous_tools.sandbox import SandboxPolicy
+from nous_tools.tool import Tool, ToolOptions, tool
+from nous_tools.tool_calls import ToolCallResults, execute_tool_calls, format_tool_result
+from nous_tools.usage import Usage
+from nous_tools.web import parse_decisions
 
 if t.TYPE_CHECKING:
-    from .journal import Journal, JournalRecord, PostgresJournal, SQLiteJournal
+    from nous_tools.journal import Journal, JournalRecord, PostgresJournal, SQLiteJournal
 
 __version__ = "0.1.0.dev0"
 
@@ -134,7 +134,7 @@ __all__ = [
 def __getattr__(name: str) -> t.Any:
     # The call journal's classes, imported on first use (see nous_tools.journal).
     if name in ("Journal", "JournalRecord", "PostgresJournal", "SQLiteJournal"):
-        from . import journal
+        from nous_tools import journal
 
         value = getattr(journal, name)
         globals()[name] = value

@@ -32,20 +32,20 @@ import threading
 import time
 import typing as t
 
-from . import signals as _signals
-from ._clock import monotonic
-from ._log import log as _log
-from ._scope import here
-from .errors import RateLimited, ResultTooLarge, ToolError
-from .results import Err
+from nous_tools import signals as _signals
+from nous_tools._clock import monotonic
+from nous_tools._log import log as _log
+from nous_tools._scope import here
+from nous_tools.errors import RateLimited, ResultTooLarge, ToolError
+from nous_tools.results import Err
 
 if t.TYPE_CHECKING:
     from limits import RateLimitItem
     from limits.storage import Storage
     from limits.strategies import RateLimiter
 
-    from .run_context import RunContext
-    from .tool import Tool
+    from nous_tools.run_context import RunContext
+    from nous_tools.tool import Tool
 
 __all__ = [
     "DEFAULT_MAX_RESULT_CHARS",
@@ -583,7 +583,7 @@ def overflow(tool: Tool, result: object, limit: int | None) -> Err | None:
     ``limit`` (for a tool with ``on_result_overflow="error"``), else None."""
     if limit is None:
         return None
-    from .tool_calls import format_tool_result
+    from nous_tools.tool_calls import format_tool_result
 
     size = len(format_tool_result(t.cast(t.Any, result), tool.name, max_chars=None))
     if size <= limit:

@@ -36,8 +36,8 @@ import hashlib
 import hmac
 import typing as t
 
-from . import _canonical as _c
-from .results import (
+from nous_tools import _canonical as _c
+from nous_tools.results import (
     _HMAC,
     Err,
     NeedsApproval,
@@ -51,9 +51,9 @@ from .results import (
 )
 
 if t.TYPE_CHECKING:
-    from .registry import Registry
-    from .tool import Tool
-    from .tool_calls import ToolCallResults
+    from nous_tools.registry import Registry
+    from nous_tools.tool import Tool
+    from nous_tools.tool_calls import ToolCallResults
 
 __all__ = ["VERSION", "read", "write"]
 

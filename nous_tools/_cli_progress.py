@@ -17,8 +17,8 @@ import threading
 import time
 import typing as t
 
-from . import signals
-from ._reporting import LEVELS, shown_data
+from nous_tools import signals
+from nous_tools._reporting import LEVELS, shown_data
 
 __all__ = ["ProgressView"]
 

@@ -80,11 +80,11 @@ import uuid
 
 import attrs
 
-from . import _iso, _schema
-from ._log import log as _safe_log
-from ._text import json_type
-from .errors import ToolError
-from .results import Err
+from nous_tools import _iso, _schema
+from nous_tools._log import log as _safe_log
+from nous_tools._text import json_type
+from nous_tools.errors import ToolError
+from nous_tools.results import Err
 
 if t.TYPE_CHECKING:
     import cattrs
@@ -182,7 +182,7 @@ def _failure_err(
             mismatches.append((where, leaf.expected, leaf.actual))
         else:
             invalid.append((where, _shorten(_exception_text(leaf))))
-    from .validation import failure_message  # imported on the failure path only
+    from nous_tools.validation import failure_message  # imported on the failure path only
 
     message, original = failure_message(missing, mismatches, invalid)
     _log.warning("Invalid arguments for tool '%s'", tool_name)

@@ -31,11 +31,11 @@ import copy
 import threading
 import typing as t
 
-from ._log import log as _safe_log
+from nous_tools._log import log as _safe_log
 
 if t.TYPE_CHECKING:
-    from .registry import Registry
-    from .tool import Tool
+    from nous_tools.registry import Registry
+    from nous_tools.tool import Tool
 
 __all__ = ["ReadOnlyDict", "ReadOnlyList", "definitions", "read_only"]
 

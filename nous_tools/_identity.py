@@ -37,7 +37,7 @@ import functools
 import types
 import typing as t
 
-from . import _canonical as _c
+from nous_tools import _canonical as _c
 
 __all__ = ["Unrepresentable", "identity", "unchanged"]
 

@@ -33,14 +33,14 @@ import threading
 import traceback
 import typing as t
 
-from . import _pipe
-from ._pipe import LOG_EVENT, PROGRESS_EVENT
-from ._pool import RAISED, RETURNED
-from ._text import safe_str
+from nous_tools import _pipe
+from nous_tools._pipe import LOG_EVENT, PROGRESS_EVENT
+from nous_tools._pool import RAISED, RETURNED
+from nous_tools._text import safe_str
 
 if t.TYPE_CHECKING:
-    from .run_context import RunContext
-    from .tool import Tool
+    from nous_tools.run_context import RunContext
+    from nous_tools.tool import Tool
 
 __all__ = ["UNPICKLABLE", "Unpicklable", "decode_reply", "encode_request", "reply", "run_request"]
 
@@ -342,19 +342,19 @@ def load_and_reply(
                 fields["deadline"] = deadline
             asks = fields.pop("ask", ())
             if make_context is None:
-                from .run_context import RunContext
+                from nous_tools.run_context import RunContext
 
                 ctx = RunContext(**fields)
             else:
                 ctx = make_context(fields)
             if report and sink is not None:
-                from . import _reporting
-                from .run_context import with_channel
+                from nous_tools import _reporting
+                from nous_tools.run_context import with_channel
 
                 channel = _reporting.Channel(_sending(sink))
                 ctx = with_channel(ctx, channel)
             if asks and asker is not None:
-                from .asking import through_parent
+                from nous_tools.asking import through_parent
 
                 ctx = through_parent(ctx, asks, asker)
             call_args = (ctx,)
@@ -372,7 +372,7 @@ def load_and_reply(
 def _sending(sink: c.Callable[[list[t.Any]], object]) -> c.Callable[[t.Any], None]:
     """A channel's deliver function that sends each event through ``sink``, encoded;
     a sink that fails is the engine's problem, never the tool's."""
-    from ._reporting import encode
+    from nous_tools._reporting import encode
 
     def deliver(event: t.Any) -> None:
         with contextlib.suppress(Exception):
@@ -421,7 +421,7 @@ def warm_up() -> None:
     code, so the first real attempt does not pay for first touches (a child
     forked from the forkserver copies each memory page the first time it
     writes to it, reference counts included)."""
-    from .run_context import RunContext
+    from nous_tools.run_context import RunContext
 
     fields = {"deps": {"k": [1.0, "v"]}, "retry": 0, "approval_gated": False, "deadline": None}
     request = pickle.dumps(

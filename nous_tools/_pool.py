@@ -78,11 +78,11 @@ import threading
 import time
 import typing as t
 
-from ._clock import _Clock
-from ._log import log as _log
-from ._scope import Scope, here, in_worker
-from ._text import safe_str
-from .errors import ToolCancelled
+from nous_tools._clock import _Clock
+from nous_tools._log import log as _log
+from nous_tools._scope import Scope, here, in_worker
+from nous_tools._text import safe_str
+from nous_tools.errors import ToolCancelled
 
 __all__ = ["RAISED", "RETURNED", "SATURATED", "SHUT_DOWN", "TIMED_OUT", "WorkerPool", "in_worker"]
 

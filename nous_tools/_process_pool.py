@@ -99,19 +99,19 @@ import time
 import typing as t
 import weakref
 
-from . import _isolation, _pipe
-from ._clock import monotonic
-from ._log import log as _safe_log
-from ._pool import RAISED, SHUT_DOWN, TIMED_OUT
-from ._scope import Scope, here
-from .errors import ChildProcessDied
+from nous_tools import _isolation, _pipe
+from nous_tools._clock import monotonic
+from nous_tools._log import log as _safe_log
+from nous_tools._pool import RAISED, SHUT_DOWN, TIMED_OUT
+from nous_tools._scope import Scope, here
+from nous_tools.errors import ChildProcessDied
 
 if t.TYPE_CHECKING:
     from multiprocessing.connection import Connection
     from multiprocessing.process import BaseProcess
 
-    from .run_context import RunContext
-    from .tool import Tool
+    from nous_tools.run_context import RunContext
+    from nous_tools.tool import Tool
 
 __all__ = ["QUEUE_TIMED_OUT", "ProcessPool", "check_option", "default_workers", "empty_stats"]
 

@@ -30,15 +30,15 @@ import threading
 import time
 import typing as t
 
-from . import _isolation
-from ._clock import monotonic
-from ._isolation import Unpicklable, _describe
-from ._pool import TIMED_OUT
-from ._text import safe_str
+from nous_tools import _isolation
+from nous_tools._clock import monotonic
+from nous_tools._isolation import Unpicklable, _describe
+from nous_tools._pool import TIMED_OUT
+from nous_tools._text import safe_str
 
 if t.TYPE_CHECKING:
-    from .run_context import RunContext
-    from .tool import Tool
+    from nous_tools.run_context import RunContext
+    from nous_tools.tool import Tool
 
 __all__ = ["DeadlineEvent", "Tally", "decode", "encode", "run"]
 
@@ -176,7 +176,7 @@ def run(
         return pickle.dumps((TIMED_OUT, pickle.dumps(None), "", ""), _PROTOCOL)
 
     def make_context(fields: dict[str, t.Any]) -> RunContext[t.Any]:
-        from .run_context import RunContext
+        from nous_tools.run_context import RunContext
 
         fields["deadline"] = deadline
         return RunContext(**fields, cancelled=DeadlineEvent(deadline))

@@ -42,7 +42,7 @@ import threading
 import time
 import typing as t
 
-from ._clock import monotonic
+from nous_tools._clock import monotonic
 
 __all__ = [
     "LEVELS",
@@ -307,7 +307,7 @@ def signal_channel(
     ``tool_log`` signals, sent with ``tool`` as sender by this thread (the caller's).
     With ``inbox``, an event reported in another thread puts the channel there (the
     caller waits on it and calls :meth:`Channel.serve`); ``inbox=None`` makes one."""
-    from . import signals
+    from nous_tools import signals
 
     progress_signal = signals.tool_progress
     log_signal = signals.tool_log
@@ -360,7 +360,7 @@ def signal_channel(
 
 def listening() -> bool:
     """Whether anyone receives progress or log signals now."""
-    from . import signals
+    from nous_tools import signals
 
     return bool(signals.tool_progress.receivers or signals.tool_log.receivers)
 
@@ -399,7 +399,7 @@ def from_child(channel: Channel) -> c.Callable[[int, memoryview], None]:
     """The ``on_event`` of a process-isolated attempt (``ProcessPool.run``): each
     progress or log event its child sends is reported into ``channel``, in the
     caller's thread."""
-    from ._pipe import PROGRESS_EVENT
+    from nous_tools._pipe import PROGRESS_EVENT
 
     def on_event(kind: int, payload: memoryview) -> None:
         try:

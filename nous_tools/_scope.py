@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import typing as t
 
-from .errors import ToolCancelled
+from nous_tools.errors import ToolCancelled
 
 __all__ = ["Scope", "cancelled_here", "here", "in_worker", "interrupts"]
 

@@ -59,10 +59,10 @@ import threading
 import time
 import typing as t
 
-from ._admission import retry_text
-from ._log import log as _safe_log
-from .errors import ToolCancelled, ToolError
-from .results import Err, NeedsApproval, Ok
+from nous_tools._admission import retry_text
+from nous_tools._log import log as _safe_log
+from nous_tools.errors import ToolCancelled, ToolError
+from nous_tools.results import Err, NeedsApproval, Ok
 
 __all__ = ["PHASES", "Advice"]
 

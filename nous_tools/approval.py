@@ -25,14 +25,14 @@ from __future__ import annotations
 import collections.abc as c
 import typing as t
 
-from ._log import log as _safe_log
-from ._scope import interrupts
-from .errors import ToolDenied, ToolError
-from .results import ApprovalRequest, Edit, Err
+from nous_tools._log import log as _safe_log
+from nous_tools._scope import interrupts
+from nous_tools.errors import ToolDenied, ToolError
+from nous_tools.results import ApprovalRequest, Edit, Err
 
 if t.TYPE_CHECKING:
-    from .run_context import RunContext
-    from .tool import Tool
+    from nous_tools.run_context import RunContext
+    from nous_tools.tool import Tool
 
 __all__ = ["check_approval"]
 

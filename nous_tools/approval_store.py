@@ -42,7 +42,7 @@ import threading
 import time
 import typing as t
 
-from ._log import log as _log
+from nous_tools._log import log as _log
 
 __all__ = ["ApprovalStore", "InMemoryApprovalStore"]
 

@@ -50,10 +50,10 @@ import typing as t
 
 import attrs
 
-from .errors import ElicitationUnavailable, SamplingUnavailable
+from nous_tools.errors import ElicitationUnavailable, SamplingUnavailable
 
 if t.TYPE_CHECKING:
-    from .run_context import RunContext
+    from nous_tools.run_context import RunContext
 
 __all__ = [
     "Elicitation",

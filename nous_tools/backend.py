@@ -48,15 +48,15 @@ from __future__ import annotations
 import collections.abc as c
 import typing as t
 
-from . import _reporting
-from ._isolation import UNPICKLABLE
-from ._pool import RAISED, RETURNED, SATURATED, SHUT_DOWN, TIMED_OUT, Hook, WorkerPool
-from ._process_pool import ProcessPool, check_option
-from .tool import ON_TIMEOUT_MODES
+from nous_tools import _reporting
+from nous_tools._isolation import UNPICKLABLE
+from nous_tools._pool import RAISED, RETURNED, SATURATED, SHUT_DOWN, TIMED_OUT, Hook, WorkerPool
+from nous_tools._process_pool import ProcessPool, check_option
+from nous_tools.tool import ON_TIMEOUT_MODES
 
 if t.TYPE_CHECKING:
-    from .run_context import RunContext
-    from .tool import Tool
+    from nous_tools.run_context import RunContext
+    from nous_tools.tool import Tool
 
 __all__ = [
     "NOT_SENT",
@@ -334,7 +334,7 @@ def _handlers(
     on_event = _reporting.from_child(channel) if channel is not None else None
     on_request = None
     if ctx.sampler is not None or ctx.elicitor is not None:
-        from .asking import answer_for  # the tool's ctx.sample/ctx.elicit, asked here
+        from nous_tools.asking import answer_for  # the tool's ctx.sample/ctx.elicit, asked here
 
         on_request = answer_for(ctx)
     return on_event, on_request

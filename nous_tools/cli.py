@@ -52,16 +52,16 @@ import typing as t
 
 import attrs
 
-from . import content as _content
-from . import signals
-from ._cli_progress import ProgressView
-from ._text import safe_str as _safe_str
-from .errors import ToolError
-from .executor import ToolCall, ToolExecutor
-from .registry import Registry
-from .results import ApprovalRequest, Edit, Err, Ok, Result
-from .run_context import RunContext
-from .tool import Tool
+from nous_tools import content as _content
+from nous_tools import signals
+from nous_tools._cli_progress import ProgressView
+from nous_tools._text import safe_str as _safe_str
+from nous_tools.errors import ToolError
+from nous_tools.executor import ToolCall, ToolExecutor
+from nous_tools.registry import Registry
+from nous_tools.results import ApprovalRequest, Edit, Err, Ok, Result
+from nous_tools.run_context import RunContext
+from nous_tools.tool import Tool
 
 __all__ = ["main"]
 
@@ -1027,7 +1027,7 @@ def _command_list(options: argparse.Namespace, console: _Console) -> int:
 
 
 def _command_demo(options: argparse.Namespace) -> int:
-    from .demo import run_demo
+    from nous_tools.demo import run_demo
 
     return run_demo(_write_stdout)
 
@@ -1063,7 +1063,7 @@ def _serve_registry(target: str) -> t.Any:
 
 def _command_serve(options: argparse.Namespace) -> int:
     try:
-        from .contrib import mcp as mcp_contrib
+        from nous_tools.contrib import mcp as mcp_contrib
     except ImportError as exc:
         raise UsageError(
             f"serving over MCP needs the 'mcp' extra: pip install 'nous-tools[mcp]' ({exc})"
@@ -1077,7 +1077,7 @@ def _command_serve(options: argparse.Namespace) -> int:
     token = options.auth_token or os.environ.get("NOUS_TOOLS_SERVE_TOKEN") or None
     hosts = [h for h in (options.allowed_hosts or "").split(",") if h.strip()]
     origins = [o for o in (options.allowed_origins or "").split(",") if o.strip()]
-    from .contrib.mcp._http import security_for
+    from nous_tools.contrib.mcp._http import security_for
 
     try:
         security_for(
@@ -1148,7 +1148,7 @@ def _duration_option(text: str) -> float:
 def _open_journal(target: str) -> t.Any:
     """The journal ``target`` names: a PostgreSQL DSN (``postgresql://...``,
     ``host=... dbname=...``) or the path of an SQLite journal, which must exist."""
-    from .journal import PostgresJournal, SQLiteJournal
+    from nous_tools.journal import PostgresJournal, SQLiteJournal
 
     if target.startswith(("postgresql://", "postgres://")) or re.search(
         r"(^|\s)(host|dbname|service)=", target
@@ -1205,7 +1205,7 @@ def _show_record(record: t.Any) -> None:
         ("outcome", _outcome(record)),
     ]
     if record.state == "completed":
-        from .tool_calls import format_tool_result
+        from nous_tools.tool_calls import format_tool_result
 
         try:
             rows.append(("model sees", format_tool_result(record.result(), record.tool)))
@@ -1391,7 +1391,7 @@ def _retries_option(text: str) -> int:
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from nous_tools import __version__
 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(

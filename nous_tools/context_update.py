@@ -46,8 +46,8 @@ import typing as t
 
 import attrs
 
-from ._log import log as _safe_log
-from .run_context import RunContext
+from nous_tools._log import log as _safe_log
+from nous_tools.run_context import RunContext
 
 __all__ = ["PROTECTED_KEYS", "ContextUpdate", "Operation", "OperationKind"]
 

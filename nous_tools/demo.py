@@ -17,14 +17,14 @@ import typing as t
 
 import attrs
 
-from . import signals
-from .context_update import ContextUpdate
-from .errors import ToolTimeout
-from .executor import ToolExecutor
-from .registry import Registry
-from .results import Err, Ok
-from .run_context import RunContext
-from .tool import Tool
+from nous_tools import signals
+from nous_tools.context_update import ContextUpdate
+from nous_tools.errors import ToolTimeout
+from nous_tools.executor import ToolExecutor
+from nous_tools.registry import Registry
+from nous_tools.results import Err, Ok
+from nous_tools.run_context import RunContext
+from nous_tools.tool import Tool
 
 __all__ = ["run_demo"]
 

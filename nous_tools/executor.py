@@ -36,17 +36,17 @@ import typing as t
 
 import attrs
 
-from . import _admission, _isolation, _pool, _reporting
-from . import signals as _signals
-from ._clock import monotonic
-from ._log import log as _safe_log
-from ._pool import RAISED, RETURNED, SATURATED, SHUT_DOWN, TIMED_OUT, Hook
-from ._process_pool import QUEUE_TIMED_OUT, check_option
-from ._scope import Scope, here, interrupts
-from ._text import safe_str as _safe_str
-from .approval import check_approval
-from .backend import Backend, ProcessBackend, ThreadBackend, check_backend
-from .errors import (
+from nous_tools import _admission, _isolation, _pool, _reporting
+from nous_tools import signals as _signals
+from nous_tools._clock import monotonic
+from nous_tools._log import log as _safe_log
+from nous_tools._pool import RAISED, RETURNED, SATURATED, SHUT_DOWN, TIMED_OUT, Hook
+from nous_tools._process_pool import QUEUE_TIMED_OUT, check_option
+from nous_tools._scope import Scope, here, interrupts
+from nous_tools._text import safe_str as _safe_str
+from nous_tools.approval import check_approval
+from nous_tools.backend import Backend, ProcessBackend, ThreadBackend, check_backend
+from nous_tools.errors import (
     ElicitationUnavailable,
     ExecutorSaturated,
     ExecutorShutdown,
@@ -54,19 +54,19 @@ from .errors import (
     ToolError,
     ToolTimeout,
 )
-from .journal._pipeline import UNJOURNALED, Claim, check_journal
-from .journal._pipeline import run as _journal_run
-from .results import Err, Ok, Result
-from .results import _set_update as _set_ok_update
-from .results import _set_value as _set_ok_value
-from .results import ok_fast as _ok
-from .run_context import AttemptCancelled, RunContext
-from .run_context import for_attempt as _for_attempt
-from .run_context import with_channel as _with_channel
-from .tool import ON_TIMEOUT_MODES, Tool, queue_seconds
+from nous_tools.journal._pipeline import UNJOURNALED, Claim, check_journal
+from nous_tools.journal._pipeline import run as _journal_run
+from nous_tools.results import Err, Ok, Result
+from nous_tools.results import _set_update as _set_ok_update
+from nous_tools.results import _set_value as _set_ok_value
+from nous_tools.results import ok_fast as _ok
+from nous_tools.run_context import AttemptCancelled, RunContext
+from nous_tools.run_context import for_attempt as _for_attempt
+from nous_tools.run_context import with_channel as _with_channel
+from nous_tools.tool import ON_TIMEOUT_MODES, Tool, queue_seconds
 
 if t.TYPE_CHECKING:
-    from .journal._record import Journal
+    from nous_tools.journal._record import Journal
 
 __all__ = [
     "ToolCall",
@@ -718,7 +718,7 @@ class ToolExecutor:
     def _job(
         call: object, resolve: c.Callable[[str], Tool | None] | None
     ) -> tuple[Tool, t.Any, str | None] | Err:
-        from .errors import ToolNotFound
+        from nous_tools.errors import ToolNotFound
 
         try:
             if isinstance(call, ToolCall):

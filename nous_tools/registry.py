@@ -39,15 +39,15 @@ import weakref
 
 import attrs
 
-from . import _canonical
-from . import executor as _executor_module
-from ._log import log as _safe_log
-from ._scope import here, interrupts
-from ._text import safe_str as _safe_str
-from .advice import Advice
-from .approval_store import ApprovalStore, InMemoryApprovalStore, claimer
-from .errors import ApprovalAlreadyUsed, ToolDenied, ToolError, ToolNotFound
-from .executor import (
+from nous_tools import _canonical
+from nous_tools import executor as _executor_module
+from nous_tools._log import log as _safe_log
+from nous_tools._scope import here, interrupts
+from nous_tools._text import safe_str as _safe_str
+from nous_tools.advice import Advice
+from nous_tools.approval_store import ApprovalStore, InMemoryApprovalStore, claimer
+from nous_tools.errors import ApprovalAlreadyUsed, ToolDenied, ToolError, ToolNotFound
+from nous_tools.executor import (
     ToolCall,
     ToolExecutor,
     _arguments_error,
@@ -55,9 +55,9 @@ from .executor import (
     _read_jobs,
     default_executor,
 )
-from .journal._pipeline import check_journal
-from .journal._pipeline import peek as _journal_peek
-from .results import (
+from nous_tools.journal._pipeline import check_journal
+from nous_tools.journal._pipeline import peek as _journal_peek
+from nous_tools.results import (
     DEFAULT_MAX_CLOCK_SKEW,
     Err,
     NeedsApproval,
@@ -68,11 +68,11 @@ from .results import (
     claim_expiry,
     refusal,
 )
-from .run_context import RunContext
-from .tool import Tool
+from nous_tools.run_context import RunContext
+from nous_tools.tool import Tool
 
 if t.TYPE_CHECKING:
-    from .journal._record import Journal
+    from nous_tools.journal._record import Journal
 
 __all__ = ["Registry"]
 
@@ -399,7 +399,7 @@ class Registry:
         OpenAI definition's ``"function"``) is shared and read-only (``TypeError``;
         ``copy.deepcopy`` gives a copy you can change).
         """
-        from . import _definitions
+        from nous_tools import _definitions
 
         return _definitions.definitions(self, provider, strict)
 
@@ -637,7 +637,7 @@ class Registry:
         see :meth:`MCPServer.tools <nous_tools.contrib.mcp.MCPServer.tools>`. Unlike
         :meth:`register`, a name already registered is a ``ValueError`` naming both
         tools (nothing is registered) unless ``replace=True``."""
-        from .contrib.mcp import register_mcp
+        from nous_tools.contrib.mcp import register_mcp
 
         return register_mcp(self, server, trusted=trusted, prefix=prefix, replace=replace)
 

@@ -38,13 +38,13 @@ import typing as t
 import attrs
 from typing_extensions import TypeVar
 
-from . import _canonical as _c
-from .errors import ToolError
+from nous_tools import _canonical as _c
+from nous_tools.errors import ToolError
 
 if t.TYPE_CHECKING:
-    from .context_update import ContextUpdate
-    from .registry import Registry
-    from .tool import Tool
+    from nous_tools.context_update import ContextUpdate
+    from nous_tools.registry import Registry
+    from nous_tools.tool import Tool
 
 __all__ = ["ApprovalRequest", "Edit", "Err", "NeedsApproval", "Ok", "Result", "tool_digest"]
 
@@ -252,7 +252,7 @@ def _check_issued_at(instance: object, attribute: object, value: object) -> None
 @functools.cache
 def _identity_module() -> t.Any:
     """The ``_identity`` module, imported at the first digest, not with the package."""
-    from . import _identity
+    from nous_tools import _identity
 
     return _identity
 

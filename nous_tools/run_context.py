@@ -44,15 +44,15 @@ import typing as t
 import attrs
 from typing_extensions import TypeVar
 
-from ._clock import monotonic
-from ._reporting import check_log, check_progress
-from .usage import Usage
+from nous_tools._clock import monotonic
+from nous_tools._reporting import check_log, check_progress
+from nous_tools.usage import Usage
 
 if t.TYPE_CHECKING:
-    from ._reporting import Channel
-    from .asking import Elicitation, Elicitor, Sampler
-    from .results import ApprovalRequest, Edit
-    from .sandbox import SandboxPolicy
+    from nous_tools._reporting import Channel
+    from nous_tools.asking import Elicitation, Elicitor, Sampler
+    from nous_tools.results import ApprovalRequest, Edit
+    from nous_tools.sandbox import SandboxPolicy
 
 __all__ = ["ApprovalHandler", "RunContext"]
 
@@ -204,7 +204,7 @@ class RunContext(t.Generic[DepsT]):
         ``run_id`` names the run (a conversation, a job) the calls belong to;
         ``sampler`` and ``elicitor`` answer ``ctx.sample`` and ``ctx.elicit``."""
         if sandbox is not None:
-            from .sandbox import SandboxPolicy
+            from nous_tools.sandbox import SandboxPolicy
 
             sandbox = SandboxPolicy.new(sandbox)
         return cls(
@@ -266,7 +266,7 @@ class RunContext(t.Generic[DepsT]):
         the client's ``sampling/createMessage``; elsewhere the context's ``sampler``
         answers; with neither it raises :class:`~nous_tools.SamplingUnavailable`.
         See :mod:`nous_tools.asking`."""
-        from .asking import sample
+        from nous_tools.asking import sample
 
         return sample(
             self, prompt_or_messages, max_tokens=max_tokens, system=system, temperature=temperature
@@ -281,7 +281,7 @@ class RunContext(t.Generic[DepsT]):
         :class:`~nous_tools.ElicitationUnavailable`. The schema is MCP's flat form
         (defaults and titled/untitled, single/multi-select enums kept); an accepted
         answer is checked against it. See :mod:`nous_tools.asking`."""
-        from .asking import elicit
+        from nous_tools.asking import elicit
 
         return elicit(self, message, schema)
 

@@ -58,11 +58,11 @@ import typing as t
 
 import attrs
 
-from ._log import log as _safe_log
-from .errors import SandboxViolation
+from nous_tools._log import log as _safe_log
+from nous_tools.errors import SandboxViolation
 
 if t.TYPE_CHECKING:
-    from .run_context import RunContext
+    from nous_tools.run_context import RunContext
 
 __all__ = ["SandboxPolicy"]
 

@@ -40,24 +40,24 @@ import tempfile
 import threading
 import typing as t
 
-from . import _canonical as _c
-from .errors import ToolError
-from .journal._pipeline import Claim, replayed
-from .journal._record import (
+from nous_tools import _canonical as _c
+from nous_tools.errors import ToolError
+from nous_tools.journal._pipeline import Claim, replayed
+from nous_tools.journal._record import (
     JournalRecord,
     Key,
     arguments_digest,
     decode_outcome,
     encode_outcome,
 )
-from .results import Err, Result
-from .run_context import RunContext
+from nous_tools.results import Err, Result
+from nous_tools.run_context import RunContext
 
 if t.TYPE_CHECKING:
     import datetime
 
-    from .executor import ToolExecutor
-    from .tool import Tool
+    from nous_tools.executor import ToolExecutor
+    from nous_tools.tool import Tool
 
 __all__ = ["Cassette", "CassetteMiss"]
 
@@ -215,7 +215,7 @@ class Cassette:
             return replayed(tool, call_id, result)
         if not self.strict:
             return None
-        from ._log import log
+        from nous_tools._log import log
 
         message = (
             f"Cassette {os.path.basename(self.path)!r} has no recorded outcome for tool "
@@ -292,6 +292,6 @@ class _CassetteClaim(Claim):
         try:
             cassette._add(self.name, self.arguments, result)
         except Exception:
-            from ._log import log
+            from nous_tools._log import log
 
             log.error("Cassette %r could not record a call of tool '%s'", cassette.path, tool.name)

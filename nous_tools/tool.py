@@ -46,8 +46,8 @@ if t.TYPE_CHECKING:
     # pays at every start.
     import referencing
 
-    from . import _admission, _convert
-    from .validation import ArgumentValidator
+    from nous_tools import _admission, _convert
+    from nous_tools.validation import ArgumentValidator
 
 __all__ = [
     "APPROVAL_LEVELS",
@@ -196,7 +196,7 @@ def _check_parameters(instance: t.Any, attribute: object, value: t.Any) -> None:
 
 def _check_registry(instance: object, attribute: object, value: t.Any) -> None:
     if value is not None:
-        from .validation import check_registry
+        from nous_tools.validation import check_registry
 
         check_registry(value)
 
@@ -291,7 +291,7 @@ def _check_rate_limit(instance: object, attribute: object, value: t.Any) -> None
             "Tool option 'rate_limit' must be a rate such as '10/minute' or None, "
             f"got {type(value).__name__}"
         )
-    from ._admission import parse_rate
+    from nous_tools._admission import parse_rate
 
     parse_rate(value)  # a ValueError naming the option
 
@@ -441,7 +441,7 @@ class Tool(t.Generic[P, R]):
     _definition_parts: dict[bool, t.Any] | None = attrs.field(init=False, default=None, repr=False)
 
     def __attrs_post_init__(self) -> None:
-        from . import _admission, _convert, _schema
+        from nous_tools import _admission, _convert, _schema
 
         if self.takes_ctx is None:
             object.__setattr__(self, "takes_ctx", _schema.detect_takes_ctx(self.function))
@@ -457,7 +457,7 @@ class Tool(t.Generic[P, R]):
             module = getattr(self.function, "__module__", None)
             object.__setattr__(self, "module", module if isinstance(module, str) else None)
         if self.parameters is not None:
-            from .validation import shared_validator
+            from nous_tools.validation import shared_validator
 
             # Compiling checks the schema (a ValueError naming 'parameters'), and
             # the validator is kept when the arguments are validated.
@@ -500,10 +500,10 @@ class Tool(t.Generic[P, R]):
                 f"Tool option 'function' must be callable, got {type(function).__name__}"
             )
         if isinstance(function, Tool):  # @tool(...) above @registry.register, say
-            from .registry import redecorate
+            from nous_tools.registry import redecorate
 
             return t.cast("Tool[_P, _R]", redecorate(function, overrides))
-        from . import _schema
+        from nous_tools import _schema
 
         options: dict[str, t.Any] = dict(overrides)
         if "name" not in options:
@@ -578,7 +578,7 @@ class Tool(t.Generic[P, R]):
         set's ``uniqueItems``, a tuple's ``prefixItems``, ``minLength``, a value of
         any type, ...).
         """
-        from ._strict import strict_schema
+        from nous_tools._strict import strict_schema
 
         try:
             return strict_schema(self._definition_parameters(False))

@@ -56,16 +56,16 @@ import weakref
 
 import attrs
 
-from . import _canonical as _c
-from . import content as _rich
-from . import web as _web
-from ._admission import DEFAULT_MAX_RESULT_CHARS, clip_text, result_limit
-from ._log import log as _safe_log
-from ._scope import interrupts
-from ._text import RENDER_SECONDS, render_bounded
-from ._text import safe_str as _safe_str
-from .context_update import ContextUpdate
-from .errors import (
+from nous_tools import _canonical as _c
+from nous_tools import content as _rich
+from nous_tools import web as _web
+from nous_tools._admission import DEFAULT_MAX_RESULT_CHARS, clip_text, result_limit
+from nous_tools._log import log as _safe_log
+from nous_tools._scope import interrupts
+from nous_tools._text import RENDER_SECONDS, render_bounded
+from nous_tools._text import safe_str as _safe_str
+from nous_tools.context_update import ContextUpdate
+from nous_tools.errors import (
     ApprovalAlreadyUsed,
     BatchAlreadyResolved,
     RateLimited,
@@ -74,9 +74,9 @@ from .errors import (
     ToolNotFound,
     ToolTimeout,
 )
-from .executor import ToolCall, ToolExecutor, _check_batch_cap
-from .journal import _pipeline as _journal
-from .results import (
+from nous_tools.executor import ToolCall, ToolExecutor, _check_batch_cap
+from nous_tools.journal import _pipeline as _journal
+from nous_tools.results import (
     _HMAC,
     Edit,
     Err,
@@ -91,11 +91,11 @@ from .results import (
     limits,
     refusal,
 )
-from .run_context import RunContext
+from nous_tools.run_context import RunContext
 
 if t.TYPE_CHECKING:
-    from .registry import Registry
-    from .tool import Tool
+    from nous_tools.registry import Registry
+    from nous_tools.tool import Tool
 
 __all__ = [
     "ToolCall",
@@ -455,12 +455,12 @@ def _defaults_for_nulls(tool: Tool, arguments: c.Mapping[str, t.Any]) -> c.Mappi
     plan = _NULL_PLANS.get(tool, _UNPLANNED)
     try:
         if plan is _UNPLANNED:
-            from ._strict import null_plan
+            from nous_tools._strict import null_plan
 
             plan = _NULL_PLANS[tool] = null_plan(schema)
         if plan is None:
             return arguments  # no optional parameter that refuses null: no walk
-        from ._strict import apply_null_plan
+        from nous_tools._strict import apply_null_plan
 
         return apply_null_plan(plan, arguments)
     except Exception:  # a schema or arguments we cannot walk: leave them to validation
@@ -523,7 +523,7 @@ def _rendered(value: object) -> str:
 def _json_ready(value: object) -> object:
     """``json.dumps``'s fallback: the value unstructured, else its ``repr``."""
     try:
-        from ._convert import unstructure  # with the first tool made: loaded by now
+        from nous_tools._convert import unstructure  # with the first tool made: loaded by now
 
         plain = unstructure(value)
     except Exception:
@@ -1085,7 +1085,7 @@ class ToolCallResults:
         model gets is what crosses. Raises ``ValueError`` when arguments cannot be
         encoded, or a pending call's arguments no longer match its fingerprint.
         """
-        from . import _batch_wire
+        from nous_tools import _batch_wire
 
         return _batch_wire.write(self, secret)
 
@@ -1134,7 +1134,7 @@ class ToolCallResults:
             raise _batch_refused(f"a batch must be a mapping, got {type(data).__name__}")
         version = _batch_field(data, "v", (int,))
         if version == BATCH_VERSION:
-            from . import _batch_wire
+            from nous_tools import _batch_wire
 
             read = _batch_wire.read(
                 data,

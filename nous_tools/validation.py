@@ -85,9 +85,9 @@ import weakref
 import attrs
 import jsonschema_rs
 
-from . import _iso
-from ._text import json_type as _json_type
-from ._wording import unknown_properties
+from nous_tools import _iso
+from nous_tools._text import json_type as _json_type
+from nous_tools._wording import unknown_properties
 
 if t.TYPE_CHECKING:
     import referencing

@@ -29,10 +29,10 @@ from __future__ import annotations
 import collections.abc as c
 import typing as t
 
-from .results import Edit, NeedsApproval
+from nous_tools.results import Edit, NeedsApproval
 
 if t.TYPE_CHECKING:
-    from .tool_calls import ToolCallResults
+    from nous_tools.tool_calls import ToolCallResults
 
 __all__ = ["parse_decisions", "pending_summary", "response_messages"]
 

@@ -82,15 +82,15 @@ import threading
 import typing as t
 import weakref
 
-from .. import _remote
-from .._clock import monotonic
-from .._isolation import Unpicklable
-from ..backend import Outcome, not_sent, raised, returned, shut_down, timed_out
-from ..errors import ChildProcessDied
+from nous_tools import _remote
+from nous_tools._clock import monotonic
+from nous_tools._isolation import Unpicklable
+from nous_tools.backend import Outcome, not_sent, raised, returned, shut_down, timed_out
+from nous_tools.errors import ChildProcessDied
 
 if t.TYPE_CHECKING:
-    from ..run_context import RunContext
-    from ..tool import Tool
+    from nous_tools.run_context import RunContext
+    from nous_tools.tool import Tool
 
 __all__ = ["TASK_NAME", "CeleryBackend", "install", "visibility_timeout"]
 
@@ -395,7 +395,7 @@ class CeleryBackend:
         channel = ctx._channel if ctx is not None else None
         if channel is None or not getattr(result.backend, "is_async", False):
             return None
-        from .._reporting import replay
+        from nous_tools._reporting import replay
 
         def on_message(message: t.Any) -> None:
             if isinstance(message, dict) and message.get("status") == REPORT_STATE:
@@ -411,7 +411,7 @@ class CeleryBackend:
         try:
             result.revoke(terminate=True, signal="SIGKILL")
         except Exception:
-            from .._log import log
+            from nous_tools._log import log
 
             log.warning("nous_tools: could not revoke Celery task %s", result.id, exc_info=True)
 

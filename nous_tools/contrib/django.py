@@ -66,7 +66,7 @@ import time
 import typing as t
 import weakref
 
-from ..journal._sql import TABLE, SQLJournal
+from nous_tools.journal._sql import TABLE, SQLJournal
 
 if t.TYPE_CHECKING:
     from nous_tools import ToolExecutor

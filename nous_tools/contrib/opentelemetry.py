@@ -72,12 +72,12 @@ import threading
 import time
 import typing as t
 
-from .. import signals as _signals
-from .. import tool_calls as _tool_calls
-from ..errors import ExecutorSaturated, RateLimited, ToolDenied, ToolError, ToolTimeout
-from ..results import Err, NeedsApproval, Ok
-from ..tool import Tool
-from ..tool_calls import ToolCall, _exception_text, current_tool_call, format_tool_result
+from nous_tools import signals as _signals
+from nous_tools import tool_calls as _tool_calls
+from nous_tools.errors import ExecutorSaturated, RateLimited, ToolDenied, ToolError, ToolTimeout
+from nous_tools.results import Err, NeedsApproval, Ok
+from nous_tools.tool import Tool
+from nous_tools.tool_calls import ToolCall, _exception_text, current_tool_call, format_tool_result
 
 if t.TYPE_CHECKING:
     from opentelemetry.metrics import Histogram, MeterProvider
@@ -539,7 +539,7 @@ def instrument(
             "nous_tools.contrib.opentelemetry needs opentelemetry-api: "
             "pip install 'nous-tools[otel]'"
         ) from exc
-    from .. import __version__
+    from nous_tools import __version__
 
     if record_arguments is not None:
         capture_arguments = record_arguments

@@ -56,16 +56,16 @@ import importlib
 import threading
 import typing as t
 
-from .. import _remote
-from .._clock import monotonic
-from .._isolation import Unpicklable
-from .._log import log as _log
-from ..backend import Outcome, not_sent, raised, returned, shut_down, timed_out
-from ..errors import ChildProcessDied
+from nous_tools import _remote
+from nous_tools._clock import monotonic
+from nous_tools._isolation import Unpicklable
+from nous_tools._log import log as _log
+from nous_tools.backend import Outcome, not_sent, raised, returned, shut_down, timed_out
+from nous_tools.errors import ChildProcessDied
 
 if t.TYPE_CHECKING:
-    from ..run_context import RunContext
-    from ..tool import Tool
+    from nous_tools.run_context import RunContext
+    from nous_tools.tool import Tool
 
 __all__ = ["RayBackend"]
 

@@ -44,9 +44,15 @@ from __future__ import annotations
 import typing as t
 
 if t.TYPE_CHECKING:
-    from ._postgres import PostgresJournal
-    from ._record import Journal, JournalRecord, decode_outcome, encode_outcome, idempotency_key
-    from ._sqlite import SQLiteJournal
+    from nous_tools.journal._postgres import PostgresJournal
+    from nous_tools.journal._record import (
+        Journal,
+        JournalRecord,
+        decode_outcome,
+        encode_outcome,
+        idempotency_key,
+    )
+    from nous_tools.journal._sqlite import SQLiteJournal
 
 __all__ = [
     "Journal",

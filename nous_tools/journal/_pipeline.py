@@ -21,27 +21,27 @@ import typing as t
 
 import attrs
 
-from .. import signals as _signals
-from .._clock import monotonic, wall
-from .._log import log as _log
-from .._text import safe_str
-from ..errors import (
+from nous_tools import signals as _signals
+from nous_tools._clock import monotonic, wall
+from nous_tools._log import log as _log
+from nous_tools._text import safe_str
+from nous_tools.errors import (
     CallInProgress,
     JournalConflict,
     JournalUnavailable,
     OutcomeUnknown,
     ToolError,
 )
-from ..results import Err
+from nous_tools.results import Err
 
 _logger = _log.logger
 
 if t.TYPE_CHECKING:  # _record is imported at the first journaled call, not with the package
-    from ..executor import ToolExecutor
-    from ..results import Result
-    from ..run_context import RunContext
-    from ..tool import Tool
-    from ._record import JournalRecord
+    from nous_tools.executor import ToolExecutor
+    from nous_tools.journal._record import JournalRecord
+    from nous_tools.results import Result
+    from nous_tools.run_context import RunContext
+    from nous_tools.tool import Tool
 
 __all__ = [
     "UNJOURNALED",
@@ -139,7 +139,7 @@ class _Call:
 
 
 def _unavailable(call: _Call, doing: str, exc: BaseException) -> Err:
-    from ._record import Corrupt
+    from nous_tools.journal._record import Corrupt
 
     name = call.tool.name
     why = safe_str(exc) if isinstance(exc, Corrupt) else f"{type(exc).__name__}: {safe_str(exc)}"
@@ -226,7 +226,7 @@ def replayed(tool: Tool, call_id: str | None, result: Result) -> Result:
 
 def _judge(call: _Call, record: JournalRecord | None) -> Result | _Go | _Marker:
     """What the journal's ``record`` means for ``call`` (the table)."""
-    from ._record import Corrupt, owner_gone
+    from nous_tools.journal._record import Corrupt, owner_gone
 
     if record is None:
         return _Go(None)
@@ -303,7 +303,7 @@ def prepare(
                 tool_name=tool.name,
             )
         )
-    from ._record import arguments_digest
+    from nous_tools.journal._record import arguments_digest
 
     digest = arguments_digest(tool.name, arguments)
     return _Call(journal, tool, run_id, call_id, digest, decision)
@@ -324,8 +324,8 @@ class JournalClaim(Claim):
     def start(self, tool: Tool, ctx: RunContext[t.Any]) -> RunContext[t.Any] | Result:
         call = self.call
         journal = call.journal
-        from ..results import tool_digest
-        from ._record import JournalRecord, idempotency_key, new_owner
+        from nous_tools.journal._record import JournalRecord, idempotency_key, new_owner
+        from nous_tools.results import tool_digest
 
         timeout = tool.timeout
         lease = float(journal.grace)
@@ -371,7 +371,7 @@ class JournalClaim(Claim):
         record = self.record
         if record is None:
             return
-        from ._record import encode_outcome
+        from nous_tools.journal._record import encode_outcome
 
         try:
             written = self.call.journal.complete(record, encode_outcome(result, tool.name))
@@ -451,7 +451,7 @@ def peek(
 ) -> Result | None:
     """Step 0 for a call that would not run now (an ``ask`` tool about to come back
     as ``NeedsApproval``): its journaled answer, or None to go on."""
-    from ..run_context import RunContext
+    from nous_tools.run_context import RunContext
 
     if journal is None or getattr(journal, "_run_call", None) is not None:
         return None
@@ -476,7 +476,7 @@ def decision_text(decision: str, tool: Tool, edited: object) -> str:
     """How a person's decision is recorded: ``"approve"``, ``"reject"``, or
     ``"edit:<digest of the edited arguments>"``."""
     if decision == "edit":
-        from ._record import arguments_digest
+        from nous_tools.journal._record import arguments_digest
 
         return "edit:" + arguments_digest(tool.name, edited)
     return decision

@@ -10,7 +10,7 @@ import os
 import threading
 import typing as t
 
-from ._sql import TABLE, SQLJournal
+from nous_tools.journal._sql import TABLE, SQLJournal
 
 __all__ = ["PostgresJournal"]
 

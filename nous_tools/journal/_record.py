@@ -17,16 +17,16 @@ import typing as t
 
 import attrs
 
-from .. import _canonical as _c
-from .. import errors as _errors_module
-from .._clock import wall
-from ..errors import ToolError, _rebuild
-from ..results import Err, Ok
+from nous_tools import _canonical as _c
+from nous_tools import errors as _errors_module
+from nous_tools._clock import wall
+from nous_tools.errors import ToolError, _rebuild
+from nous_tools.results import Err, Ok
 
 if t.TYPE_CHECKING:
     import datetime
 
-    from ..results import Result
+    from nous_tools.results import Result
 
 __all__ = [
     "OUTCOME_VERSION",
@@ -353,7 +353,9 @@ def encode_outcome(result: Result, tool: str) -> dict[str, t.Any]:
     >>> encode_outcome(Err(ToolTimeout(tool_name="slow", timeout=2.0)), "slow")["error"]["text"]
     "Error: tool 'slow' timed out after 2.0 s and was not retried"
     """
-    from ..tool_calls import format_tool_result  # it imports the executor, which imports us
+    from nous_tools.tool_calls import (
+        format_tool_result,  # it imports the executor, which imports us
+    )
 
     if isinstance(result, Ok):
         tree: dict[str, t.Any] = {"v": OUTCOME_VERSION, "ok": True}
@@ -401,7 +403,7 @@ def _message(reason: object) -> str:
         return reason.message
     if isinstance(reason, str):
         return reason
-    from .._text import safe_str
+    from nous_tools._text import safe_str
 
     return safe_str(reason)
 
@@ -482,7 +484,7 @@ def decode_outcome(tree: c.Mapping[str, t.Any], tool: str | None = None) -> Resu
 
 
 def _decode_update(tree: object) -> t.Any:
-    from ..context_update import ContextUpdate, Operation
+    from nous_tools.context_update import ContextUpdate, Operation
 
     if type(tree) is not list:
         raise Corrupt("'update' is not a list")

@@ -15,8 +15,8 @@ import json
 import re
 import typing as t
 
-from .._clock import wall
-from ._record import (
+from nous_tools._clock import wall
+from nous_tools.journal._record import (
     STATES,
     Corrupt,
     JournalRecord,
@@ -30,7 +30,7 @@ from ._record import (
 if t.TYPE_CHECKING:
     import datetime
 
-    from ..results import Result
+    from nous_tools.results import Result
 
 __all__ = ["SQLJournal"]
 
@@ -273,7 +273,7 @@ class SQLJournal:
         """Record ``result`` (``Ok``/``Err``) as the outcome of a started call; a
         repeat of the call then gets it. ``ValueError`` when the call is not in the
         journal or already completed."""
-        from ..results import Err, Ok
+        from nous_tools.results import Err, Ok
 
         run_id, call_id = key_of(key)
         if not isinstance(result, (Ok, Err)):

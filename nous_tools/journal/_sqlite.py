@@ -10,8 +10,8 @@ import threading
 import time
 import typing as t
 
-from .._clock import monotonic
-from ._sql import TABLE, SQLJournal
+from nous_tools._clock import monotonic
+from nous_tools.journal._sql import TABLE, SQLJournal
 
 if t.TYPE_CHECKING:
     import sqlite3

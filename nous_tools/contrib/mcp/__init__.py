@@ -35,9 +35,9 @@ The rules in full, with examples for both directions: ``docs/how-to/mcp.md``.
 
 from __future__ import annotations
 
-from ._auth import FileTokenStorage, InMemoryTokenStorage, OAuth, TokenStorage
-from ._client import MCPElicitation, MCPServer, register_mcp
-from ._serve import (
+from nous_tools.contrib.mcp._auth import FileTokenStorage, InMemoryTokenStorage, OAuth, TokenStorage
+from nous_tools.contrib.mcp._client import MCPElicitation, MCPServer, register_mcp
+from nous_tools.contrib.mcp._serve import (
     RunningServer,
     build_server,
     close_sse_stream,

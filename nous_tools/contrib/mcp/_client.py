@@ -29,21 +29,21 @@ import mcp_types as types
 from anyio.from_thread import BlockingPortal
 from mcp.shared.exceptions import MCPError
 
-from ..._admission import DEFAULT_MAX_RESULT_CHARS, clip_text, result_limit
-from ..._clock import monotonic
-from ...asking import (
+from nous_tools._admission import DEFAULT_MAX_RESULT_CHARS, clip_text, result_limit
+from nous_tools._clock import monotonic
+from nous_tools.asking import (
     check_elicitation_schema,
     checked_answer,
     elicitation_content_errors,
     sample,
     with_defaults,
 )
-from ...errors import ToolCancelled, ToolError
-from ...results import ApprovalRequest, Edit, Err, Ok
-from ...run_context import RunContext
-from ...tool import Tool
-from . import _reports
-from ._auth import redact
+from nous_tools.contrib.mcp import _reports
+from nous_tools.contrib.mcp._auth import redact
+from nous_tools.errors import ToolCancelled, ToolError
+from nous_tools.results import ApprovalRequest, Edit, Err, Ok
+from nous_tools.run_context import RunContext
+from nous_tools.tool import Tool
 
 if sys.version_info >= (3, 11):
     _Group: type[BaseException] = BaseExceptionGroup  # noqa: F821  (3.11+)
@@ -53,8 +53,8 @@ else:  # pragma: no cover - anyio brings the backport on Python 3.10
 if t.TYPE_CHECKING:
     from mcp import Client
 
-    from ...registry import Registry
-    from ._auth import OAuth
+    from nous_tools.contrib.mcp._auth import OAuth
+    from nous_tools.registry import Registry
 
 __all__ = ["MCPElicitation", "MCPServer", "register_mcp"]
 

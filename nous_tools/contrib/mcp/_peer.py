@@ -34,12 +34,12 @@ import attrs
 import mcp_types as types
 from mcp.shared.message import ServerMessageMetadata
 
-from ...asking import Elicitation
-from ...errors import ElicitationUnavailable, SamplingUnavailable, ToolCancelled
-from ...results import NeedsApproval
+from nous_tools.asking import Elicitation
+from nous_tools.errors import ElicitationUnavailable, SamplingUnavailable, ToolCancelled
+from nous_tools.results import NeedsApproval
 
 if t.TYPE_CHECKING:
-    from ._serve import _CancelLink
+    from nous_tools.contrib.mcp._serve import _CancelLink
 
 #: Key prefix of the questions a tool asks, in ``InputRequiredResult.input_requests``.
 ASK_KEY = "nous_tools.ask."

@@ -35,9 +35,9 @@ import anyio.from_thread
 import anyio.lowlevel
 import mcp_types as types
 
-from ... import content as _content
-from ... import signals as _signals
-from ..._reporting import LEVELS, wire_data
+from nous_tools import content as _content
+from nous_tools import signals as _signals
+from nous_tools._reporting import LEVELS, wire_data
 
 __all__ = [
     "MCP_LEVELS",

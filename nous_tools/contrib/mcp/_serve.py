@@ -26,17 +26,17 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import is_version_at_least
 
-from ... import _structured
-from ... import content as _content
-from ..._admission import DEFAULT_MAX_RESULT_CHARS, result_limit
-from ...errors import ToolError
-from ...registry import Registry
-from ...results import Err, NeedsApproval, Ok
-from ...run_context import RunContext
-from ...tool import Tool
-from ...tool_calls import clip_parts, format_tool_result
-from . import _reports
-from ._peer import Peer, RoundState, can_elicit
+from nous_tools import _structured
+from nous_tools import content as _content
+from nous_tools._admission import DEFAULT_MAX_RESULT_CHARS, result_limit
+from nous_tools.contrib.mcp import _reports
+from nous_tools.contrib.mcp._peer import Peer, RoundState, can_elicit
+from nous_tools.errors import ToolError
+from nous_tools.registry import Registry
+from nous_tools.results import Err, NeedsApproval, Ok
+from nous_tools.run_context import RunContext
+from nous_tools.tool import Tool
+from nous_tools.tool_calls import clip_parts, format_tool_result
 
 __all__ = [
     "RunningServer",
@@ -488,7 +488,7 @@ def _protected_app(
     allowed_origins: c.Sequence[str] | None,
     insecure: bool,
 ) -> t.Any:
-    from ._http import http_app, security_for
+    from nous_tools.contrib.mcp._http import http_app, security_for
 
     security = security_for(
         host,
