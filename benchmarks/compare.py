@@ -1316,7 +1316,7 @@ def measure_validation(settings: Settings) -> str:
     """Issue 15's validation targets, over several runs: a Markdown section."""
     import jsonschema_rs
 
-    from nous_tools.validation import ArgumentValidator
+    from nous_tools.schema._validation import ArgumentValidator
 
     plain = Tool.from_function(echo, timeout=None, validate_args=False)
     validated = Tool.from_function(echo, timeout=None)

@@ -53,7 +53,7 @@ except ImportError:  # run from a checkout that is not installed
 import jsonschema_rs
 
 from nous_tools import Registry, Tool, execute_tool_calls
-from nous_tools.validation import ArgumentValidator
+from nous_tools.schema._validation import ArgumentValidator
 
 Loop = c.Callable[[int], None]
 

@@ -18,8 +18,8 @@ import typing as t
 
 from nous_tools import signals
 from nous_tools.advice import Advice
-from nous_tools.approval import check_approval
-from nous_tools.approval_store import ApprovalStore, InMemoryApprovalStore
+from nous_tools.approval._gate import check_approval
+from nous_tools.approval._store import ApprovalStore, InMemoryApprovalStore
 from nous_tools.asking import Elicitation
 from nous_tools.backend import Backend, ProcessBackend, ThreadBackend
 from nous_tools.context_update import ContextUpdate
@@ -52,14 +52,14 @@ from nous_tools.executor import (
     execute_many,
     set_default_executor,
 )
-from nous_tools.registry import Registry
+from nous_tools.providers._tool_calls import ToolCallResults, execute_tool_calls, format_tool_result
+from nous_tools.providers._web import parse_decisions
+from nous_tools.registry._registry import Registry
 from nous_tools.results import ApprovalRequest, Edit, Err, NeedsApproval, Ok, Result
 from nous_tools.run_context import RunContext
 from nous_tools.sandbox import SandboxPolicy
 from nous_tools.tool import Tool, ToolOptions, tool
-from nous_tools.tool_calls import ToolCallResults, execute_tool_calls, format_tool_result
 from nous_tools.usage import Usage
-from nous_tools.web import parse_decisions
 
 if t.TYPE_CHECKING:
     from nous_tools.journal import Journal, JournalRecord, PostgresJournal, SQLiteJournal

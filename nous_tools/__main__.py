@@ -9,6 +9,6 @@ from __future__ import annotations
 if __name__ == "__main__":
     import sys
 
-    from nous_tools.cli import main
+    from nous_tools.cli._main import main
 
     sys.exit(main())

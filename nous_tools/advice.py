@@ -59,8 +59,8 @@ import threading
 import time
 import typing as t
 
-from nous_tools._admission import retry_text
-from nous_tools._log import log as _safe_log
+from nous_tools._engine._admission import retry_text
+from nous_tools._util._log import log as _safe_log
 from nous_tools.errors import ToolCancelled, ToolError
 from nous_tools.results import Err, NeedsApproval, Ok
 

@@ -48,10 +48,18 @@ from __future__ import annotations
 import collections.abc as c
 import typing as t
 
-from nous_tools import _reporting
-from nous_tools._isolation import UNPICKLABLE
-from nous_tools._pool import RAISED, RETURNED, SATURATED, SHUT_DOWN, TIMED_OUT, Hook, WorkerPool
-from nous_tools._process_pool import ProcessPool, check_option
+from nous_tools._engine import _reporting
+from nous_tools._engine._isolation import UNPICKLABLE
+from nous_tools._engine._pool import (
+    RAISED,
+    RETURNED,
+    SATURATED,
+    SHUT_DOWN,
+    TIMED_OUT,
+    Hook,
+    WorkerPool,
+)
+from nous_tools._engine._process_pool import ProcessPool, check_option
 from nous_tools.tool import ON_TIMEOUT_MODES
 
 if t.TYPE_CHECKING:

@@ -201,7 +201,7 @@ def as_content(value: object) -> list[Content] | None:
         elif isinstance(item, str):
             parts.append(Text(item))
         else:
-            from nous_tools.tool_calls import _value_content
+            from nous_tools.providers._tool_calls import _value_content
 
             parts.append(Text(_value_content(item)))
     return parts

@@ -46,7 +46,7 @@ import typing as t
 
 import attrs
 
-from nous_tools._log import log as _safe_log
+from nous_tools._util._log import log as _safe_log
 from nous_tools.run_context import RunContext
 
 __all__ = ["PROTECTED_KEYS", "ContextUpdate", "Operation", "OperationKind"]

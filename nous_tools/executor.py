@@ -36,15 +36,17 @@ import typing as t
 
 import attrs
 
-from nous_tools import _admission, _isolation, _pool, _reporting
 from nous_tools import signals as _signals
-from nous_tools._clock import monotonic
-from nous_tools._log import log as _safe_log
-from nous_tools._pool import RAISED, RETURNED, SATURATED, SHUT_DOWN, TIMED_OUT, Hook
-from nous_tools._process_pool import QUEUE_TIMED_OUT, check_option
-from nous_tools._scope import Scope, here, interrupts
-from nous_tools._text import safe_str as _safe_str
-from nous_tools.approval import check_approval
+from nous_tools._engine import _admission, _isolation, _pool, _reporting
+from nous_tools._engine._journal import UNJOURNALED, Claim, check_journal
+from nous_tools._engine._journal import run as _journal_run
+from nous_tools._engine._pool import RAISED, RETURNED, SATURATED, SHUT_DOWN, TIMED_OUT, Hook
+from nous_tools._engine._process_pool import QUEUE_TIMED_OUT, check_option
+from nous_tools._util._clock import monotonic
+from nous_tools._util._log import log as _safe_log
+from nous_tools._util._scope import Scope, here, interrupts
+from nous_tools._util._text import safe_str as _safe_str
+from nous_tools.approval._gate import check_approval
 from nous_tools.backend import Backend, ProcessBackend, ThreadBackend, check_backend
 from nous_tools.errors import (
     ElicitationUnavailable,
@@ -54,8 +56,6 @@ from nous_tools.errors import (
     ToolError,
     ToolTimeout,
 )
-from nous_tools.journal._pipeline import UNJOURNALED, Claim, check_journal
-from nous_tools.journal._pipeline import run as _journal_run
 from nous_tools.results import Err, Ok, Result
 from nous_tools.results import _set_update as _set_ok_update
 from nous_tools.results import _set_value as _set_ok_value
@@ -668,7 +668,7 @@ class ToolExecutor:
         wait: float | None,
     ) -> Result:
         """:meth:`execute` (or :meth:`execute_approved`) with another journal than
-        the executor's: a registry's, or a :class:`~nous_tools.journal._pipeline.Claim`."""
+        the executor's: a registry's, or a :class:`~nous_tools._engine._journal.Claim`."""
         if skip_approval or here.nested:
             return self._shielded(
                 tool, arguments, ctx, call_id, skip_approval, journal=journal, wait=wait
@@ -923,7 +923,7 @@ class ToolExecutor:
         attempts may wait for a ``max_concurrency`` slot) runs whole in a lane, and so do the attempts after a first one that failed and may be
         retried (``retry_wait`` sleeps there); a lane reports to the same queue, and
         so does what a running first attempt reports (progress, log lines: see
-        :mod:`nous_tools._reporting`), which the caller delivers as it comes.
+        :mod:`nous_tools._engine._reporting`), which the caller delivers as it comes.
         """
         state = _Batch(jobs, todo, results, ctx, batch, tally)
         saved = here.scope

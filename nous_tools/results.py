@@ -38,12 +38,12 @@ import typing as t
 import attrs
 from typing_extensions import TypeVar
 
-from nous_tools import _canonical as _c
+from nous_tools._util import _canonical as _c
 from nous_tools.errors import ToolError
 
 if t.TYPE_CHECKING:
     from nous_tools.context_update import ContextUpdate
-    from nous_tools.registry import Registry
+    from nous_tools.registry._registry import Registry
     from nous_tools.tool import Tool
 
 __all__ = ["ApprovalRequest", "Edit", "Err", "NeedsApproval", "Ok", "Result", "tool_digest"]
@@ -252,7 +252,7 @@ def _check_issued_at(instance: object, attribute: object, value: object) -> None
 @functools.cache
 def _identity_module() -> t.Any:
     """The ``_identity`` module, imported at the first digest, not with the package."""
-    from nous_tools import _identity
+    from nous_tools._util import _identity
 
     return _identity
 

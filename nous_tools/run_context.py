@@ -44,12 +44,12 @@ import typing as t
 import attrs
 from typing_extensions import TypeVar
 
-from nous_tools._clock import monotonic
-from nous_tools._reporting import check_log, check_progress
+from nous_tools._engine._reporting import check_log, check_progress
+from nous_tools._util._clock import monotonic
 from nous_tools.usage import Usage
 
 if t.TYPE_CHECKING:
-    from nous_tools._reporting import Channel
+    from nous_tools._engine._reporting import Channel
     from nous_tools.asking import Elicitation, Elicitor, Sampler
     from nous_tools.results import ApprovalRequest, Edit
     from nous_tools.sandbox import SandboxPolicy

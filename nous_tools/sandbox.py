@@ -58,7 +58,7 @@ import typing as t
 
 import attrs
 
-from nous_tools._log import log as _safe_log
+from nous_tools._util._log import log as _safe_log
 from nous_tools.errors import SandboxViolation
 
 if t.TYPE_CHECKING:

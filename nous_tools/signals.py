@@ -62,8 +62,8 @@ import typing as t
 
 import blinker
 
-from nous_tools._log import log as _safe_log
-from nous_tools._scope import interrupts
+from nous_tools._util._log import log as _safe_log
+from nous_tools._util._scope import interrupts
 
 __all__ = [
     "scrub",

@@ -40,9 +40,9 @@ import tempfile
 import threading
 import typing as t
 
-from nous_tools import _canonical as _c
+from nous_tools._engine._journal import Claim, replayed
+from nous_tools._util import _canonical as _c
 from nous_tools.errors import ToolError
-from nous_tools.journal._pipeline import Claim, replayed
 from nous_tools.journal._record import (
     JournalRecord,
     Key,
@@ -215,7 +215,7 @@ class Cassette:
             return replayed(tool, call_id, result)
         if not self.strict:
             return None
-        from nous_tools._log import log
+        from nous_tools._util._log import log
 
         message = (
             f"Cassette {os.path.basename(self.path)!r} has no recorded outcome for tool "
@@ -292,6 +292,6 @@ class _CassetteClaim(Claim):
         try:
             cassette._add(self.name, self.arguments, result)
         except Exception:
-            from nous_tools._log import log
+            from nous_tools._util._log import log
 
             log.error("Cassette %r could not record a call of tool '%s'", cassette.path, tool.name)

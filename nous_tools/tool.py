@@ -46,8 +46,9 @@ if t.TYPE_CHECKING:
     # pays at every start.
     import referencing
 
-    from nous_tools import _admission, _convert
-    from nous_tools.validation import ArgumentValidator
+    from nous_tools._engine import _admission
+    from nous_tools.schema import _convert
+    from nous_tools.schema._validation import ArgumentValidator
 
 __all__ = [
     "APPROVAL_LEVELS",
@@ -196,7 +197,7 @@ def _check_parameters(instance: t.Any, attribute: object, value: t.Any) -> None:
 
 def _check_registry(instance: object, attribute: object, value: t.Any) -> None:
     if value is not None:
-        from nous_tools.validation import check_registry
+        from nous_tools.schema._validation import check_registry
 
         check_registry(value)
 
@@ -291,7 +292,7 @@ def _check_rate_limit(instance: object, attribute: object, value: t.Any) -> None
             "Tool option 'rate_limit' must be a rate such as '10/minute' or None, "
             f"got {type(value).__name__}"
         )
-    from nous_tools._admission import parse_rate
+    from nous_tools._engine._admission import parse_rate
 
     parse_rate(value)  # a ValueError naming the option
 
@@ -399,7 +400,7 @@ class Tool(t.Generic[P, R]):
     # resolved through ToolExecutor(backends={...}); None: the executor's default
     # (``isolation="process"``: the "process" backend).
     backend: str | None = attrs.field(default=None, validator=_check_backend)
-    # Limits (issue 23; nous_tools._admission, docs/concepts/limits.md): attempts at
+    # Limits (issue 23; nous_tools._engine._admission, docs/concepts/limits.md): attempts at
     # once, calls per time window, calls per run, the length of the result's text.
     max_concurrency: int | None = attrs.field(
         default=None, validator=_at_least_one("max_concurrency")
@@ -437,11 +438,13 @@ class Tool(t.Generic[P, R]):
     _digest: tuple[tuple[t.Any, ...], str] | None = attrs.field(
         init=False, default=None, repr=False
     )
-    # Its provider definitions' parts, cached by nous_tools._definitions: strict -> parts.
+    # Its provider definitions' parts, cached by nous_tools.registry._definitions: strict -> parts.
     _definition_parts: dict[bool, t.Any] | None = attrs.field(init=False, default=None, repr=False)
 
     def __attrs_post_init__(self) -> None:
-        from nous_tools import _admission, _convert, _schema
+        from nous_tools._engine import _admission
+        from nous_tools.schema import _convert
+        from nous_tools.schema import _signature as _schema
 
         if self.takes_ctx is None:
             object.__setattr__(self, "takes_ctx", _schema.detect_takes_ctx(self.function))
@@ -457,7 +460,7 @@ class Tool(t.Generic[P, R]):
             module = getattr(self.function, "__module__", None)
             object.__setattr__(self, "module", module if isinstance(module, str) else None)
         if self.parameters is not None:
-            from nous_tools.validation import shared_validator
+            from nous_tools.schema._validation import shared_validator
 
             # Compiling checks the schema (a ValueError naming 'parameters'), and
             # the validator is kept when the arguments are validated.
@@ -500,10 +503,10 @@ class Tool(t.Generic[P, R]):
                 f"Tool option 'function' must be callable, got {type(function).__name__}"
             )
         if isinstance(function, Tool):  # @tool(...) above @registry.register, say
-            from nous_tools.registry import redecorate
+            from nous_tools.registry._registry import redecorate
 
             return t.cast("Tool[_P, _R]", redecorate(function, overrides))
-        from nous_tools import _schema
+        from nous_tools.schema import _signature as _schema
 
         options: dict[str, t.Any] = dict(overrides)
         if "name" not in options:
@@ -578,7 +581,7 @@ class Tool(t.Generic[P, R]):
         set's ``uniqueItems``, a tuple's ``prefixItems``, ``minLength``, a value of
         any type, ...).
         """
-        from nous_tools._strict import strict_schema
+        from nous_tools.schema._strict import strict_schema
 
         try:
             return strict_schema(self._definition_parameters(False))

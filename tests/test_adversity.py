@@ -684,7 +684,7 @@ def test_the_error_log_line_carries_no_exception_text_by_default(
 
 def test_a_result_whose_repr_hangs_is_written_for_a_model_within_a_bound() -> None:
     from nous_tools import format_tool_result
-    from nous_tools._text import RENDER_SECONDS
+    from nous_tools._util._text import RENDER_SECONDS
 
     release = threading.Event()
 

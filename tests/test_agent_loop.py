@@ -986,7 +986,7 @@ _null_json = st.recursive(
 def test_the_planned_walk_drops_exactly_the_nulls_the_full_walk_drops(
     index: int, arguments: dict[str, t.Any]
 ) -> None:
-    from nous_tools._strict import apply_null_plan, null_plan, nulls_to_defaults
+    from nous_tools.schema._strict import apply_null_plan, null_plan, nulls_to_defaults
 
     schema = _PLAN_SCHEMAS[index]
     plan = null_plan(schema)
@@ -998,7 +998,7 @@ def test_the_planned_walk_drops_exactly_the_nulls_the_full_walk_drops(
 
 
 def test_a_schema_without_an_optional_parameter_that_refuses_null_is_never_walked() -> None:
-    from nous_tools._strict import null_plan
+    from nous_tools.schema._strict import null_plan
 
     rows = {
         "type": "object",

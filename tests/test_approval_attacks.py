@@ -41,7 +41,7 @@ from nous_tools import (
     ToolExecutor,
     execute_tool_calls,
 )
-from nous_tools import _canonical as canonical
+from nous_tools._util import _canonical as canonical
 from nous_tools.context_update import Operation
 from nous_tools.contrib.django import CacheApprovalStore
 
@@ -607,7 +607,7 @@ def test_the_in_memory_store_is_bounded_and_forgets_expired_claims(
 ) -> None:
     now = [1000.0]
     # the wall clock: the one tokens are checked against (issue 21)
-    monkeypatch.setattr("nous_tools.approval_store.time.time", lambda: now[0])
+    monkeypatch.setattr("nous_tools.approval._store.time.time", lambda: now[0])
     store = InMemoryApprovalStore(max_entries=3, ttl=60)
     assert [store.claim(i) for i in "abc"] == [True, True, True]
     with caplog.at_level(logging.WARNING, logger="nous_tools"):

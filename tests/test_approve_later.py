@@ -60,7 +60,7 @@ from nous_tools import (
     ToolTimeout,
     execute_tool_calls,
 )
-from nous_tools.tool_calls import current_tool_call
+from nous_tools.providers._tool_calls import current_tool_call
 
 SECRET = "server-side secret"
 WAIT = 5.0

@@ -32,11 +32,11 @@ from nous_tools import (
     ToolCall,
     ToolCallResults,
     ToolExecutor,
-    _batch_wire,
-    _canonical,
     execute_tool_calls,
 )
-from nous_tools.tool_calls import _seal_batch
+from nous_tools._util import _canonical
+from nous_tools.providers import _wire as _batch_wire
+from nous_tools.providers._tool_calls import _seal_batch
 
 SECRET = "server-side secret"
 

@@ -18,15 +18,7 @@ import typing as t
 
 import pytest
 
-from nous_tools import (
-    ChildProcessDied,
-    Err,
-    Ok,
-    RunContext,
-    Tool,
-    ToolExecutor,
-    ToolTimeout,
-)
+from nous_tools import ChildProcessDied, Err, Ok, RunContext, Tool, ToolExecutor, ToolTimeout
 
 celery = pytest.importorskip("celery")
 
@@ -176,8 +168,8 @@ def test_outside_a_prefork_pool_process_the_task_refuses_to_run_an_attempt() -> 
     process): it answers with a refusal and never calls the tool."""
     import base64
 
-    from nous_tools._clock import monotonic
-    from nous_tools._remote import decode, encode
+    from nous_tools._engine._remote import decode, encode
+    from nous_tools._util._clock import monotonic
     from nous_tools.contrib.celery import _run_attempt
 
     CALLS.clear()
@@ -317,9 +309,9 @@ def reporting(ctx: RunContext) -> str:
 
 
 def test_a_worker_sends_what_the_tool_reports_through_its_sink_before_the_reply() -> None:
-    from nous_tools import _reporting
-    from nous_tools._clock import monotonic
-    from nous_tools._remote import decode, encode, run
+    from nous_tools._engine import _reporting
+    from nous_tools._engine._remote import decode, encode, run
+    from nous_tools._util._clock import monotonic
     from nous_tools.run_context import with_channel
 
     tool = Tool.from_function(reporting, timeout=30)

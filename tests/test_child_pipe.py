@@ -20,10 +20,11 @@ import typing as t
 
 import pytest
 
-from nous_tools import Ok, Tool, ToolExecutor, _isolation, _pipe
-from nous_tools._clock import monotonic
-from nous_tools._pool import RETURNED
-from nous_tools._process_pool import ProcessPool
+from nous_tools import Ok, Tool, ToolExecutor
+from nous_tools._engine import _isolation, _pipe
+from nous_tools._engine._pool import RETURNED
+from nous_tools._engine._process_pool import ProcessPool
+from nous_tools._util._clock import monotonic
 
 PATIENCE = 30.0  # seconds to wait for a state that should come much sooner
 

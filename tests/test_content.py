@@ -28,8 +28,8 @@ from nous_tools import (
     execute_tool_calls,
     format_tool_result,
 )
-from nous_tools import _structured as structured
 from nous_tools.content import Audio, Image, Resource, Text, as_content, to_json
+from nous_tools.schema import _output as structured
 
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452")
 WAV = b"RIFF\x24\x00\x00\x00WAVEfmt "

@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nous_tools import Err, Ok, RunContext, Tool, ToolExecutor, format_tool_result, tool
-from nous_tools._convert import compile_converter, needs_conversion, structure, unstructure
+from nous_tools.schema._convert import compile_converter, needs_conversion, structure, unstructure
 
 # --------------------------------------------------------------------------- types used below
 

@@ -379,8 +379,8 @@ def test_a_queued_call_is_answered_not_started_once_shutdown_leaves_no_healthy_w
 def test_a_call_queued_behind_the_first_worker_start_is_answered_not_started_at_shutdown() -> None:
     # The caller queued its task and started the pool's first worker; shutdown ran
     # before that worker registered, so the worker left without taking anything.
-    from nous_tools._clock import monotonic
-    from nous_tools._pool import SHUT_DOWN, WorkerPool, _Task
+    from nous_tools._engine._pool import SHUT_DOWN, WorkerPool, _Task
+    from nous_tools._util._clock import monotonic
 
     pool = WorkerPool(1)
     gate = threading.Event()
@@ -474,7 +474,7 @@ def test_keyboard_interrupt_in_the_caller_cancels_the_worker_then_reraises(
 
 @pytest.mark.parametrize("tick", [False, True])
 def test_deadlines_fire_in_real_time_under_freezegun(executor: ToolExecutor, tick: bool) -> None:
-    from nous_tools._clock import monotonic as real_monotonic  # freezegun leaves it alone
+    from nous_tools._util._clock import monotonic as real_monotonic  # freezegun leaves it alone
 
     release = threading.Event()
     with freezegun.freeze_time("2026-01-01", tick=tick):

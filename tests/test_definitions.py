@@ -20,7 +20,7 @@ import jsonschema
 import pytest
 
 from nous_tools import Registry, Tool, tool
-from nous_tools import _strict as strict_module
+from nous_tools.schema import _strict as strict_module
 
 TESTS = Path(__file__).resolve().parent
 PROVIDERS: list[tuple[t.Literal["openai", "responses", "anthropic"], bool]] = [

@@ -103,7 +103,7 @@ def test_nous_tools_makes_and_runs_tools_with_every_extra_out_of_reach() -> None
         import nous_tools
         from nous_tools import (Ok, Registry, Tool, ToolCall, execute, execute_tool_calls,
                                 tool)
-        from nous_tools.validation import check_schema
+        from nous_tools.schema._validation import check_schema
 
         class Level(enum.Enum):
             LOW = "low"

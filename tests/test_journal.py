@@ -40,7 +40,7 @@ from nous_tools import (
     format_tool_result,
     signals,
 )
-from nous_tools._clock import wall
+from nous_tools._util._clock import wall
 from nous_tools.journal import Journal, decode_outcome, encode_outcome, idempotency_key
 
 WAIT = 10.0

@@ -605,7 +605,7 @@ def test_on_result_overflow_error_gives_result_too_large_and_a_short_text():
 
 
 def test_a_clipped_text_is_never_clipped_twice():
-    from nous_tools._admission import clip_text
+    from nous_tools._engine._admission import clip_text
 
     once = clip_text(MEGABYTE, 20_000)
     assert clip_text(once, 20_000) is once

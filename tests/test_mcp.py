@@ -942,7 +942,7 @@ def test_serve_insecure_starts_unprotected_with_a_warning():
 
 
 def test_serve_command_resolves_module_registry_and_tool_targets(monkeypatch):
-    from nous_tools import cli
+    from nous_tools.cli import _main as cli
 
     monkeypatch.chdir(TESTS)
     assert cli._serve_registry("mcp_served_tools:registry") is mcp_served_tools.registry
@@ -952,7 +952,7 @@ def test_serve_command_resolves_module_registry_and_tool_targets(monkeypatch):
 
 
 def test_serve_command_usage_errors_exit_2(monkeypatch, capsys):
-    from nous_tools import cli
+    from nous_tools.cli import _main as cli
 
     monkeypatch.chdir(TESTS)
     assert cli.main(["serve", "mcp_served_tools:nothing"]) == 2
@@ -967,7 +967,7 @@ def test_serve_command_usage_errors_exit_2(monkeypatch, capsys):
 
 def test_serve_command_without_the_extra_says_how_to_install_it(monkeypatch, capsys):
     import nous_tools.contrib
-    from nous_tools import cli
+    from nous_tools.cli import _main as cli
 
     # as if the extra were not installed: the import of the submodule fails
     monkeypatch.setitem(sys.modules, "nous_tools.contrib.mcp", None)

@@ -595,7 +595,7 @@ def test_ctrl_c_during_a_batch_kills_its_process_calls_then_reraises(
 def test_deadlines_hold_in_real_time_inside_freeze_time(
     executor: ToolExecutor, tmp_path: pathlib.Path
 ) -> None:
-    from nous_tools._clock import monotonic as real_monotonic  # freezegun leaves it alone
+    from nous_tools._util._clock import monotonic as real_monotonic  # freezegun leaves it alone
 
     executor.execute(isolated(my_pid), {})
     started, late = tmp_path / "started", tmp_path / "late"

@@ -31,7 +31,7 @@ from nous_tools import (
     execute_tool_calls,
     signals,
 )
-from nous_tools import _reporting as reporting
+from nous_tools._engine import _reporting as reporting
 
 WAIT = 30.0
 
@@ -586,7 +586,7 @@ def test_a_process_isolated_tool_nobody_listens_to_sends_nothing(executor: ToolE
     assert isinstance(executor.execute(tool, {}), Ok)
     import pickle
 
-    from nous_tools import _isolation
+    from nous_tools._engine import _isolation
 
     # the request asks the child to report only when someone listens
     assert "report" not in pickle.loads(_isolation._context_bytes(RunContext.new()))

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from test_cli import Terminal, cli
 
-from nous_tools._cli_progress import ProgressView
+from nous_tools.cli._progress import ProgressView
 
 pytest.importorskip("pty")  # POSIX only
 

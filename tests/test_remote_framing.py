@@ -1,4 +1,4 @@
-"""What crosses to a remote engine's worker (``nous_tools._remote``, issue 16),
+"""What crosses to a remote engine's worker (``nous_tools._engine._remote``, issue 16),
 checked in one process: the deadline travels as wall-clock time, ``ctx.cancelled``
 is set by the clock, and what cannot be sent is named."""
 
@@ -10,10 +10,10 @@ import time
 import pytest
 
 from nous_tools import RunContext, Tool
-from nous_tools._clock import monotonic
-from nous_tools._isolation import UNPICKLABLE, Unpicklable
-from nous_tools._pool import RAISED, RETURNED, TIMED_OUT
-from nous_tools._remote import DeadlineEvent, decode, encode, run
+from nous_tools._engine._isolation import UNPICKLABLE, Unpicklable
+from nous_tools._engine._pool import RAISED, RETURNED, TIMED_OUT
+from nous_tools._engine._remote import DeadlineEvent, decode, encode, run
+from nous_tools._util._clock import monotonic
 
 cloudpickle = pytest.importorskip("ray.cloudpickle")
 

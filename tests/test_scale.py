@@ -32,11 +32,11 @@ from nous_tools import (
     ToolTimeout,
     signals,
 )
-from nous_tools._pool import DEFAULT_MIN_WORKERS, default_max_workers
+from nous_tools._engine._pool import DEFAULT_MIN_WORKERS, default_max_workers
 from nous_tools.run_context import AttemptCancelled, for_attempt
 from nous_tools.sandbox import SandboxPolicy
+from nous_tools.schema._validation import ArgumentValidator, shared_validator
 from nous_tools.usage import Usage
-from nous_tools.validation import ArgumentValidator, shared_validator
 
 MARGIN = 0.5  # seconds past a deadline that still counts as "at the deadline"
 

@@ -1,4 +1,4 @@
-"""Schemas, descriptions and ``takes_ctx`` from signatures (``nous_tools._schema``).
+"""Schemas, descriptions and ``takes_ctx`` from signatures (``nous_tools.schema._signature``).
 
 This module uses ``from __future__ import annotations`` on purpose: every annotation
 written below is a string that the schema code has to resolve.
@@ -19,8 +19,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nous_tools._schema import description_from_docstring, detect_takes_ctx, parameters_schema
 from nous_tools.run_context import RunContext
+from nous_tools.schema._signature import (
+    description_from_docstring,
+    detect_takes_ctx,
+    parameters_schema,
+)
 
 if t.TYPE_CHECKING:
     from decimal import Decimal as OnlyKnownToTypeCheckers

@@ -25,8 +25,8 @@ import pytest
 import typing_extensions
 
 from nous_tools import Tool
-from nous_tools._schema import DECIMAL_PATTERN, parameters_schema
-from nous_tools.validation import ArgumentValidator, check_schema
+from nous_tools.schema._signature import DECIMAL_PATTERN, parameters_schema
+from nous_tools.schema._validation import ArgumentValidator, check_schema
 
 
 class Color(enum.Enum):

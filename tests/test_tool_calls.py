@@ -32,7 +32,7 @@ from nous_tools import (
     execute_tool_calls,
     format_tool_result,
 )
-from nous_tools.tool_calls import current_tool_call
+from nous_tools.providers._tool_calls import current_tool_call
 
 WAIT = 5.0  # an upper bound for Events that a healthy run sets at once
 

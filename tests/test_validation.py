@@ -17,7 +17,7 @@ import referencing.jsonschema
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nous_tools.validation import (
+from nous_tools.schema._validation import (
     ArgumentValidator,
     ValidationFailure,
     check_schema,
@@ -901,7 +901,7 @@ def test_every_metaschema_violation_is_listed_sorted_by_path() -> None:
 def test_the_listing_is_the_same_whatever_the_hash_seed() -> None:
     program = (
         "import json, sys\n"
-        "from nous_tools.validation import check_schema\n"
+        "from nous_tools.schema._validation import check_schema\n"
         "try:\n"
         f"    check_schema(json.loads({json.dumps(json.dumps(MANY_WRONG))}))\n"
         "except ValueError as e:\n"

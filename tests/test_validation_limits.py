@@ -14,18 +14,9 @@ import typing as t
 
 import pytest
 
-from nous_tools import (
-    Err,
-    Ok,
-    Registry,
-    RunContext,
-    Tool,
-    ToolExecutor,
-    ToolTimeout,
-    execute,
-)
+from nous_tools import Err, Ok, Registry, RunContext, Tool, ToolExecutor, ToolTimeout, execute
 from nous_tools import executor as executor_module
-from nous_tools.validation import BACKTRACK_LIMIT, ArgumentValidator, check_schema
+from nous_tools.schema._validation import BACKTRACK_LIMIT, ArgumentValidator, check_schema
 
 REDOS: dict[str, t.Any] = {
     "type": "object",
@@ -99,7 +90,7 @@ def test_a_catastrophic_pattern_answers_at_once_and_holds_no_other_call() -> Non
 def test_a_catastrophic_pattern_in_pattern_properties_or_property_names_is_linear() -> None:
     out = run_program(
         """
-        from nous_tools.validation import ArgumentValidator
+        from nous_tools.schema._validation import ArgumentValidator
 
         hostile = "a" * 40 + "!"
         keys = ArgumentValidator({"patternProperties": {"^(a+)+$": {"type": "integer"}},
@@ -116,7 +107,7 @@ def test_a_catastrophic_pattern_in_pattern_properties_or_property_names_is_linea
 def test_a_trusted_backtracking_pattern_gives_up_within_its_bound() -> None:
     out = run_program(
         """
-        from nous_tools.validation import ArgumentValidator
+        from nous_tools.schema._validation import ArgumentValidator
 
         validator = ArgumentValidator(
             {"properties": {"s": {"type": "string", "pattern": "^(a|a)+\\\\1b"}}})
@@ -292,7 +283,7 @@ def test_arguments_far_deeper_than_any_schema_never_crash_the_process() -> None:
     out = run_program(
         """
         import threading
-        from nous_tools.validation import ArgumentValidator
+        from nous_tools.schema._validation import ArgumentValidator
 
         deep = []
         for _ in range(300_000):

@@ -1,4 +1,4 @@
-"""The web helpers (nous_tools.web): the answer in the shape the calls came in, the
+"""The web helpers (nous_tools.providers._web): the answer in the shape the calls came in, the
 pending calls for a page, and decisions read from a request body (one ValueError, a
 400, for anything malformed)."""
 

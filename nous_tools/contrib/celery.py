@@ -82,9 +82,9 @@ import threading
 import typing as t
 import weakref
 
-from nous_tools import _remote
-from nous_tools._clock import monotonic
-from nous_tools._isolation import Unpicklable
+from nous_tools._engine import _remote
+from nous_tools._engine._isolation import Unpicklable
+from nous_tools._util._clock import monotonic
 from nous_tools.backend import Outcome, not_sent, raised, returned, shut_down, timed_out
 from nous_tools.errors import ChildProcessDied
 
@@ -395,7 +395,7 @@ class CeleryBackend:
         channel = ctx._channel if ctx is not None else None
         if channel is None or not getattr(result.backend, "is_async", False):
             return None
-        from nous_tools._reporting import replay
+        from nous_tools._engine._reporting import replay
 
         def on_message(message: t.Any) -> None:
             if isinstance(message, dict) and message.get("status") == REPORT_STATE:
@@ -411,7 +411,7 @@ class CeleryBackend:
         try:
             result.revoke(terminate=True, signal="SIGKILL")
         except Exception:
-            from nous_tools._log import log
+            from nous_tools._util._log import log
 
             log.warning("nous_tools: could not revoke Celery task %s", result.id, exc_info=True)
 

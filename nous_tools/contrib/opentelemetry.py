@@ -73,11 +73,16 @@ import time
 import typing as t
 
 from nous_tools import signals as _signals
-from nous_tools import tool_calls as _tool_calls
 from nous_tools.errors import ExecutorSaturated, RateLimited, ToolDenied, ToolError, ToolTimeout
+from nous_tools.providers import _tool_calls
+from nous_tools.providers._tool_calls import (
+    ToolCall,
+    _exception_text,
+    current_tool_call,
+    format_tool_result,
+)
 from nous_tools.results import Err, NeedsApproval, Ok
 from nous_tools.tool import Tool
-from nous_tools.tool_calls import ToolCall, _exception_text, current_tool_call, format_tool_result
 
 if t.TYPE_CHECKING:
     from opentelemetry.metrics import Histogram, MeterProvider

@@ -56,10 +56,10 @@ import importlib
 import threading
 import typing as t
 
-from nous_tools import _remote
-from nous_tools._clock import monotonic
-from nous_tools._isolation import Unpicklable
-from nous_tools._log import log as _log
+from nous_tools._engine import _remote
+from nous_tools._engine._isolation import Unpicklable
+from nous_tools._util._clock import monotonic
+from nous_tools._util._log import log as _log
 from nous_tools.backend import Outcome, not_sent, raised, returned, shut_down, timed_out
 from nous_tools.errors import ChildProcessDied
 

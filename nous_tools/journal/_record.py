@@ -17,9 +17,9 @@ import typing as t
 
 import attrs
 
-from nous_tools import _canonical as _c
 from nous_tools import errors as _errors_module
-from nous_tools._clock import wall
+from nous_tools._util import _canonical as _c
+from nous_tools._util._clock import wall
 from nous_tools.errors import ToolError, _rebuild
 from nous_tools.results import Err, Ok
 
@@ -353,9 +353,7 @@ def encode_outcome(result: Result, tool: str) -> dict[str, t.Any]:
     >>> encode_outcome(Err(ToolTimeout(tool_name="slow", timeout=2.0)), "slow")["error"]["text"]
     "Error: tool 'slow' timed out after 2.0 s and was not retried"
     """
-    from nous_tools.tool_calls import (
-        format_tool_result,  # it imports the executor, which imports us
-    )
+    from nous_tools.providers._tool_calls import format_tool_result
 
     if isinstance(result, Ok):
         tree: dict[str, t.Any] = {"v": OUTCOME_VERSION, "ok": True}
@@ -403,7 +401,7 @@ def _message(reason: object) -> str:
         return reason.message
     if isinstance(reason, str):
         return reason
-    from nous_tools._text import safe_str
+    from nous_tools._util._text import safe_str
 
     return safe_str(reason)
 

@@ -15,7 +15,7 @@ import json
 import re
 import typing as t
 
-from nous_tools._clock import wall
+from nous_tools._util._clock import wall
 from nous_tools.journal._record import (
     STATES,
     Corrupt,

@@ -10,7 +10,7 @@ import threading
 import time
 import typing as t
 
-from nous_tools._clock import monotonic
+from nous_tools._util._clock import monotonic
 from nous_tools.journal._sql import TABLE, SQLJournal
 
 if t.TYPE_CHECKING:

@@ -29,8 +29,8 @@ import mcp_types as types
 from anyio.from_thread import BlockingPortal
 from mcp.shared.exceptions import MCPError
 
-from nous_tools._admission import DEFAULT_MAX_RESULT_CHARS, clip_text, result_limit
-from nous_tools._clock import monotonic
+from nous_tools._engine._admission import DEFAULT_MAX_RESULT_CHARS, clip_text, result_limit
+from nous_tools._util._clock import monotonic
 from nous_tools.asking import (
     check_elicitation_schema,
     checked_answer,
@@ -54,7 +54,7 @@ if t.TYPE_CHECKING:
     from mcp import Client
 
     from nous_tools.contrib.mcp._auth import OAuth
-    from nous_tools.registry import Registry
+    from nous_tools.registry._registry import Registry
 
 __all__ = ["MCPElicitation", "MCPServer", "register_mcp"]
 

@@ -37,7 +37,7 @@ import mcp_types as types
 
 from nous_tools import content as _content
 from nous_tools import signals as _signals
-from nous_tools._reporting import LEVELS, wire_data
+from nous_tools._engine._reporting import LEVELS, wire_data
 
 __all__ = [
     "MCP_LEVELS",

@@ -1,6 +1,6 @@
 """What crosses the process boundary for ``isolation="process"`` (private).
 
-The process pool (:mod:`nous_tools._process_pool`) moves bytes; this module
+The process pool (:mod:`nous_tools._engine._process_pool`) moves bytes; this module
 decides what those bytes are, and names whatever cannot make the trip:
 
 * :func:`encode_request` (in the parent) pickles the tool's function, the
@@ -33,10 +33,10 @@ import threading
 import traceback
 import typing as t
 
-from nous_tools import _pipe
-from nous_tools._pipe import LOG_EVENT, PROGRESS_EVENT
-from nous_tools._pool import RAISED, RETURNED
-from nous_tools._text import safe_str
+from nous_tools._engine import _pipe
+from nous_tools._engine._pipe import LOG_EVENT, PROGRESS_EVENT
+from nous_tools._engine._pool import RAISED, RETURNED
+from nous_tools._util._text import safe_str
 
 if t.TYPE_CHECKING:
     from nous_tools.run_context import RunContext
@@ -208,7 +208,7 @@ def run_request(request: bytes | memoryview, deadline: float | None = None) -> b
 
 
 class Events:
-    """A child's end of its pipe, for the frames it writes (:mod:`nous_tools._pipe`):
+    """A child's end of its pipe, for the frames it writes (:mod:`nous_tools._engine._pipe`):
     each is written whole (under a lock, so threads never interleave) with the
     sequence number of the call it belongs to, and an event of a call that has
     ended is dropped, so a helper thread that outlives its call never reaches the
@@ -246,8 +246,8 @@ class Events:
         return True
 
     def ask(self, call: int, payload: bytes) -> bytes:
-        """Ask the parent (an :data:`~nous_tools._pipe.ASK` of ``call``) and wait for its
-        :data:`~nous_tools._pipe.ANSWER`, read here: while a call runs nothing else
+        """Ask the parent (an :data:`~nous_tools._engine._pipe.ASK` of ``call``) and wait for its
+        :data:`~nous_tools._engine._pipe.ANSWER`, read here: while a call runs nothing else
         reads this end. Raises ``RuntimeError`` when the call has ended or the parent
         answered out of turn, ``EOFError`` when the pipe closed."""
         with self._asking:
@@ -316,7 +316,7 @@ def load_and_reply(
     the tool's context from the unpickled fields (default: ``RunContext(**fields)``).
 
     When the caller listens to what the tool reports and the engine can carry it,
-    ``sink(event)`` sends each progress or log event (:func:`nous_tools._reporting.encode`)
+    ``sink(event)`` sends each progress or log event (:func:`nous_tools._engine._reporting.encode`)
     to the caller, coalesced and rate-limited here; what is held is sent before the
     reply. Without a ``sink``, ``ctx.report_progress`` and ``ctx.log`` are no-ops.
     ``deadline``, when not None, replaces the context's (a process call's deadline
@@ -348,7 +348,7 @@ def load_and_reply(
             else:
                 ctx = make_context(fields)
             if report and sink is not None:
-                from nous_tools import _reporting
+                from nous_tools._engine import _reporting
                 from nous_tools.run_context import with_channel
 
                 channel = _reporting.Channel(_sending(sink))
@@ -372,7 +372,7 @@ def load_and_reply(
 def _sending(sink: c.Callable[[list[t.Any]], object]) -> c.Callable[[t.Any], None]:
     """A channel's deliver function that sends each event through ``sink``, encoded;
     a sink that fails is the engine's problem, never the tool's."""
-    from nous_tools._reporting import encode
+    from nous_tools._engine._reporting import encode
 
     def deliver(event: t.Any) -> None:
         with contextlib.suppress(Exception):

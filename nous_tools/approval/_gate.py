@@ -25,8 +25,8 @@ from __future__ import annotations
 import collections.abc as c
 import typing as t
 
-from nous_tools._log import log as _safe_log
-from nous_tools._scope import interrupts
+from nous_tools._util._log import log as _safe_log
+from nous_tools._util._scope import interrupts
 from nous_tools.errors import ToolDenied, ToolError
 from nous_tools.results import ApprovalRequest, Edit, Err
 

@@ -78,10 +78,10 @@ import threading
 import time
 import typing as t
 
-from nous_tools._clock import _Clock
-from nous_tools._log import log as _log
-from nous_tools._scope import Scope, here, in_worker
-from nous_tools._text import safe_str
+from nous_tools._util._clock import _Clock
+from nous_tools._util._log import log as _log
+from nous_tools._util._scope import Scope, here, in_worker
+from nous_tools._util._text import safe_str
 from nous_tools.errors import ToolCancelled
 
 __all__ = ["RAISED", "RETURNED", "SATURATED", "SHUT_DOWN", "TIMED_OUT", "WorkerPool", "in_worker"]
@@ -393,7 +393,7 @@ class WorkerPool:
         interrupt: bool = True,
     ) -> Outcome:
         """Run ``fn(*args, **kwargs)`` in a worker, waiting until ``deadline`` (on
-        :func:`~nous_tools._clock.monotonic`'s clock) or the enclosing scope's deadline if earlier.
+        :func:`~nous_tools._util._clock.monotonic`'s clock) or the enclosing scope's deadline if earlier.
 
         At the deadline the task is abandoned: ``cancelled`` is set,
         ``ToolCancelled`` is raised in the worker when ``interrupt`` is true, the
@@ -458,7 +458,7 @@ class WorkerPool:
         Anything put on ``inbox`` (other than the task, which the pool puts there when
         it ends) wakes the caller, who then calls ``serve()`` in its own thread;
         ``serve`` returns when it wants to be called again (a time on
-        :func:`~nous_tools._clock.monotonic`'s clock) or None. Deadlines, the
+        :func:`~nous_tools._util._clock.monotonic`'s clock) or None. Deadlines, the
         enclosing scope and an interruption of the caller work as in :meth:`run`.
         A caller with nothing to take uses :meth:`run`, which waits on one lock.
         """

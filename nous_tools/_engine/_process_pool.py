@@ -29,7 +29,7 @@ How it works:
   killer) gives :class:`~nous_tools.errors.ChildProcessDied` naming its exit
   code or signal; the pool goes on.
 * **Framed messages.** Every message on a child's pipe carries the sequence
-  number of the call it belongs to, and its kind (:mod:`nous_tools._pipe`
+  number of the call it belongs to, and its kind (:mod:`nous_tools._engine._pipe`
   describes the frames and how to add kinds: progress and log events during a
   call, requests the parent answers). A caller takes only the reply of its own
   call; anything else -- a forked copy's second reply, a message a helper
@@ -99,11 +99,11 @@ import time
 import typing as t
 import weakref
 
-from nous_tools import _isolation, _pipe
-from nous_tools._clock import monotonic
-from nous_tools._log import log as _safe_log
-from nous_tools._pool import RAISED, SHUT_DOWN, TIMED_OUT
-from nous_tools._scope import Scope, here
+from nous_tools._engine import _isolation, _pipe
+from nous_tools._engine._pool import RAISED, SHUT_DOWN, TIMED_OUT
+from nous_tools._util._clock import monotonic
+from nous_tools._util._log import log as _safe_log
+from nous_tools._util._scope import Scope, here
 from nous_tools.errors import ChildProcessDied
 
 if t.TYPE_CHECKING:
@@ -703,7 +703,7 @@ class ProcessPool:
         queue_timeout: float | None = None,
     ) -> tuple[str, t.Any]:
         """Run one attempt of ``tool`` in a child; kill the child at its deadline
-        (on :func:`~nous_tools._clock.monotonic`'s clock).
+        (on :func:`~nous_tools._util._clock.monotonic`'s clock).
 
         Without ``budget``, ``deadline`` is the attempt's, counted from submission:
         the wait for a child is inside it. With ``budget`` (seconds), the attempt's
@@ -721,11 +721,11 @@ class ProcessPool:
         None. A ``KeyboardInterrupt`` (or any exception) raised in the caller while
         it waits kills the child, then propagates.
 
-        The events the child sends during the call (:data:`nous_tools._pipe.EVENT_KINDS`:
-        what its tool reports, see :class:`nous_tools._isolation.Events`) are
+        The events the child sends during the call (:data:`nous_tools._engine._pipe.EVENT_KINDS`:
+        what its tool reports, see :class:`nous_tools._engine._isolation.Events`) are
         handed to ``on_event(kind, payload)`` as they arrive, in this thread (what
         it raises is logged and dropped); without ``on_event`` they are dropped.
-        The child's questions (:data:`nous_tools._pipe.REQUEST_KINDS`: its tool's
+        The child's questions (:data:`nous_tools._engine._pipe.REQUEST_KINDS`: its tool's
         ``ctx.sample``/``ctx.elicit``) go to ``on_request(kind, payload) -> answer``,
         in a thread of its own (an answer may take a person's time; the deadline
         still holds), and the answer is written back while the call is on.

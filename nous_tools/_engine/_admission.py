@@ -33,9 +33,9 @@ import time
 import typing as t
 
 from nous_tools import signals as _signals
-from nous_tools._clock import monotonic
-from nous_tools._log import log as _log
-from nous_tools._scope import here
+from nous_tools._util._clock import monotonic
+from nous_tools._util._log import log as _log
+from nous_tools._util._scope import here
 from nous_tools.errors import RateLimited, ResultTooLarge, ToolError
 from nous_tools.results import Err
 
@@ -583,7 +583,7 @@ def overflow(tool: Tool, result: object, limit: int | None) -> Err | None:
     ``limit`` (for a tool with ``on_result_overflow="error"``), else None."""
     if limit is None:
         return None
-    from nous_tools.tool_calls import format_tool_result
+    from nous_tools.providers._tool_calls import format_tool_result
 
     size = len(format_tool_result(t.cast(t.Any, result), tool.name, max_chars=None))
     if size <= limit:

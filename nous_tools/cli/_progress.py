@@ -18,7 +18,7 @@ import time
 import typing as t
 
 from nous_tools import signals
-from nous_tools._reporting import LEVELS, shown_data
+from nous_tools._engine._reporting import LEVELS, shown_data
 
 __all__ = ["ProgressView"]
 

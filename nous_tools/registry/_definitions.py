@@ -31,10 +31,10 @@ import copy
 import threading
 import typing as t
 
-from nous_tools._log import log as _safe_log
+from nous_tools._util._log import log as _safe_log
 
 if t.TYPE_CHECKING:
-    from nous_tools.registry import Registry
+    from nous_tools.registry._registry import Registry
     from nous_tools.tool import Tool
 
 __all__ = ["ReadOnlyDict", "ReadOnlyList", "definitions", "read_only"]

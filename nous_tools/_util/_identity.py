@@ -15,7 +15,7 @@ names, argument layout and exception table, recursively for nested code (line
 numbers and file names are left out: moving code does not change it) — its
 defaults and keyword defaults, and the values of its closure cells; functions found
 there are followed the same way. Values must be representable canonically (see
-:mod:`nous_tools._canonical`; besides, classes, modules, builtins and enum members
+:mod:`nous_tools._util._canonical`; besides, classes, modules, builtins and enum members
 are written by name). Anything else — a captured client object, say — cannot be told
 apart from another of its kind, and raises :class:`Unrepresentable` saying where.
 
@@ -37,7 +37,7 @@ import functools
 import types
 import typing as t
 
-from nous_tools import _canonical as _c
+from nous_tools._util import _canonical as _c
 
 __all__ = ["Unrepresentable", "identity", "unchanged"]
 

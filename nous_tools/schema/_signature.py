@@ -64,8 +64,8 @@ import weakref
 
 import attrs
 
-from nous_tools._log import log as _safe_log
-from nous_tools._text import JSON_TYPES, json_type
+from nous_tools._util._log import log as _safe_log
+from nous_tools._util._text import JSON_TYPES, json_type
 from nous_tools.run_context import RunContext
 
 __all__ = ["description_from_docstring", "detect_takes_ctx", "parameters_schema"]
@@ -955,7 +955,7 @@ def _json_value(value: object) -> tuple[bool, t.Any]:
         return True, json.loads(json.dumps(value, allow_nan=False))
     except (TypeError, ValueError, OverflowError, RecursionError):
         pass
-    from nous_tools._convert import unstructure  # a cycle: _convert reads annotations here
+    from nous_tools.schema._convert import unstructure  # a cycle: _convert reads annotations here
 
     try:
         plain = unstructure(value)

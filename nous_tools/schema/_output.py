@@ -16,13 +16,13 @@ import weakref
 
 import attrs
 
-from nous_tools import _schema
 from nous_tools.errors import ToolError
 from nous_tools.results import Err, Ok
+from nous_tools.schema import _signature as _schema
 
 if t.TYPE_CHECKING:
+    from nous_tools.schema._validation import ArgumentValidator
     from nous_tools.tool import Tool
-    from nous_tools.validation import ArgumentValidator
 
 __all__ = ["output_schema", "structured_value"]
 
@@ -91,7 +91,7 @@ def output_schema(tool: Tool) -> dict[str, t.Any] | None:
 
 
 def _validator(schema: dict[str, t.Any]) -> ArgumentValidator:
-    from nous_tools.validation import shared_validator
+    from nous_tools.schema._validation import shared_validator
 
     return shared_validator(schema)
 
@@ -103,7 +103,7 @@ def structured_value(tool: Tool, value: object) -> Ok[t.Any] | Err | None:
     annotation, schema = _entry(tool)
     if schema is None:
         return None
-    from nous_tools._convert import unstructure
+    from nous_tools.schema._convert import unstructure
 
     name = getattr(annotation, "__name__", str(annotation))
     try:

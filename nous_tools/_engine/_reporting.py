@@ -42,7 +42,7 @@ import threading
 import time
 import typing as t
 
-from nous_tools._clock import monotonic
+from nous_tools._util._clock import monotonic
 
 __all__ = [
     "LEVELS",
@@ -399,7 +399,7 @@ def from_child(channel: Channel) -> c.Callable[[int, memoryview], None]:
     """The ``on_event`` of a process-isolated attempt (``ProcessPool.run``): each
     progress or log event its child sends is reported into ``channel``, in the
     caller's thread."""
-    from nous_tools._pipe import PROGRESS_EVENT
+    from nous_tools._engine._pipe import PROGRESS_EVENT
 
     def on_event(kind: int, payload: memoryview) -> None:
         try:

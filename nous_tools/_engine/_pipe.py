@@ -1,6 +1,6 @@
 """The messages on the pipe between the parent and a process-isolated child (private).
 
-:mod:`nous_tools._process_pool` gives each child one duplex pipe (a
+:mod:`nous_tools._engine._process_pool` gives each child one duplex pipe (a
 ``multiprocessing`` ``Connection``, which delimits messages). Every message on
 it, either way, is a *frame*::
 
@@ -23,7 +23,7 @@ Kinds, by direction and role:
   - :data:`CALL` -- run one attempt; payload: the attempt's deadline (8 bytes,
     a big-endian double on the monotonic clock, which every process shares; NaN:
     the context's own), then the request
-    (:func:`nous_tools._isolation.encode_request`). The deadline is written when
+    (:func:`nous_tools._engine._isolation.encode_request`). The deadline is written when
     a child takes the call (:func:`call_frame`, :func:`set_deadline`), since a
     process call's timeout counts from then; the child gives it to the tool as
     ``ctx.deadline`` (:func:`call_parts`). The child answers with exactly one
@@ -33,7 +33,7 @@ Kinds, by direction and role:
   answers.
 
   - :data:`RESULT` -- payload: what the tool returned or raised
-    (:func:`nous_tools._isolation.reply`).
+    (:func:`nous_tools._engine._isolation.reply`).
 
 * child -> parent, **events** (:data:`EVENT_KINDS`): sent during a call with
   its ``seq``; the call goes on. The parent hands each to the call's
@@ -43,7 +43,7 @@ Kinds, by direction and role:
     (``ctx.report_progress``, ``ctx.log``); payload: the event's fields, JSON.
 
   A new event kind is added to :data:`EVENT_KINDS`. In the child every frame is
-  written by :class:`nous_tools._isolation.Events` (``_isolation.events``): note
+  written by :class:`nous_tools._engine._isolation.Events` (``_isolation.events``): note
   the call's ``events.call`` when the call begins (in the tool's thread) and
   send with ``events.event(call, kind, payload)``, from any thread: a frame is
   written whole, under a lock, and an event of a call that has ended is dropped

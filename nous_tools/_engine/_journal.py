@@ -22,9 +22,9 @@ import typing as t
 import attrs
 
 from nous_tools import signals as _signals
-from nous_tools._clock import monotonic, wall
-from nous_tools._log import log as _log
-from nous_tools._text import safe_str
+from nous_tools._util._clock import monotonic, wall
+from nous_tools._util._log import log as _log
+from nous_tools._util._text import safe_str
 from nous_tools.errors import (
     CallInProgress,
     JournalConflict,

@@ -54,11 +54,11 @@ import attrs
 
 from nous_tools import content as _content
 from nous_tools import signals
-from nous_tools._cli_progress import ProgressView
-from nous_tools._text import safe_str as _safe_str
+from nous_tools._util._text import safe_str as _safe_str
+from nous_tools.cli._progress import ProgressView
 from nous_tools.errors import ToolError
 from nous_tools.executor import ToolCall, ToolExecutor
-from nous_tools.registry import Registry
+from nous_tools.registry._registry import Registry
 from nous_tools.results import ApprovalRequest, Edit, Err, Ok, Result
 from nous_tools.run_context import RunContext
 from nous_tools.tool import Tool
@@ -1205,7 +1205,7 @@ def _show_record(record: t.Any) -> None:
         ("outcome", _outcome(record)),
     ]
     if record.state == "completed":
-        from nous_tools.tool_calls import format_tool_result
+        from nous_tools.providers._tool_calls import format_tool_result
 
         try:
             rows.append(("model sees", format_tool_result(record.result(), record.tool)))

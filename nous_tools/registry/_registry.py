@@ -39,13 +39,15 @@ import weakref
 
 import attrs
 
-from nous_tools import _canonical
 from nous_tools import executor as _executor_module
-from nous_tools._log import log as _safe_log
-from nous_tools._scope import here, interrupts
-from nous_tools._text import safe_str as _safe_str
+from nous_tools._engine._journal import check_journal
+from nous_tools._engine._journal import peek as _journal_peek
+from nous_tools._util import _canonical
+from nous_tools._util._log import log as _safe_log
+from nous_tools._util._scope import here, interrupts
+from nous_tools._util._text import safe_str as _safe_str
 from nous_tools.advice import Advice
-from nous_tools.approval_store import ApprovalStore, InMemoryApprovalStore, claimer
+from nous_tools.approval._store import ApprovalStore, InMemoryApprovalStore, claimer
 from nous_tools.errors import ApprovalAlreadyUsed, ToolDenied, ToolError, ToolNotFound
 from nous_tools.executor import (
     ToolCall,
@@ -55,8 +57,6 @@ from nous_tools.executor import (
     _read_jobs,
     default_executor,
 )
-from nous_tools.journal._pipeline import check_journal
-from nous_tools.journal._pipeline import peek as _journal_peek
 from nous_tools.results import (
     DEFAULT_MAX_CLOCK_SKEW,
     Err,
@@ -399,7 +399,7 @@ class Registry:
         OpenAI definition's ``"function"``) is shared and read-only (``TypeError``;
         ``copy.deepcopy`` gives a copy you can change).
         """
-        from nous_tools import _definitions
+        from nous_tools.registry import _definitions
 
         return _definitions.definitions(self, provider, strict)
 

@@ -80,11 +80,12 @@ import uuid
 
 import attrs
 
-from nous_tools import _iso, _schema
-from nous_tools._log import log as _safe_log
-from nous_tools._text import json_type
+from nous_tools._util import _iso
+from nous_tools._util._log import log as _safe_log
+from nous_tools._util._text import json_type
 from nous_tools.errors import ToolError
 from nous_tools.results import Err
+from nous_tools.schema import _signature as _schema
 
 if t.TYPE_CHECKING:
     import cattrs
@@ -182,7 +183,7 @@ def _failure_err(
             mismatches.append((where, leaf.expected, leaf.actual))
         else:
             invalid.append((where, _shorten(_exception_text(leaf))))
-    from nous_tools.validation import failure_message  # imported on the failure path only
+    from nous_tools.schema._validation import failure_message  # imported on the failure path only
 
     message, original = failure_message(missing, mismatches, invalid)
     _log.warning("Invalid arguments for tool '%s'", tool_name)

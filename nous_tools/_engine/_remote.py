@@ -1,7 +1,7 @@
 """What crosses to a remote engine's worker for one attempt (private).
 
 The Ray and Celery backends send an attempt to a worker process that may run
-on another machine. The framing is :mod:`nous_tools._isolation`'s (the function,
+on another machine. The framing is :mod:`nous_tools._engine._isolation`'s (the function,
 the arguments and the context pickled each on its own, so a failure names the
 part that did not pickle; the reply names a result that cannot cross back), with
 three differences:
@@ -30,11 +30,11 @@ import threading
 import time
 import typing as t
 
-from nous_tools import _isolation
-from nous_tools._clock import monotonic
-from nous_tools._isolation import Unpicklable, _describe
-from nous_tools._pool import TIMED_OUT
-from nous_tools._text import safe_str
+from nous_tools._engine import _isolation
+from nous_tools._engine._isolation import Unpicklable, _describe
+from nous_tools._engine._pool import TIMED_OUT
+from nous_tools._util._clock import monotonic
+from nous_tools._util._text import safe_str
 
 if t.TYPE_CHECKING:
     from nous_tools.run_context import RunContext
@@ -147,7 +147,7 @@ def encode(
     by_value: Dumps | None = None,
 ) -> bytes:
     """The bytes a remote worker needs to run one attempt by ``deadline`` (on this
-    process's monotonic clock). Raises :class:`~nous_tools._isolation.Unpicklable`
+    process's monotonic clock). Raises :class:`~nous_tools._engine._isolation.Unpicklable`
     naming the function, the argument or the context field that cannot be sent."""
     dumps = by_value or _std_dumps
     function = _function_bytes(tool, engine, by_value)
@@ -169,7 +169,7 @@ def run(
 ) -> bytes:
     """On the worker: run one attempt and return the reply's bytes. Never raises
     for anything the tool or its data do. ``sink`` carries what the tool reports
-    back to the caller, when the engine can (see :func:`nous_tools._isolation.load_and_reply`)."""
+    back to the caller, when the engine can (see :func:`nous_tools._engine._isolation.load_and_reply`)."""
     name, function, args, context, wall_deadline = pickle.loads(request)  # our own framing
     deadline = monotonic() + (wall_deadline - time.time())
     if deadline <= monotonic():

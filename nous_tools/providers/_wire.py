@@ -36,7 +36,7 @@ import hashlib
 import hmac
 import typing as t
 
-from nous_tools import _canonical as _c
+from nous_tools._util import _canonical as _c
 from nous_tools.results import (
     _HMAC,
     Err,
@@ -51,9 +51,9 @@ from nous_tools.results import (
 )
 
 if t.TYPE_CHECKING:
-    from nous_tools.registry import Registry
+    from nous_tools.providers._tool_calls import ToolCallResults
+    from nous_tools.registry._registry import Registry
     from nous_tools.tool import Tool
-    from nous_tools.tool_calls import ToolCallResults
 
 __all__ = ["VERSION", "read", "write"]
 

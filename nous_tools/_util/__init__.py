@@ -1,0 +1,7 @@
+"""Leaves (private): small helpers that import nothing of nous_tools but ``errors``.
+
+The clock, the safe logger, text and ISO-8601 helpers, canonical forms and tool
+digests, Nous's wording of failures, and the cancellation primitive (``_scope``:
+scopes and where a thread stands). Everything else may import these; they import
+no layer above them.
+"""

@@ -1,0 +1,12 @@
+"""The registry: a named set of tools, their definitions, and the Minga path.
+
+``Registry`` (``_registry``) and the cache of its tool definitions per provider
+(``_definitions``). Built on the executor; the providers and the surfaces build
+on it.
+"""
+
+from __future__ import annotations
+
+from nous_tools.registry._registry import Registry as Registry
+
+__all__ = ["Registry"]
