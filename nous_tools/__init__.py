@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import typing as t
 
-from nous_tools import signals
+from nous_tools import _wiring, signals
 from nous_tools.advice import Advice
 from nous_tools.approval._gate import check_approval
 from nous_tools.approval._store import ApprovalStore, InMemoryApprovalStore
@@ -63,6 +63,9 @@ from nous_tools.usage import Usage
 
 if t.TYPE_CHECKING:
     from nous_tools.journal import Journal, JournalRecord, PostgresJournal, SQLiteJournal
+
+# The values get what they need of the layers above them (see nous_tools._wiring).
+_wiring.wire()
 
 __version__ = "0.1.0.dev0"
 

@@ -224,7 +224,8 @@ class ThreadBackend:
         kwargs = arguments if type(arguments) is dict else dict(arguments)
         if ctx is None:
             return self._run(tool.function, (), kwargs, deadline, interrupt=interrupt)
-        channel = ctx._channel
+        # The engine put a Channel there (a RunContext names it a ReportSink).
+        channel: _reporting.Channel | None = ctx._channel  # type: ignore[assignment]
         if channel is not None and channel.inbox is not None and channel.owned():
             # someone listens to this attempt's tool: its reports come as it runs
             return self.pool.run_watched(
@@ -338,7 +339,7 @@ def _handlers(
     ``ctx.sample``/``ctx.elicit``, to the context's sampler and elicitor."""
     if ctx is None:
         return None, None
-    channel = ctx._channel
+    channel: _reporting.Channel | None = ctx._channel  # type: ignore[assignment]
     on_event = _reporting.from_child(channel) if channel is not None else None
     on_request = None
     if ctx.sampler is not None or ctx.elicitor is not None:

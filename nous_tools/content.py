@@ -60,6 +60,24 @@ __all__ = [
     "to_text",
 ]
 
+
+def _not_wired(value: object) -> str:
+    raise RuntimeError("nous_tools.content is not wired to the providers: import nous_tools")
+
+
+#: How an item of a result that is not content is written (a value as a model sees
+#: it: JSON, a dataclass as argument conversion writes it, ...): the providers'
+#: writer, handed over by ``nous_tools/_wiring.py`` (a value imports no layer above
+#: it; ``docs/concepts/architecture.md``).
+_value_text: c.Callable[[object], str] = _not_wired
+
+
+def wire(value_text: c.Callable[[object], str]) -> None:
+    """Hand over how a value is written as text (called once, by ``nous_tools/_wiring.py``)."""
+    global _value_text
+    _value_text = value_text
+
+
 _MIME = re.compile(r"[A-Za-z0-9][\w.+-]*/[A-Za-z0-9][\w.+-]*(\s*;.*)?\Z")
 
 #: The image types Anthropic's ``image`` blocks accept.
@@ -201,9 +219,7 @@ def as_content(value: object) -> list[Content] | None:
         elif isinstance(item, str):
             parts.append(Text(item))
         else:
-            from nous_tools.providers._tool_calls import _value_content
-
-            parts.append(Text(_value_content(item)))
+            parts.append(Text(_value_text(item)))
     return parts
 
 

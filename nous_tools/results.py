@@ -30,20 +30,40 @@ from __future__ import annotations
 import collections.abc as c
 import functools
 import json
-import math
-import os
-import time
 import typing as t
 
 import attrs
 from typing_extensions import TypeVar
 
 from nous_tools._util import _canonical as _c
+
+# The token mechanics live in nous_tools._util._tokens; the names imported `as`
+# themselves are re-exported for modules that still import them from here.
+from nous_tools._util._tokens import _HMAC as _HMAC
+from nous_tools._util._tokens import DEFAULT_MAX_CLOCK_SKEW as DEFAULT_MAX_CLOCK_SKEW
+from nous_tools._util._tokens import (
+    WIRE_VERSION,
+    _digest,
+    _fingerprint_of_tree,
+    _refused,
+    _safe_repr,
+    _seal,
+    _wire_field,
+)
+from nous_tools._util._tokens import _key as _key
+from nous_tools._util._tokens import _new_id as _new_id
+from nous_tools._util._tokens import _now as _now
+from nous_tools._util._tokens import _same as _same
+from nous_tools._util._tokens import check_clock_skew as check_clock_skew
+from nous_tools._util._tokens import check_max_age as check_max_age
+from nous_tools._util._tokens import claim_expiry as claim_expiry
+from nous_tools._util._tokens import limits as limits
+from nous_tools._util._tokens import refusal as refusal
 from nous_tools.errors import ToolError
 
 if t.TYPE_CHECKING:
+    from nous_tools._types import RegistryLike
     from nous_tools.context_update import ContextUpdate
-    from nous_tools.registry._registry import Registry
     from nous_tools.tool import Tool
 
 __all__ = ["ApprovalRequest", "Edit", "Err", "NeedsApproval", "Ok", "Result", "tool_digest"]
@@ -139,69 +159,6 @@ class ApprovalRequest:
     tool: Tool = attrs.field(repr=False)
 
 
-def _canonical(name: str, arguments: object) -> bytes:
-    """The bytes a fingerprint is computed over: canonical JSON of the name and the
-    type-faithful encoding of the arguments."""
-    try:
-        return _c.dumps({"tool": name, "arguments": _c.encode(arguments)})
-    except RecursionError as exc:  # pragma: no cover - MAX_DEPTH stops this first
-        raise ValueError(f"the arguments of tool '{name}' are nested too deeply") from exc
-
-
-def _key(secret: object) -> bytes:
-    """The HMAC key of ``secret``: a non-empty ``str`` (UTF-8) or ``bytes``."""
-    if type(secret) is str and secret:
-        return secret.encode("utf-8")
-    if type(secret) is bytes and secret:
-        return secret
-    raise ValueError(
-        f"an approval secret must be a non-empty str or bytes, got {type(secret).__name__}"
-    )
-
-
-# hashlib, hmac and uuid are imported on the approval path, not with the package.
-
-
-def _fingerprint_of_tree(name: str, tree: object) -> str:
-    """The plain fingerprint of arguments whose canonical encoding is ``tree``."""
-    import hashlib
-
-    return hashlib.sha256(_c.dumps({"tool": name, "arguments": tree})).hexdigest()
-
-
-def _digest(name: str, arguments: object, secret: str | bytes | None) -> str:
-    import hashlib
-    import hmac
-
-    data = _canonical(name, arguments)
-    if secret is None:
-        return hashlib.sha256(data).hexdigest()
-    return hmac.new(_key(secret), data, hashlib.sha256).hexdigest()
-
-
-def _same(expected: str, given: object) -> bool:
-    """Constant-time comparison that is False (never an error) for a non-ASCII or non-str value."""
-    if type(given) is not str:
-        return False
-    import hmac
-
-    if given.isascii() and expected.isascii():  # str compares in constant time when ASCII
-        return hmac.compare_digest(expected, given)
-    return hmac.compare_digest(expected.encode("utf-8"), given.encode("utf-8", "replace"))
-
-
-def _new_id() -> str:
-    """A random (version 4) UUID in hex, as ``uuid.uuid4().hex`` writes it, faster."""
-    raw = bytearray(os.urandom(16))
-    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
-    raw[8] = (raw[8] & 0x3F) | 0x80  # the RFC 4122 variant
-    return raw.hex()
-
-
-def _now() -> int:
-    return int(time.time())
-
-
 def _freeze_arguments(value: object) -> c.Mapping[str, t.Any]:
     """A deep, read-only copy of the arguments; names must be plain ``str``."""
     if value is None:
@@ -220,14 +177,6 @@ def _freeze_arguments(value: object) -> c.Mapping[str, t.Any]:
     except ValueError as exc:
         raise ValueError(f"the arguments cannot be fingerprinted: {exc}") from None
     return frozen
-
-
-def _safe_repr(value: object) -> str:
-    try:
-        text = repr(value)
-    except Exception:
-        return "<unrepresentable>"
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _check_id(instance: object, attribute: object, value: object) -> None:
@@ -315,119 +264,6 @@ def tool_digest(tool: Tool) -> str:
     if snapshot is not None:
         object.__setattr__(tool, "_digest", (snapshot, digest))
     return digest
-
-
-def check_max_age(value: object) -> float | None:
-    """``value`` as a number of seconds >= 0, or None; ``ValueError`` otherwise."""
-    if value is None:
-        return None
-    if type(value) not in (int, float) or not t.cast(float, value) >= 0:  # NaN fails too
-        raise ValueError(f"an approval max_age must be a number of seconds >= 0, got {value!r}")
-    return float(t.cast(float, value))
-
-
-#: How far in the future (seconds) a token's ``issued_at`` may be by default: the
-#: clocks of two servers of one site disagree by less than that.
-DEFAULT_MAX_CLOCK_SKEW = 60.0
-
-
-def check_clock_skew(value: object) -> float:
-    """``value`` as a number of seconds >= 0 (finite); ``ValueError`` otherwise."""
-    if type(value) not in (int, float) or not 0 <= t.cast(float, value) < math.inf:
-        raise ValueError(
-            f"an approval max_clock_skew must be a finite number of seconds >= 0, got {value!r}"
-        )
-    return float(t.cast(float, value))
-
-
-def limits(registry: object, max_age: object, max_clock_skew: object) -> tuple[float | None, float]:
-    """The ``max_age`` and ``max_clock_skew`` that apply: the ones given (checked),
-    else the registry's ``approval_max_age`` / ``approval_max_clock_skew``."""
-    age = getattr(registry, "approval_max_age", None) if max_age is None else check_max_age(max_age)
-    if max_clock_skew is None:
-        skew = getattr(registry, "approval_max_clock_skew", DEFAULT_MAX_CLOCK_SKEW)
-    else:
-        skew = check_clock_skew(max_clock_skew)
-    return age, skew
-
-
-def _seconds(later: float, earlier: float) -> str:
-    """``later - earlier`` in whole seconds, for a message, however large the numbers."""
-    try:
-        return f"{later - earlier:.0f}"
-    except OverflowError:  # an int beyond a float's range
-        return str(int(later) - int(earlier))
-
-
-def refusal(
-    issued_at: int, max_age: float | None, max_clock_skew: float, now: float | None = None
-) -> str | None:
-    """Why something issued at ``issued_at`` (Unix seconds) is not valid ``now``:
-    ``"has expired (...)"`` past ``max_age``, ``"was issued in the future (...)"`` more
-    than ``max_clock_skew`` ahead of this clock; else None. Never raises for a huge
-    ``issued_at`` (ints compare with floats exactly)."""
-    if now is None:
-        now = time.time()
-    if issued_at > now + max_clock_skew:
-        return (
-            f"was issued in the future ({_seconds(issued_at, now)} s ahead of this server's "
-            f"clock; max_clock_skew {max_clock_skew} s)"
-        )
-    if max_age is not None and issued_at < now - max_age:
-        return f"has expired (issued {_seconds(now, issued_at)} s ago; max_age {max_age} s)"
-    return None
-
-
-def claim_expiry(issued_at: int, max_age: float | None, max_clock_skew: float) -> float | None:
-    """Until when (Unix seconds) a store must remember a claim of an approval issued
-    at ``issued_at``: as long as a server whose clock is up to ``max_clock_skew``
-    behind would still accept it. None: it never expires."""
-    if max_age is None:
-        return None
-    try:
-        return issued_at + max_age + max_clock_skew
-    except OverflowError:  # an absurd issued_at: remember the claim for good
-        return None
-
-
-#: The version of the wire format that :meth:`NeedsApproval.to_dict` writes.
-WIRE_VERSION = 1
-
-# Signed bytes start with this, so a signature of anything else made with the same
-# secret (a fingerprint from compute_fingerprint, say) is never a valid token.
-_DOMAIN = b"nous-tools approval token v1\n"
-_HMAC = "hmac-sha256:"
-_PLAIN = "sha256:"
-
-
-def _seal(payload: c.Mapping[str, t.Any], secret: str | bytes | None) -> str:
-    import hashlib
-    import hmac
-
-    data = _DOMAIN + _c.dumps(payload)
-    if secret is None:
-        return _PLAIN + hashlib.sha256(data).hexdigest()
-    return _HMAC + hmac.new(_key(secret), data, hashlib.sha256).hexdigest()
-
-
-def _refused(name: object, why: str) -> ValueError:
-    if type(name) is str:  # from the token, maybe not yet verified: kept short
-        shown = f" for tool '{name if len(name) <= 80 else name[:77] + '...'}'"
-    else:
-        shown = ""
-    return ValueError(f"approval{shown} refused: {why}")
-
-
-def _wire_field(
-    data: c.Mapping[str, t.Any], key: str, kinds: tuple[type, ...], name: object
-) -> t.Any:
-    if key not in data:
-        raise _refused(name, f"the token has no '{key}'")
-    value = data[key]
-    if type(value) not in kinds:
-        expected = " or ".join("None" if k is type(None) else k.__name__ for k in kinds)
-        raise _refused(name, f"'{key}' must be {expected}, got {type(value).__name__}")
-    return value
 
 
 @attrs.frozen(slots=True)
@@ -561,7 +397,7 @@ class NeedsApproval:
     def from_dict(
         cls,
         data: c.Mapping[str, t.Any],
-        registry: Registry,
+        registry: RegistryLike,
         secret: str | bytes | None = None,
         *,
         max_age: float | None = None,
@@ -598,7 +434,7 @@ class NeedsApproval:
     def _read(
         cls,
         data: c.Mapping[str, t.Any],
-        registry: Registry,
+        registry: RegistryLike,
         secret: str | bytes | None,
         max_age: float | None,
         allow_unsigned: bool,

@@ -38,18 +38,18 @@ See ``docs/how-to/progress.md`` for where they are delivered.
 from __future__ import annotations
 
 import collections.abc as c
+import math
 import threading
 import typing as t
 
 import attrs
 from typing_extensions import TypeVar
 
-from nous_tools._engine._reporting import check_log, check_progress
+from nous_tools._types import ReportSink
 from nous_tools._util._clock import monotonic
 from nous_tools.usage import Usage
 
 if t.TYPE_CHECKING:
-    from nous_tools._engine._reporting import Channel
     from nous_tools.asking import Elicitation, Elicitor, Sampler
     from nous_tools.results import ApprovalRequest, Edit
     from nous_tools.sandbox import SandboxPolicy
@@ -63,6 +63,46 @@ DepsT = TypeVar("DepsT", default=t.Any)
 #: An approval handler: called with an :class:`ApprovalRequest`, returns
 #: ``"approve"``, ``"reject"`` or an :class:`Edit`.
 ApprovalHandler = c.Callable[["ApprovalRequest"], "t.Literal['approve', 'reject'] | Edit | object"]
+
+
+#: The levels of ``ctx.log``, least severe first (MCP's, up to ``error``).
+LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error")
+_LEVELS = frozenset(LEVELS)
+
+_NUMBERS = (int, float)
+
+
+def check_progress(progress: object, total: object, message: object) -> None:
+    """Raise ``ValueError`` naming what is wrong with a progress report."""
+    if isinstance(progress, bool) or not isinstance(progress, _NUMBERS):
+        raise ValueError(
+            f"report_progress: progress must be a number, got {type(progress).__name__}"
+        )
+    if not math.isfinite(progress) or progress < 0:
+        raise ValueError(f"report_progress: progress must be a finite number >= 0, got {progress}")
+    if total is not None:
+        if isinstance(total, bool) or not isinstance(total, _NUMBERS):
+            raise ValueError(
+                f"report_progress: total must be a number or None, got {type(total).__name__}"
+            )
+        if not math.isfinite(total):
+            raise ValueError(f"report_progress: total must be finite, got {total}")
+        if total < progress:
+            raise ValueError(f"report_progress: total ({total}) is below progress ({progress})")
+    if message is not None and not isinstance(message, str):
+        raise ValueError(
+            f"report_progress: message must be a str or None, got {type(message).__name__}"
+        )
+
+
+def check_log(level: object, message: object) -> None:
+    """Raise ``ValueError`` naming what is wrong with a log line."""
+    if level not in _LEVELS:
+        raise ValueError(
+            f"log: level must be one of {', '.join(repr(name) for name in LEVELS)}, got {level!r}"
+        )
+    if not isinstance(message, str):
+        raise ValueError(f"log: message must be a str, got {type(message).__name__}")
 
 
 class _NeverCancelled(threading.Event):
@@ -178,7 +218,7 @@ class RunContext(t.Generic[DepsT]):
     #: Where ``report_progress`` and ``log`` go during an attempt that someone
     #: listens to (set by the executor; None otherwise). Carried to nested calls
     #: made with this context, so they report under the call that made them.
-    _channel: Channel | None = attrs.field(default=None, repr=False, alias="_channel")
+    _channel: ReportSink | None = attrs.field(default=None, repr=False, alias="_channel")
     #: Where ``ctx.sample`` goes when the call is not served over MCP:
     #: ``sampler(messages, *, max_tokens, system, temperature) -> str``.
     sampler: Sampler | None = attrs.field(default=None, validator=_check_handler, repr=False)
@@ -340,7 +380,7 @@ def for_attempt(
     return new
 
 
-def with_channel(ctx: RunContext[t.Any], channel: Channel | None) -> RunContext[t.Any]:
+def with_channel(ctx: RunContext[t.Any], channel: ReportSink | None) -> RunContext[t.Any]:
     """``ctx`` with ``channel`` as where its tool's progress and log lines go."""
     if type(ctx) is not RunContext:
         return attrs.evolve(ctx, _channel=channel)

@@ -39,16 +39,12 @@ import typing as t
 import attrs
 from typing_extensions import ParamSpec, TypedDict, TypeVar, Unpack
 
+from nous_tools._util._rates import ToolLimits, parse_rate, tool_limits
+
 if t.TYPE_CHECKING:
-    # Imported when the first tool is made (schemas from signatures, argument
-    # conversion) or the first tool with a schema (jsonschema and its kin): they
-    # take longer to import than the rest of the package, which a command line
-    # pays at every start.
     import referencing
 
-    from nous_tools._engine import _admission
-    from nous_tools.schema import _convert
-    from nous_tools.schema._validation import ArgumentValidator
+    from nous_tools._types import Converter, SchemaCode, Validator
 
 __all__ = [
     "APPROVAL_LEVELS",
@@ -64,6 +60,35 @@ APPROVAL_LEVELS = ("auto", "ask", "deny")
 ISOLATION_MODES = ("thread", "process")
 ON_TIMEOUT_MODES = ("interrupt", "abandon")
 ON_RESULT_OVERFLOW_MODES = ("truncate", "error")
+
+# What a Tool needs of the layers above it. A value imports no layer above it
+# (docs/concepts/architecture.md): the schema layer's code (schemas from
+# signatures, validators, argument conversion: nous_tools.schema._tool) and the
+# registry's re-decoration of a tool it made are handed over by
+# nous_tools/_wiring.py when the package is imported, before any tool is made.
+# The schema code imports its engines on first use (they take longer to import
+# than the rest of the package, which a command line pays at every start).
+_schema: SchemaCode | None = None
+_redecorate: c.Callable[[Tool[..., t.Any], c.Mapping[str, t.Any]], Tool[..., t.Any]] | None = None
+
+
+def wire(
+    schema: SchemaCode,
+    redecorate: c.Callable[[Tool[..., t.Any], c.Mapping[str, t.Any]], Tool[..., t.Any]],
+) -> None:
+    """Hand ``Tool`` the schema layer's code and the registry's ``redecorate``
+    (called once, by ``nous_tools/_wiring.py``)."""
+    global _schema, _redecorate
+    _schema = schema
+    _redecorate = redecorate
+
+
+def _code() -> SchemaCode:
+    code = _schema
+    if code is None:  # only when nous_tools/__init__.py did not run (it always does)
+        raise RuntimeError("nous_tools.tool is not wired to the schema layer: import nous_tools")
+    return code
+
 
 Approval = t.Literal["auto", "ask", "deny"]
 Isolation = t.Literal["thread", "process"]
@@ -197,9 +222,7 @@ def _check_parameters(instance: t.Any, attribute: object, value: t.Any) -> None:
 
 def _check_registry(instance: object, attribute: object, value: t.Any) -> None:
     if value is not None:
-        from nous_tools.schema._validation import check_registry
-
-        check_registry(value)
+        _code().check_registry(value)
 
 
 def _check_retry_wait(instance: object, attribute: object, value: object) -> None:
@@ -292,8 +315,6 @@ def _check_rate_limit(instance: object, attribute: object, value: t.Any) -> None
             "Tool option 'rate_limit' must be a rate such as '10/minute' or None, "
             f"got {type(value).__name__}"
         )
-    from nous_tools._engine._admission import parse_rate
-
     parse_rate(value)  # a ValueError naming the option
 
 
@@ -428,12 +449,10 @@ class Tool(t.Generic[P, R]):
     #: Extra attempts after the first: the ``retries`` given, else 1 — or 0 for a tool
     #: that is ``approval="ask"`` or ``destructive=True``.
     retries: int = attrs.field(init=False, default=1)
-    _validator: ArgumentValidator | None = attrs.field(init=False, default=None, repr=False)
-    _converter: _convert.ArgumentConverter | None = attrs.field(
-        init=False, default=None, repr=False
-    )
+    _validator: Validator | None = attrs.field(init=False, default=None, repr=False)
+    _converter: Converter | None = attrs.field(init=False, default=None, repr=False)
     # None when the tool has no limit to enforce: the executor's one check for it.
-    _limits: _admission.ToolLimits | None = attrs.field(init=False, default=None, repr=False)
+    _limits: ToolLimits | None = attrs.field(init=False, default=None, repr=False)
     # The approval token digest, cached by results.tool_digest: (snapshot, digest).
     _digest: tuple[tuple[t.Any, ...], str] | None = attrs.field(
         init=False, default=None, repr=False
@@ -442,12 +461,9 @@ class Tool(t.Generic[P, R]):
     _definition_parts: dict[bool, t.Any] | None = attrs.field(init=False, default=None, repr=False)
 
     def __attrs_post_init__(self) -> None:
-        from nous_tools._engine import _admission
-        from nous_tools.schema import _convert
-        from nous_tools.schema import _signature as _schema
-
+        code = _code()
         if self.takes_ctx is None:
-            object.__setattr__(self, "takes_ctx", _schema.detect_takes_ctx(self.function))
+            object.__setattr__(self, "takes_ctx", code.detect_takes_ctx(self.function))
         else:
             object.__setattr__(self, "takes_ctx", bool(self.takes_ctx))
         if self._requires_approval and self.approval == "auto":
@@ -460,19 +476,14 @@ class Tool(t.Generic[P, R]):
             module = getattr(self.function, "__module__", None)
             object.__setattr__(self, "module", module if isinstance(module, str) else None)
         if self.parameters is not None:
-            from nous_tools.schema._validation import shared_validator
-
             # Compiling checks the schema (a ValueError naming 'parameters'), and
             # the validator is kept when the arguments are validated.
-            validator = shared_validator(
-                self.parameters, registry=self.schema_registry, trusted=self.trusted_schema
-            )
+            validator = code.validator(self.parameters, self.schema_registry, self.trusted_schema)
             if self.parameters and self.validate_args:
                 object.__setattr__(self, "_validator", validator)
         if self.convert_args:
-            converter = _convert.compile_converter(self.function, takes_ctx=self.takes_ctx)
-            object.__setattr__(self, "_converter", converter)
-        object.__setattr__(self, "_limits", _admission.tool_limits(self))
+            object.__setattr__(self, "_converter", code.converter(self.function, self.takes_ctx))
+        object.__setattr__(self, "_limits", tool_limits(self))
 
     @property
     def requires_approval(self) -> bool:
@@ -480,7 +491,7 @@ class Tool(t.Generic[P, R]):
         return self.approval == "ask"
 
     @property
-    def validator(self) -> ArgumentValidator | None:
+    def validator(self) -> Validator | None:
         """The compiled argument validator, or None when arguments are not validated."""
         return self._validator
 
@@ -502,23 +513,12 @@ class Tool(t.Generic[P, R]):
             raise TypeError(
                 f"Tool option 'function' must be callable, got {type(function).__name__}"
             )
+        code = _code()
         if isinstance(function, Tool):  # @tool(...) above @registry.register, say
-            from nous_tools.registry._registry import redecorate
-
+            redecorate = _redecorate
+            assert redecorate is not None  # wired with the schema code
             return t.cast("Tool[_P, _R]", redecorate(function, overrides))
-        from nous_tools.schema import _signature as _schema
-
-        options: dict[str, t.Any] = dict(overrides)
-        if "name" not in options:
-            options["name"] = getattr(function, "__name__", None) or type(function).__name__
-        if "description" not in options:
-            options["description"] = _schema.description_from_docstring(function)
-        if options.get("takes_ctx") is None:
-            options["takes_ctx"] = _schema.detect_takes_ctx(function)
-        if "parameters" not in options:
-            options["parameters"] = _schema.parameters_schema(
-                function, takes_ctx=options["takes_ctx"]
-            )
+        options = code.function_options(function, dict(overrides))
         return Tool(function=function, **options)
 
     def to_openai_schema(self, strict: bool = False) -> dict[str, t.Any]:
@@ -581,10 +581,8 @@ class Tool(t.Generic[P, R]):
         set's ``uniqueItems``, a tuple's ``prefixItems``, ``minLength``, a value of
         any type, ...).
         """
-        from nous_tools.schema._strict import strict_schema
-
         try:
-            return strict_schema(self._definition_parameters(False))
+            return _code().strict_schema(self._definition_parameters(False))
         except ValueError as exc:
             raise ValueError(f"Tool '{self.name}' cannot be made strict: {exc}") from None
 

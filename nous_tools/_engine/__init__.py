@@ -4,6 +4,7 @@ Worker threads and deadlines (``_pool``), child processes (``_process_pool``), w
 crosses a child's pipe (``_pipe``, ``_isolation``), the books of remote backends
 (``_remote``), progress and log reports (``_reporting``), limits and budgets
 (``_admission``) and the journal's step around an attempt (``_journal``).
-Above the values, the schema code, ``tool``, ``signals``, ``approval`` and the
-journal's records; below the backends, the executor and everything else.
+Above the values, ``signals``, the schema code, ``approval`` and the journal's
+records; below the backends, the executor and everything else
+(``docs/concepts/architecture.md``).
 """

@@ -7,8 +7,9 @@ batch cap ``max_concurrency=`` — and the errors :class:`~nous_tools.RateLimite
 and :class:`~nous_tools.ResultTooLarge`; ``docs/concepts/limits.md`` tells the
 rules. Here:
 
-- :func:`tool_limits`: a tool's limits, read once when the tool is made. A tool
-  without any has None, and the executor pays one ``is None`` check for it.
+- :func:`tool_limits` (from ``nous_tools._util._rates``): a tool's limits, read
+  once when the tool is made. A tool without any has None, and the executor pays
+  one ``is None`` check for it.
 - :class:`Admission`: one executor's books — a semaphore per tool name for
   ``max_concurrency``, the ``limits`` library's rate limiter for ``rate_limit``
   (in memory, or in a shared storage such as Redis), the counts of
@@ -35,6 +36,7 @@ import typing as t
 from nous_tools import signals as _signals
 from nous_tools._util._clock import monotonic
 from nous_tools._util._log import log as _log
+from nous_tools._util._rates import NAMESPACE, ToolLimits, need_limits, tool_limits
 from nous_tools._util._scope import here
 from nous_tools.errors import RateLimited, ResultTooLarge, ToolError
 from nous_tools.results import Err
@@ -76,7 +78,6 @@ RUN_BUDGET_SECONDS = 24 * 3600
 #: past that the oldest run's count is forgotten.
 RUNS_REMEMBERED = 100_000
 
-_NAMESPACE = "nous_tools"
 
 _send = _signals.send
 _rate_limited = _signals.tool_rate_limited
@@ -85,98 +86,8 @@ _rate_limited = _signals.tool_rate_limited
 # -- a tool's limits -------------------------------------------------------------------
 
 
-class ToolLimits:
-    """The limits of one tool, as :func:`tool_limits` read them."""
-
-    __slots__ = (
-        "admits",
-        "in_lane",
-        "max_calls_per_run",
-        "max_concurrency",
-        "overflow_error",
-        "rates",
-    )
-
-    def __init__(
-        self,
-        name: str,
-        max_concurrency: int | None,
-        rates: tuple[RateLimitItem, ...] | None,
-        max_calls_per_run: int | None,
-        overflow_error: bool,
-    ) -> None:
-        self.max_concurrency = max_concurrency
-        # Each rate with its storage key, its window (s) and its number of calls:
-        # what a call takes from it, made once.
-        self.rates: tuple[tuple[RateLimitItem, str, int, int], ...] | None = (
-            None
-            if rates is None
-            else tuple(
-                (item, item.key_for(_NAMESPACE, name), item.get_expiry(), item.amount)
-                for item in rates
-            )
-        )
-        self.max_calls_per_run = max_calls_per_run
-        self.overflow_error = overflow_error
-        # Whether the call is admitted (or refused) before its first attempt.
-        self.admits = rates is not None or max_calls_per_run is not None
-        # A batch runs such a call whole in a lane: its attempts may wait for a slot,
-        # or its result is checked once the attempts are over.
-        self.in_lane = max_concurrency is not None or overflow_error
-
-
-def tool_limits(tool: Tool) -> ToolLimits | None:
-    """The limits of ``tool``, or None when it has none to enforce."""
-    rate = tool.rate_limit
-    overflow_error = tool.on_result_overflow == "error"
-    if (
-        tool.max_concurrency is None
-        and rate is None
-        and tool.max_calls_per_run is None
-        and not overflow_error
-    ):
-        return None
-    return ToolLimits(
-        tool.name,
-        tool.max_concurrency,
-        parse_rate(rate) if rate is not None else None,
-        tool.max_calls_per_run,
-        overflow_error,
-    )
-
-
-@functools.lru_cache(maxsize=256)
-def parse_rate(value: str) -> tuple[RateLimitItem, ...]:
-    """The rate limits of a ``rate_limit`` string (the ``limits`` library's notation:
-    ``"10/minute"``, ``"5 per second"``, ``"100/hour; 1000/day"``); ``ValueError``
-    naming the option when it is not one."""
-    _need_limits("Tool option 'rate_limit'")
-    from limits import parse_many  # the first tool with a rate_limit imports it
-
-    try:
-        items = tuple(parse_many(value))
-    except ValueError:
-        items = ()
-    if not items:
-        raise ValueError(
-            "Tool option 'rate_limit' must be a rate such as '10/minute', '5 per second' "
-            f"or '100/hour; 1000/day', got {value!r}"
-        )
-    for item in items:
-        if item.amount < 1:
-            raise ValueError(f"Tool option 'rate_limit' must allow at least 1 call, got {value!r}")
-    return items
-
-
-def _need_limits(option: str) -> None:
-    """Raise ``ImportError`` naming the extra when the ``limits`` library (the
-    ``rate-limits`` extra) is not installed."""
-    try:
-        import limits  # noqa: F401
-    except ImportError:
-        raise ImportError(
-            f"{option} needs the limits library: pip install 'nous-tools[rate-limits]'"
-        ) from None
+# ToolLimits, tool_limits and parse_rate are values a Tool keeps
+# (nous_tools._util._rates): Tool reads them when it is made.
 
 
 def result_limit(tool: object, default: int | None) -> int | None:
@@ -373,12 +284,12 @@ class Admission:
                     with lock:
                         allowed = limiter.storage.incr(key, expiry) <= amount
             elif lock is None:
-                allowed = limiter.hit(item, _NAMESPACE, name)
+                allowed = limiter.hit(item, NAMESPACE, name)
             else:
                 with lock:
-                    allowed = limiter.hit(item, _NAMESPACE, name)
+                    allowed = limiter.hit(item, NAMESPACE, name)
             if not allowed:
-                reset = limiter.get_window_stats(item, _NAMESPACE, name).reset_time
+                reset = limiter.get_window_stats(item, NAMESPACE, name).reset_time
                 return item, min(max(reset - time.time(), 0.001), float(expiry))
         return None
 
@@ -503,13 +414,13 @@ def _wait_for(
 
 
 def _budget_key(name: str, run_id: str) -> str:
-    return f"{_NAMESPACE}/max_calls_per_run/{name}/{run_id}"
+    return f"{NAMESPACE}/max_calls_per_run/{name}/{run_id}"
 
 
 def _make_storage(value: object) -> Storage:
     """A ``limits`` storage from a URI or a storage object; ``ValueError``/``TypeError``
     naming the option when it cannot be one."""
-    _need_limits("ToolExecutor option 'limits_storage'")
+    need_limits("ToolExecutor option 'limits_storage'")
     import limits.errors
     import limits.storage
 

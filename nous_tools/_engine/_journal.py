@@ -37,11 +37,28 @@ from nous_tools.results import Err
 _logger = _log.logger
 
 if t.TYPE_CHECKING:  # _record is imported at the first journaled call, not with the package
-    from nous_tools.executor import ToolExecutor
     from nous_tools.journal._record import JournalRecord
     from nous_tools.results import Result
     from nous_tools.run_context import RunContext
     from nous_tools.tool import Tool
+
+
+class _Executes(t.Protocol):
+    """What a journaled call runs on: a :class:`~nous_tools.ToolExecutor` (above
+    the engine; named here by what is used of it)."""
+
+    def _execute(
+        self,
+        tool: Tool,
+        arguments: c.Mapping[str, t.Any] | None,
+        ctx: RunContext[t.Any] | None,
+        call_id: str | None,
+        *,
+        skip_approval: bool = ...,
+        shielded: bool = ...,
+        journal: t.Any = ...,
+    ) -> Result: ...
+
 
 __all__ = [
     "UNJOURNALED",
@@ -392,7 +409,7 @@ class JournalClaim(Claim):
 
 
 def run(
-    executor: ToolExecutor,
+    executor: _Executes,
     journal: t.Any,
     tool: Tool,
     arguments: c.Mapping[str, t.Any],

@@ -36,13 +36,13 @@ from __future__ import annotations
 import collections
 import collections.abc as c
 import json
-import math
 import queue
 import threading
 import time
 import typing as t
 
 from nous_tools._util._clock import monotonic
+from nous_tools.run_context import LEVELS, check_log, check_progress
 
 __all__ = [
     "LEVELS",
@@ -55,10 +55,6 @@ __all__ = [
     "shown_data",
     "wire_data",
 ]
-
-#: The levels of ``ctx.log``, least severe first (MCP's, up to ``error``).
-LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error")
-_LEVELS = frozenset(LEVELS)
 
 #: Seconds between two progress updates of one attempt (20 a second).
 PROGRESS_INTERVAL = 0.05
@@ -73,41 +69,6 @@ LOG = "log"
 #: An event: ``(PROGRESS, system_time, progress, total, message)`` or
 #: ``(LOG, system_time, level, message, data)``.
 Event = tuple[str, int, t.Any, t.Any, t.Any]
-
-_NUMBERS = (int, float)
-
-
-def check_progress(progress: object, total: object, message: object) -> None:
-    """Raise ``ValueError`` naming what is wrong with a progress report."""
-    if isinstance(progress, bool) or not isinstance(progress, _NUMBERS):
-        raise ValueError(
-            f"report_progress: progress must be a number, got {type(progress).__name__}"
-        )
-    if not math.isfinite(progress) or progress < 0:
-        raise ValueError(f"report_progress: progress must be a finite number >= 0, got {progress}")
-    if total is not None:
-        if isinstance(total, bool) or not isinstance(total, _NUMBERS):
-            raise ValueError(
-                f"report_progress: total must be a number or None, got {type(total).__name__}"
-            )
-        if not math.isfinite(total):
-            raise ValueError(f"report_progress: total must be finite, got {total}")
-        if total < progress:
-            raise ValueError(f"report_progress: total ({total}) is below progress ({progress})")
-    if message is not None and not isinstance(message, str):
-        raise ValueError(
-            f"report_progress: message must be a str or None, got {type(message).__name__}"
-        )
-
-
-def check_log(level: object, message: object) -> None:
-    """Raise ``ValueError`` naming what is wrong with a log line."""
-    if level not in _LEVELS:
-        raise ValueError(
-            f"log: level must be one of {', '.join(repr(name) for name in LEVELS)}, got {level!r}"
-        )
-    if not isinstance(message, str):
-        raise ValueError(f"log: message must be a str, got {type(message).__name__}")
 
 
 def wire_data(data: c.Mapping[str, t.Any]) -> dict[str, t.Any]:

@@ -395,13 +395,13 @@ class CeleryBackend:
         channel = ctx._channel if ctx is not None else None
         if channel is None or not getattr(result.backend, "is_async", False):
             return None
-        from nous_tools._engine._reporting import replay
+        from nous_tools._engine._reporting import Channel, replay
 
         def on_message(message: t.Any) -> None:
             if isinstance(message, dict) and message.get("status") == REPORT_STATE:
                 meta = message.get("result")
                 if isinstance(meta, dict):
-                    replay(channel, meta.get("event"))
+                    replay(t.cast("Channel", channel), meta.get("event"))
 
         return on_message
 

@@ -37,18 +37,16 @@ import hmac
 import typing as t
 
 from nous_tools._util import _canonical as _c
-from nous_tools.results import (
+from nous_tools._util._tokens import (
     _HMAC,
-    Err,
-    NeedsApproval,
     _key,
     _refused,
     _safe_repr,
     _same,
     limits,
     refusal,
-    tool_digest,
 )
+from nous_tools.results import Err, NeedsApproval, tool_digest
 
 if t.TYPE_CHECKING:
     from nous_tools.providers._tool_calls import ToolCallResults

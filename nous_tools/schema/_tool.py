@@ -1,0 +1,83 @@
+"""What a :class:`~nous_tools.Tool` asks of the schema layer when it is made.
+
+``Tool`` is a value and imports no layer above it (``docs/concepts/architecture.md``);
+this module is the schema code it uses, handed to ``nous_tools.tool`` by
+``nous_tools/_wiring.py`` when the package is imported (``nous_tools._types.SchemaCode``
+says what it holds). Each function imports the schema engine it needs on first use,
+as ``Tool`` did itself before: ``import nous_tools`` loads none of them.
+"""
+
+from __future__ import annotations
+
+import collections.abc as c
+import typing as t
+
+if t.TYPE_CHECKING:
+    from nous_tools.schema._convert import ArgumentConverter
+    from nous_tools.schema._validation import ArgumentValidator
+
+__all__ = [
+    "check_registry",
+    "converter",
+    "detect_takes_ctx",
+    "function_options",
+    "strict_schema",
+    "validator",
+]
+
+
+def detect_takes_ctx(function: c.Callable[..., t.Any]) -> bool:
+    """Whether ``function``'s first parameter is annotated as a ``RunContext``."""
+    from nous_tools.schema._signature import detect_takes_ctx as detect
+
+    return detect(function)
+
+
+def validator(
+    parameters: c.Mapping[str, t.Any], registry: t.Any, trusted: bool
+) -> ArgumentValidator:
+    """The (shared) compiled validator of ``parameters``; compiling checks the schema
+    (a ``ValueError`` naming ``parameters``)."""
+    from nous_tools.schema._validation import shared_validator
+
+    return shared_validator(parameters, registry=registry, trusted=trusted)
+
+
+def converter(function: c.Callable[..., t.Any], takes_ctx: bool) -> ArgumentConverter | None:
+    """The conversion of ``function``'s arguments to its annotations, or None."""
+    from nous_tools.schema._convert import compile_converter
+
+    return compile_converter(function, takes_ctx=takes_ctx)
+
+
+def check_registry(registry: object) -> None:
+    """Raise naming the ``schema_registry`` option when ``registry`` is not one."""
+    from nous_tools.schema._validation import check_registry as check
+
+    check(registry)
+
+
+def function_options(
+    function: c.Callable[..., t.Any], options: dict[str, t.Any]
+) -> dict[str, t.Any]:
+    """``options`` completed from ``function`` (``Tool.from_function``): its name,
+    the description from its docstring, ``takes_ctx`` and the parameters schema
+    from its signature, each unless given."""
+    from nous_tools.schema import _signature as _schema
+
+    if "name" not in options:
+        options["name"] = getattr(function, "__name__", None) or type(function).__name__
+    if "description" not in options:
+        options["description"] = _schema.description_from_docstring(function)
+    if options.get("takes_ctx") is None:
+        options["takes_ctx"] = _schema.detect_takes_ctx(function)
+    if "parameters" not in options:
+        options["parameters"] = _schema.parameters_schema(function, takes_ctx=options["takes_ctx"])
+    return options
+
+
+def strict_schema(parameters: c.Mapping[str, t.Any]) -> dict[str, t.Any]:
+    """``parameters`` in OpenAI's strict form (``ValueError`` naming the keyword)."""
+    from nous_tools.schema._strict import strict_schema as strict
+
+    return strict(parameters)
