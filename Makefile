@@ -37,6 +37,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy --strict nous_tools
 	$(BIN)/mypy --strict tests/typing
+	$(BIN)/lint-imports
 
 format: $(STAMP)
 	$(BIN)/ruff format .
