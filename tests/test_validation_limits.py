@@ -15,7 +15,7 @@ import typing as t
 import pytest
 
 from nous_tools import Err, Ok, Registry, RunContext, Tool, ToolExecutor, ToolTimeout, execute
-from nous_tools import executor as executor_module
+from nous_tools.executor import _attempts, _batch, _call, _handoff
 from nous_tools.schema._validation import BACKTRACK_LIMIT, ArgumentValidator, check_schema
 
 REDOS: dict[str, t.Any] = {
@@ -195,14 +195,15 @@ def test_trusted_schema_must_be_a_bool() -> None:
 
 
 class FakeClock:
-    """The executor's clock, jumping ahead by ``jump`` seconds while an argument is
-    converted (at the moment recorded in ``jumped_at``)."""
+    """The executor's clock (in each module of its pipeline), jumping ahead by ``jump``
+    seconds while an argument is converted (at the moment recorded in ``jumped_at``)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.real = executor_module.monotonic
+        self.real = _call.monotonic
         self.offset = 0.0
         self.jumped_at: float | None = None
-        monkeypatch.setattr(executor_module, "monotonic", self)
+        for module in (_attempts, _handoff, _call, _batch):
+            monkeypatch.setattr(module, "monotonic", self)
 
     def __call__(self) -> float:
         return self.real() + self.offset

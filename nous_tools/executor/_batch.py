@@ -1,0 +1,419 @@
+"""``execute_many``'s batch, coordinated by its caller (private).
+
+:class:`Batches`, a base of :class:`~nous_tools.ToolExecutor`: a batch run from
+the caller's thread without a thread per call — each call's approval, validation
+and conversion in the caller, its timed first attempt handed to a pool worker or a
+child process and not awaited, the ends and deadlines taken as they come; a call
+that needs a thread of its own runs whole in a lane.
+"""
+
+from __future__ import annotations
+
+import collections
+import collections.abc as c
+import contextlib
+import contextvars
+import heapq
+import queue
+import threading
+import typing as t
+
+from nous_tools._engine import _reporting
+from nous_tools._engine._pool import TIMED_OUT
+from nous_tools._util._clock import monotonic
+from nous_tools._util._scope import Scope, here, interrupts
+from nous_tools._util._text import safe_str as _safe_str
+from nous_tools.backend import ProcessBackend
+from nous_tools.errors import ToolError
+from nous_tools.executor._attempts import _NO_CAP, _Failure, _internal_error, _log_signal, _progress
+from nous_tools.executor._handoff import _PENDING, _RETRY, _Job
+from nous_tools.executor._lanes import Lanes, _Tally
+from nous_tools.results import Err, Result
+from nous_tools.run_context import RunContext
+from nous_tools.tool import Tool
+
+#: The longest a batch's caller in the main thread waits at once. A SIGINT that
+#: arrives just as a thread enters a blocking wait (after Python last looked for
+#: signals) is handled only when that wait ends: the caller of a batch, woken by a
+#: worker at the very moment it starts waiting, would see Ctrl-C only at the next
+#: deadline. Waiting in slices bounds that delay.
+_SIGNAL_SLICE = 0.05
+
+
+class _Batch:
+    """Where a batch run by :meth:`ToolExecutor._run_batch` stands."""
+
+    __slots__ = (
+        "channels",
+        "ctx",
+        "deadlines",
+        "direct",
+        "jobs",
+        "lanes",
+        "notify",
+        "pending",
+        "results",
+        "scope",
+        "session",
+        "tally",
+        "timers",
+        "waiting",
+    )
+
+    def __init__(
+        self,
+        jobs: c.Sequence[tuple[Tool, t.Any, str | None] | Err],
+        todo: list[int],
+        results: list[t.Any],
+        ctx: RunContext[t.Any] | None,
+        scope: Scope,
+        tally: _Tally | None = None,
+    ) -> None:
+        self.jobs = jobs
+        self.pending = collections.deque(todo)  # calls not started yet, in order
+        self.results = results
+        self.ctx = ctx
+        self.scope = scope
+        self.notify: queue.SimpleQueue[t.Any] = queue.SimpleQueue()  # ended tasks and lanes
+        self.waiting: dict[t.Any, _Job] = {}  # task -> the call whose first attempt it runs
+        self.deadlines: list[tuple[float, int, t.Any]] = []  # a heap of (deadline, i, task)
+        self.lanes = 0  # calls (or their retries) running in lanes
+        self.tally = tally  # on_progress, told of each call that ends
+        # What the running first attempts report (see _reporting): their channels,
+        # and when each wants to be served again.
+        self.channels: dict[_reporting.Channel, _Job] = {}
+        self.timers: dict[_reporting.Channel, float] = {}
+        # Process calls whose replies the caller reads itself while it waits for
+        # nothing else (see ProcessPool.session); off for good once it must.
+        self.session: t.Any = None
+        self.direct = True
+
+
+class Batches(Lanes):
+    """The batch of :meth:`~nous_tools.ToolExecutor.execute_many`."""
+
+    def _run_batch(
+        self,
+        jobs: c.Sequence[tuple[Tool, t.Any, str | None] | Err],
+        todo: list[int],
+        results: list[t.Any],
+        ctx: RunContext[t.Any] | None,
+        batch: Scope,
+        limit: int,
+        tally: _Tally | None = None,
+    ) -> None:
+        """``execute_many``'s batch, run from the caller's thread without a thread per call.
+
+        For each call in turn, while fewer than ``limit`` (at most ``max_workers``) of the batch's calls
+        run: approval, validation and conversion in the caller, in a copy of its
+        ``contextvars`` context made for that call (where all the call's signals are
+        sent), then its timed first attempt handed to a pool worker
+        (:meth:`WorkerPool.submit`), not awaited. The caller then waits for whichever
+        ends first — a task's ``notify`` queue, or the earliest deadline, at which the
+        task is abandoned as ``execute`` would. A call that needs a thread of its own
+        (an inline or process-isolated tool, an approval handler to ask, a tool whose
+        attempts may wait for a ``max_concurrency`` slot) runs whole in a lane, and so do the attempts after a first one that failed and may be
+        retried (``retry_wait`` sleeps there); a lane reports to the same queue, and
+        so does what a running first attempt reports (progress, log lines: see
+        :mod:`nous_tools._engine._reporting`), which the caller delivers as it comes.
+        """
+        state = _Batch(jobs, todo, results, ctx, batch, tally)
+        saved = here.scope
+        here.scope = batch  # the calls' tasks are the batch's children
+        try:
+            # The loop lives in a function of its own, and every handler here: in
+            # CPython 3.11 an exception raised by the eval breaker at a loop's backward
+            # jump can skip the try statement around that loop in the same function
+            # (gh-107901), but never the one around the call.
+            self._coordinate(state, limit)
+        except BaseException:
+            self._pool.cancel(batch)
+            if state.session is not None:
+                state.session.close()  # the children of its stopped calls
+            if state.waiting:  # their signals and log lines, off the interrupted caller's path
+                self._wind_down(list(state.waiting.items()), batch)
+            raise
+        finally:
+            here.scope = saved
+            if state.session is not None:
+                state.session.close()
+
+    def _coordinate(self, state: _Batch, limit: int) -> None:
+        """:meth:`_run_batch`'s loop: start calls while there is room, then take the
+        next call that ends or whose deadline passes, until every call has ended."""
+        pool = self._pool
+        jobs, results, ctx, batch = state.jobs, state.results, state.ctx, state.scope
+        pending, waiting, deadlines, notify = (
+            state.pending,
+            state.waiting,
+            state.deadlines,
+            state.notify,
+        )
+        main = threading.current_thread() is threading.main_thread()
+        gated = isinstance(ctx, RunContext) and ctx.approval_gated
+        journaled = self._journal is not None  # its calls run whole, in lanes
+        while True:
+            while pending and len(waiting) + state.lanes < limit and not batch.cancelled:
+                i = pending.popleft()
+                tool, arguments, call_id = t.cast(tuple[Tool, t.Any, "str | None"], jobs[i])
+                job = _Job(i, contextvars.copy_context(), notify)
+                if isinstance(tool, Tool) and (
+                    tool.timeout is None
+                    or not (self._on_threads(tool) or self._in_children(tool, ctx, job))
+                    or (tool.approval == "ask" and not gated)
+                    or (tool._limits is not None and tool._limits.in_lane)
+                    or journaled
+                ):
+                    job.tool = tool
+
+                    def whole(
+                        tool: Tool = tool,
+                        arguments: t.Any = arguments,
+                        call_id: t.Any = call_id,
+                    ) -> Result:
+                        result: Result = self.execute(tool, arguments, ctx, call_id=call_id)
+                        return result
+
+                    state.lanes += self._in_lane(job, whole, results, batch, state.tally)
+                    continue
+                if job.process is not None and state.direct:
+                    job.session = self._session_of(state, job.process)
+                result = job.context.run(self._call, tool, arguments, ctx, call_id, job)
+                if result is _PENDING:
+                    task = job.task
+                    waiting[task] = job
+                    heapq.heappush(deadlines, (task.deadline, i, task))
+                    if job.channel is not None:
+                        state.channels[job.channel] = job
+                else:
+                    state.lanes += self._job_ended(job, result, results, batch, state)
+            if not waiting and not state.lanes:
+                return
+            # Abandon the calls whose deadlines have passed; wait for the next end or
+            # the next deadline, whichever comes first.
+            timeout: float | None = None
+            while deadlines:
+                deadline, _, task = deadlines[0]
+                if task not in waiting:
+                    heapq.heappop(deadlines)  # it has ended
+                    continue
+                timeout = deadline - monotonic()
+                if timeout > 0:
+                    break
+                heapq.heappop(deadlines)
+                timeout = None
+                if task.pool is pool:
+                    job = waiting.pop(task)
+                    pool.forget(task)
+                    outcome = pool.expire(task)
+                else:  # a process call, at the end of its wait for a child
+                    outcome = task.pool.expire(task)
+                    if outcome is None:
+                        continue  # a child runs it: its end comes on the queue
+                    job = waiting.pop(task)
+                    pool.forget(task)
+                state.lanes += self._job_ended(job, outcome, results, batch, state)
+            if not waiting and not state.lanes:
+                continue
+            if state.timers:  # a channel wants serving again (a held progress update)
+                now = monotonic()
+                for channel, again in list(state.timers.items()):
+                    if again <= now:
+                        self._serve(state, channel)
+                if state.timers:
+                    soonest = max(0.0, min(state.timers.values()) - now)
+                    if timeout is None or soonest < timeout:
+                        timeout = soonest
+            if main and (timeout is None or timeout > _SIGNAL_SLICE):
+                timeout = _SIGNAL_SLICE
+            session = state.session
+            if session is not None and session.open:
+                if (
+                    session.running
+                    and len(waiting) == len(session.running) + len(session.queued)
+                    and not state.lanes
+                    and not state.timers
+                ):  # only its own process calls are under way: read their pipes
+                    ended = session.wait(_NO_CAP if timeout is None else timeout)
+                    if ended is not None and ended in waiting:
+                        pool.forget(ended)
+                        job = waiting.pop(ended)
+                        outcome = ended.pool.outcome(ended)
+                        state.lanes += self._job_ended(job, outcome, results, batch, state)
+                    continue
+                session.detach()  # other work to wait for: drivers take its calls
+                state.direct = False
+            try:
+                item = notify.get(True, timeout)
+            except queue.Empty:
+                item = None  # a deadline (abandoned above), or a Ctrl-C to look for
+            if item is None:
+                pass
+            elif type(item) is _Job:  # a lane ended
+                state.lanes -= 1
+                if state.tally is not None:
+                    state.tally.ended(results[item.index])
+            elif type(item) is _reporting.Channel:  # a running attempt reported
+                self._serve(state, item)
+            else:
+                job = waiting.pop(item, None)  # type: ignore[arg-type]
+                if job is not None:  # else: ended at its deadline already
+                    pool.forget(item)
+                    outcome = item.pool.outcome(item)
+                    state.lanes += self._job_ended(job, outcome, results, batch, state)
+
+    @staticmethod
+    def _serve(state: _Batch, channel: _reporting.Channel) -> None:
+        """Deliver what a batch call's running first attempt reported, in the call's
+        context; note when its channel wants serving again."""
+        job = state.channels.get(channel)
+        if job is None:  # the call has ended: its channel was finished then
+            state.timers.pop(channel, None)
+            return
+        again = job.context.run(channel.serve)
+        if again is None:
+            state.timers.pop(channel, None)
+        else:
+            state.timers[channel] = again
+
+    def _call(
+        self,
+        tool: Tool,
+        arguments: t.Any,
+        ctx: RunContext[t.Any] | None,
+        call_id: str | None,
+        job: _Job,
+    ) -> t.Any:
+        """:meth:`execute` for a batch's call, in the batch's caller: a result, or
+        ``_PENDING`` when its first attempt was handed to a worker."""
+        try:
+            return self._execute(tool, arguments, ctx, call_id, job=job)
+        except BaseException as exc:  # a bug of ours must not reach the caller either
+            if interrupts(exc):
+                raise
+            return _internal_error(tool, exc)
+
+    @staticmethod
+    def _session_of(state: _Batch, process: ProcessBackend) -> t.Any:
+        """The batch's session with ``process``'s children (one pool per batch)."""
+        session = state.session
+        if session is None:
+            session = state.session = process.pool.session()
+            if session is None:  # no poll(2) here
+                state.direct = False
+                return None
+        return session if session.pool is process.pool else None
+
+    def _job_ended(
+        self, job: _Job, outcome: t.Any, results: list[t.Any], batch: Scope, state: _Batch
+    ) -> int:
+        """Record a batch call's result, or start its retries in a lane; the number
+        of lanes started (0 or 1). ``outcome`` is the pool's, or a result already."""
+        result = job.context.run(self._finish, job, outcome) if type(outcome) is tuple else outcome
+        if job.channel is not None:
+            state.channels.pop(job.channel, None)
+            state.timers.pop(job.channel, None)
+        if result is not _RETRY:
+            results[job.index] = result
+            if state.tally is not None:
+                state.tally.ended(result)
+            return 0
+        failure = t.cast(_Failure, job.failure)
+
+        def retries() -> Result:
+            return self._retry(job.tool, job.arguments, job.ctx, failure, job.total, job.call_id)
+
+        return self._in_lane(job, retries, results, batch, state.tally)
+
+    def _in_lane(
+        self,
+        job: _Job,
+        run: c.Callable[[], Result],
+        results: list[t.Any],
+        batch: Scope,
+        tally: _Tally | None = None,
+    ) -> int:
+        """Run ``run()`` for a batch's call in a lane, in the call's context; the lane
+        puts ``job`` on the batch's queue when it ends. The number of lanes started:
+        0 when no thread could be had (the call is then an ``Err`` saying so)."""
+        i = job.index
+
+        def lane() -> None:
+            try:
+                results[i] = run()
+            except BaseException as exc:
+                results[i] = Err(
+                    ToolError(
+                        f"Tool '{getattr(job.tool, 'name', 'unknown')}' could not be run: "
+                        f"{type(exc).__name__}: {_safe_str(exc)}",
+                        original_error=exc,
+                    )
+                )
+            finally:
+                job.notify.put(job)
+
+        try:
+            self._pool.start_lane(lane, batch, context=job.context)
+        except RuntimeError as exc:  # no thread to be had
+            results[i] = Err(
+                ToolError(
+                    f"Tool '{getattr(job.tool, 'name', 'unknown')}' could not be run: "
+                    f"no thread could be started ({_safe_str(exc)})",
+                    original_error=exc,
+                )
+            )
+            if tally is not None:
+                tally.ended(results[i])
+            return 0
+        return 1
+
+    def _wind_down(self, waiting: list[tuple[t.Any, _Job]], batch: Scope) -> None:
+        """After an interrupted batch (its scope cancelled): the end of each call that
+        was waiting for a worker — its signals and log lines, as ``execute`` gives
+        them for a cancelled call — in a lane, off the interrupted caller's path."""
+
+        def lane() -> None:
+            for task, job in waiting:
+                outcome = task.pool.expire(task)  # (a process call: stopped already)
+                if outcome is None:
+                    outcome = (TIMED_OUT, None, None)
+                job.context.run(self._finish, job, outcome)
+
+        with contextlib.suppress(RuntimeError):
+            self._pool.start_lane(lane, batch)
+
+    def _in_children(self, tool: Tool, ctx: RunContext[t.Any] | None, job: _Job) -> bool:
+        """Whether a batch hands ``tool``'s first attempt straight to child processes
+        (sets ``job.process``): its backend is a :class:`ProcessBackend`, nobody
+        listens to what the tool reports and its context cannot be asked questions
+        (such a call runs in a lane, whose thread delivers the reports and answers
+        the questions)."""
+        name = tool.backend
+        if name is None:
+            backend = self._default if tool.isolation == "thread" else self._process_backend
+        else:
+            backend = self._backends.get(name)  # type: ignore[assignment]
+        if type(backend) is not ProcessBackend:
+            return False
+        if tool.takes_ctx and (
+            _progress.receivers
+            or _log_signal.receivers
+            or (
+                isinstance(ctx, RunContext)
+                and (
+                    ctx._channel is not None or ctx.sampler is not None or ctx.elicitor is not None
+                )
+            )
+        ):
+            return False
+        job.process = backend
+        return True
+
+    def _on_threads(self, tool: Tool) -> bool:
+        """Whether ``tool``'s timed attempts run on this executor's worker threads
+        (a batch hands those straight to the pool; any other backend runs them in a
+        lane, through :meth:`_timed`)."""
+        name = tool.backend
+        if name is None:
+            return tool.isolation == "thread" and self._default is self._threads
+        return self._backends.get(name) is self._threads
