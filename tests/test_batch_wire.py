@@ -36,7 +36,7 @@ from nous_tools import (
 )
 from nous_tools._util import _canonical
 from nous_tools.providers import _wire as _batch_wire
-from nous_tools.providers._tool_calls import _seal_batch
+from nous_tools.providers._paused import _seal_batch
 
 SECRET = "server-side secret"
 

@@ -1,8 +1,9 @@
 """Model responses in, tool results out (private; public through ``nous_tools``).
 
 The calls of an OpenAI Chat Completions, Responses or Anthropic response read into
-``ToolCall`` values, run as one batch (``execute_tool_calls``), and rendered back
-as the messages each API expects (``ToolCallResults``, ``format_tool_result``);
-the paused batch and its wire format (``_wire``), and what a web view needs around
-it (``_web``). Above the registry and the executor; below the surfaces.
+``ToolCall`` values (``_calls_in``), run as one batch (``execute_tool_calls``, in
+``_tool_calls``), and rendered back as the messages each API expects
+(``ToolCallResults``; ``format_tool_result``, in ``_results_out``); the paused batch
+(``_paused``) and its wire format (``_wire``), and what a web view needs around it
+(``_web``). Above the registry and the executor; below the surfaces.
 """

@@ -1,0 +1,574 @@
+"""The paused batch (private): a batch that waits for a person, across requests.
+
+What :meth:`ToolCallResults.from_dict <nous_tools.ToolCallResults.from_dict>` reads
+back (format 1 here; 2 in :mod:`nous_tools.providers._wire`) and what
+:meth:`ToolCallResults.resolve <nous_tools.ToolCallResults.resolve>` does with a
+person's decisions: each decided call run, rejected, or journaled with its decision.
+Imported at the first of them, not with the package.
+"""
+
+from __future__ import annotations
+
+import collections.abc as c
+import hashlib
+import hmac
+import typing as t
+
+import attrs
+
+from nous_tools._engine import _journal
+from nous_tools._engine._admission import DEFAULT_MAX_RESULT_CHARS, result_limit
+from nous_tools._util import _canonical as _c
+from nous_tools._util._log import log as _log
+from nous_tools._util._scope import interrupts
+from nous_tools.errors import ApprovalAlreadyUsed, BatchAlreadyResolved, ToolError
+from nous_tools.executor import ToolCall
+from nous_tools.providers import _tool_calls
+from nous_tools.providers._calls_in import Provider
+from nous_tools.providers._results_out import CallResult, _safe_repr
+from nous_tools.providers._tool_calls import (
+    ToolCallResults,
+    _apply_updates,
+    _current_call,
+    _observe_end,
+    _observe_start,
+)
+from nous_tools.results import (
+    _HMAC,
+    Edit,
+    Err,
+    NeedsApproval,
+    Ok,
+    Result,
+    _key,
+    _same,
+    claim_expiry,
+    limits,
+    refusal,
+)
+from nous_tools.run_context import RunContext
+
+if t.TYPE_CHECKING:
+    from nous_tools.registry._registry import Registry
+    from nous_tools.tool import Tool
+
+
+#: The version of the wire format that :meth:`ToolCallResults.to_dict` writes
+#: (``nous_tools.providers._wire``); :meth:`ToolCallResults.from_dict` reads it and 1.
+BATCH_VERSION = 2
+
+_BATCH_TYPE = "tool_call_batch"
+# Signed bytes start with this, so neither an approval token's signature nor any
+# other signature made with the same secret is ever a valid batch signature.
+_BATCH_DOMAIN = b"nous-tools tool call batch v1\n"
+# What resolve claims in the approval store (approval ids are bare uuid hex).
+_BATCH_CLAIM = "batch:"
+_CHECKSUM = "sha256:"  # an unsigned batch's plain checksum, as an approval token's
+_PROVIDERS: frozenset[str] = frozenset({"openai", "responses", "anthropic"})
+_NONE = type(None)
+_BATCH_FIELDS: tuple[tuple[str, tuple[type, ...]], ...] = (
+    ("id", (str,)),
+    ("issued_at", (int,)),
+    ("audience", (str, _NONE)),
+    ("provider", (str, _NONE)),
+    ("calls", (list,)),
+)
+
+
+#: The context of a batch read back by from_dict (``RunContext.new()``).
+_FRESH_CONTEXT: RunContext[t.Any] = RunContext.new()
+# ... as the approved calls of its resolve see it (what execute_approved would make).
+_FRESH_GATED: RunContext[t.Any] = attrs.evolve(_FRESH_CONTEXT, approval_gated=True)
+
+
+def _seal_batch(payload: c.Mapping[str, t.Any], secret: str | bytes | None) -> str:
+    data = _BATCH_DOMAIN + _c.dumps(payload)
+    if secret is None:
+        return _CHECKSUM + hashlib.sha256(data).hexdigest()
+    return _HMAC + hmac.new(_key(secret), data, hashlib.sha256).hexdigest()
+
+
+def _batch_refused(why: str) -> ValueError:
+    return ValueError(f"tool call batch refused: {why}")
+
+
+def _type_names(kinds: tuple[type, ...]) -> str:
+    return " or ".join("None" if kind is _NONE else kind.__name__ for kind in kinds)
+
+
+def _batch_field(data: c.Mapping[str, t.Any], key: str, kinds: tuple[type, ...]) -> t.Any:
+    if key not in data:
+        raise _batch_refused(f"the batch has no '{key}'")
+    value = data[key]
+    if type(value) not in kinds:
+        raise _batch_refused(f"'{key}' must be {_type_names(kinds)}, got {type(value).__name__}")
+    return value
+
+
+def _entry_field(
+    entry: c.Mapping[str, t.Any], key: str, kinds: tuple[type, ...], position: int
+) -> t.Any:
+    if key not in entry:
+        raise _batch_refused(f"call #{position} has no '{key}'")
+    value = entry[key]
+    if type(value) not in kinds:
+        raise _batch_refused(
+            f"'{key}' of call #{position} must be {_type_names(kinds)}, got {type(value).__name__}"
+        )
+    return value
+
+
+def _short(value: object) -> str:
+    text = _safe_repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _restored(content: str, is_error: bool, name: str) -> Result:
+    """A finished call read back: ``Ok(text)``, or an ``Err(ToolError)`` whose
+    message is the text without its ``"Error: "`` (so it formats back the same)."""
+    if not is_error:
+        return Ok(content)
+    own = f"Error: tool '{name}' "
+    if name and content.startswith(own):
+        message = f"Tool '{name}' {content[len(own) :]}"
+    elif content.startswith("Error: "):
+        message = content[len("Error: ") :]
+    else:
+        message = content
+    return Err(ToolError(message, tool_name=name or None))
+
+
+def _read_entry(
+    entry: object,
+    position: int,
+    registry: Registry,
+    secret: str | bytes | None,
+    max_age: float | None,
+    allow_unsigned: bool,
+    max_clock_skew: float | None,
+) -> tuple[ToolCall, str, CallResult, str | None]:
+    """One call of a batch being read: the call, its kind, its result, and the text
+    a model gets for it when it is finished (None when it is pending)."""
+    if type(entry) is not dict and not isinstance(entry, c.Mapping):
+        raise _batch_refused(f"call #{position} must be an object, got {type(entry).__name__}")
+    call_id = _entry_field(entry, "id", (str, _NONE), position)
+    name = _entry_field(entry, "name", (str,), position)
+    kind = _entry_field(entry, "kind", (str,), position)
+    if kind not in ("function", "custom"):
+        raise _batch_refused(f"'kind' of call #{position} must be 'function' or 'custom'")
+    if "arguments" not in entry:
+        raise _batch_refused(f"call #{position} has no 'arguments'")
+    try:
+        arguments = _c.decode(entry["arguments"], frozen=False)
+    except ValueError as exc:
+        raise _batch_refused(f"call #{position}: {exc}") from None
+    call = ToolCall(call_id, name, arguments)
+    if ("output" in entry) == ("approval" in entry):
+        raise _batch_refused(f"call #{position} must have one of 'output' and 'approval'")
+    if "output" in entry:
+        output = _entry_field(entry, "output", (dict,), position)
+        content = _entry_field(output, "content", (str,), position)
+        is_error = _entry_field(output, "is_error", (bool,), position)
+        return call, kind, _restored(content, is_error, name), content
+    token = entry["approval"]
+    try:
+        # With a secret, the batch's HMAC (checked) covers the token's every byte.
+        approval = NeedsApproval._read(
+            token, registry, secret, max_age, allow_unsigned, max_clock_skew, secret is not None
+        )
+    except ValueError as exc:
+        raise _batch_refused(f"call {call_id!r}: {exc}") from None
+    if approval.call_id != call_id or approval.tool.name != name:
+        raise _batch_refused(f"call #{position}: its approval is for another call")
+    return call, kind, approval, None
+
+
+def _decided(call_id: str, decision: object, na: NeedsApproval) -> tuple[str, NeedsApproval]:
+    """``("approve" | "reject" | "edit", the approval to run)``; ``ValueError`` for a
+    decision that is none of those, or an edit that cannot run."""
+    if type(decision) is str and decision in ("approve", "reject"):
+        return decision, na
+    if type(decision) is not Edit:
+        raise ValueError(
+            f"cannot resolve: the decision for call {call_id!r} must be 'approve', 'reject' "
+            f"or an Edit, got {_short(decision) if type(decision) is str else type(decision).__name__}"
+        )
+    edited = decision.arguments
+    name = na.tool.name
+    if not isinstance(edited, c.Mapping):
+        raise ValueError(
+            f"cannot resolve: the edit of call {call_id!r} must give the arguments as a "
+            f"mapping, got {type(edited).__name__}"
+        )
+    try:  # the approval's own id: running the edit uses up the approval
+        approval = NeedsApproval(
+            na.tool,
+            edited,
+            id=na.id,
+            issued_at=na.issued_at,
+            call_id=na.call_id,
+            audience=na.audience,
+        )
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"cannot resolve: the edit of call {call_id!r}: {exc}") from None
+    object.__setattr__(approval, "_limits", na._limits)  # accepted under the same limits
+    validator = na.tool.validator
+    if validator is not None:
+        failure = validator.validate(_c.thaw(approval.arguments))
+        if failure is not None:
+            raise ValueError(
+                f"cannot resolve: the edit of call {call_id!r} is refused: "
+                f"Invalid arguments for '{name}': {failure.message}"
+            )
+    return "edit", approval
+
+
+def _reject(registry: Registry, na: NeedsApproval) -> Err:
+    """The outcome of a rejected call: it does not run, and its approval is used up."""
+    name = na.tool.name
+    try:
+        claimed = registry._claim(na.id, na._claim_expiry(registry))
+    except BaseException as exc:  # rejected all the same: the tool does not run
+        if interrupts(exc):
+            raise
+        _log.error("Approval store failed to claim a rejected approval of tool '%s'", name)
+        claimed = True
+    if claimed is not True:
+        return Err(
+            ApprovalAlreadyUsed(
+                f"Tool '{name}' was not run: its approval was already used", tool_name=name
+            )
+        )
+    return Err(ToolError(f"Tool '{name}' was rejected by the user and did not run", tool_name=name))
+
+
+def from_dict(
+    cls: type[ToolCallResults],
+    data: object,
+    registry: Registry,
+    secret: str | bytes | None,
+    max_age: float | None,
+    allow_unsigned: bool,
+    max_clock_skew: float | None,
+) -> ToolCallResults:
+    """:meth:`ToolCallResults.from_dict <nous_tools.ToolCallResults.from_dict>`."""
+    if type(data) is not dict and not isinstance(data, c.Mapping):
+        raise _batch_refused(f"a batch must be a mapping, got {type(data).__name__}")
+    version = _batch_field(data, "v", (int,))
+    if version == BATCH_VERSION:
+        from nous_tools.providers import _wire as _batch_wire
+
+        read = _batch_wire.read(
+            data,
+            registry,
+            secret,
+            max_age,
+            allow_unsigned,
+            max_clock_skew,
+            ToolCall,
+            _restored,
+        )
+        return cls(
+            results=read.results,
+            calls=read.calls,
+            context=(  # RunContext.new(): frozen, no deps, so one will do
+                _FRESH_CONTEXT if read.run_id is None else RunContext.new(run_id=read.run_id)
+            ),
+            kinds=read.kinds,
+            provider=t.cast("Provider | None", read.provider),
+            registry=registry,
+            id=read.id,
+            issued_at=read.issued_at,
+            _contents=read.contents,
+        )
+    if version != 1:  # version 1: the format before, still read (batches in flight)
+        raise _batch_refused(f"unknown batch version {version} (this library reads 1 and 2)")
+    if _batch_field(data, "type", (str,)) != _BATCH_TYPE:
+        raise _batch_refused(f"'type' must be {_BATCH_TYPE!r} (is it an approval token?)")
+    payload: dict[str, t.Any] = {"v": 1, "type": _BATCH_TYPE}
+    for key, types in _BATCH_FIELDS:
+        payload[key] = _batch_field(data, key, types)
+    if "run_id" in data:
+        payload["run_id"] = _batch_field(data, "run_id", (str,))
+        if not payload["run_id"]:
+            raise _batch_refused("the batch has an empty run_id")
+    signature = _batch_field(data, "signature", (str,))
+    if not payload["id"]:
+        raise _batch_refused("the batch has an empty id")
+
+    if secret is not None:
+        _key(secret)  # a bad secret is the program's error, said as such
+        if not signature.startswith(_HMAC):
+            raise _batch_refused("the batch is not signed (no HMAC signature)")
+    elif signature.startswith(_HMAC):
+        raise _batch_refused("the batch is signed, but no secret was given to check it")
+    elif not allow_unsigned:
+        raise _batch_refused(
+            "unsigned batches are refused: pass the secret it was signed with "
+            "(or allow_unsigned=True, for trusted storage only)"
+        )
+    try:
+        expected = _seal_batch(payload, secret)
+    except (TypeError, ValueError, RecursionError) as exc:  # not JSON, NaN, too deep
+        raise _batch_refused(f"the batch cannot be read ({type(exc).__name__})") from None
+    if not _same(expected, signature):
+        raise _batch_refused(
+            "the signature does not match (the batch was changed, forged, or signed "
+            "with another secret)"
+        )
+
+    max_age, max_clock_skew = limits(registry, max_age, max_clock_skew)
+    why = refusal(payload["issued_at"], max_age, max_clock_skew)
+    if why is not None:
+        raise _batch_refused(f"the batch {why}")
+    own = getattr(registry, "name", None)
+    if payload["audience"] != own:
+        raise _batch_refused(
+            f"the batch was made for registry {payload['audience']!r}, not {own!r}"
+        )
+    provider = payload["provider"]
+    if provider is not None and provider not in _PROVIDERS:
+        raise _batch_refused(f"unknown provider {provider!r}")
+
+    calls: list[ToolCall] = []
+    kinds: list[str] = []
+    results: list[CallResult] = []
+    contents: list[str | None] = []
+    for position, entry in enumerate(payload["calls"], 1):
+        call, kind, result, content = _read_entry(
+            entry, position, registry, secret, max_age, allow_unsigned, max_clock_skew
+        )
+        calls.append(call)
+        kinds.append(kind)
+        results.append(result)
+        contents.append(content)
+    return cls(
+        results=results,
+        calls=calls,
+        context=(  # RunContext.new(): frozen, no deps, so one will do
+            _FRESH_CONTEXT
+            if payload.get("run_id") is None
+            else RunContext.new(run_id=payload["run_id"])
+        ),
+        kinds=kinds,
+        provider=t.cast("Provider | None", provider),
+        registry=registry,
+        id=payload["id"],
+        issued_at=payload["issued_at"],
+        _contents=contents,
+    )
+
+
+def resolve(
+    batch: ToolCallResults,
+    decisions: c.Mapping[str, str | Edit],
+    ctx: RunContext[t.Any] | None,
+    wait: float | None,
+) -> ToolCallResults:
+    """:meth:`ToolCallResults.resolve <nous_tools.ToolCallResults.resolve>`."""
+    registry = batch.registry
+    if registry is None:
+        raise ValueError(
+            "cannot resolve: this batch has no registry (make it with "
+            "execute_tool_calls or ToolCallResults.from_dict)"
+        )
+    if ctx is None:
+        ctx = batch.context
+    elif not isinstance(ctx, RunContext):
+        raise TypeError(f"resolve expects a RunContext or None, got {type(ctx).__name__}")
+    if ctx.run_id is None and isinstance(batch.context, RunContext) and batch.context.run_id:
+        ctx = attrs.evolve(ctx, run_id=batch.context.run_id)  # the run the batch was made in
+    plan = _plan(batch, decisions)
+    if not plan:
+        return attrs.evolve(batch, context=ctx)
+    journal = registry._effective_journal()
+    run_id = ctx.run_id
+    if journal is None or run_id is None or getattr(journal, "_run_call", None) is not None:
+        journal = None
+    decided: dict[int, str] = {}
+    if journal is not None:
+        assert run_id is not None
+        for index, decision, na in plan:
+            original = t.cast(NeedsApproval, batch.results[index])
+            decided[index] = _journal.decision_text(decision, na.tool, _c.thaw(na.arguments))
+            conflict = _journal.resolve_conflict(
+                journal,
+                na.tool,
+                _c.thaw(original.arguments),
+                run_id,
+                t.cast(str, batch.calls[index].id),
+                decided[index],
+            )
+            if conflict is not None:
+                raise conflict
+    elif registry._claim(_BATCH_CLAIM + batch.id, _claim_expiry(batch, registry, plan)) is not True:
+        raise BatchAlreadyResolved(
+            f"cannot resolve: tool call batch {batch.id} was already resolved "
+            "(a replay or a second submit); nothing was run"
+        )
+    observer = _tool_calls._observer  # read now: instrument() sets it
+
+    def run(
+        tool: Tool, job: t.Any, run_ctx: RunContext[t.Any] | None, call_id: str | None
+    ) -> Result:
+        index, decision, na = job
+        call = batch.calls[index]
+        if decision == "edit":
+            call = attrs.evolve(call, arguments=_c.thaw(na.arguments))
+        token = _current_call.set(call)
+        seen = _observe_start(observer, tool, call)
+        result: Result | None = None
+        try:
+            if journal is not None and isinstance(run_ctx, RunContext):
+                result = _resolve_journaled(
+                    registry,
+                    journal,
+                    t.cast(NeedsApproval, batch.results[index]),
+                    na,
+                    decision,
+                    decided[index],
+                    run_ctx,
+                    t.cast(str, call_id),
+                    wait,
+                )
+            elif decision == "reject":
+                result = _reject(registry, na)
+            else:  # registry.execute_approved(na, None, run_ctx), a call shorter
+                if run_ctx is _FRESH_CONTEXT:
+                    run_ctx = _FRESH_GATED  # what execute_approved would make, made once
+                result = registry._approved(na, run_ctx)
+            return result
+        finally:
+            _observe_end(observer, seen, result)
+            _current_call.reset(token)
+
+    if len(plan) == 1:  # what run_jobs does with one job, without making the list
+        index = plan[0][0]
+        outcomes = [run(plan[0][2].tool, plan[0], ctx, batch.calls[index].id)]
+    else:
+        jobs: list[tuple[Tool, t.Any, str | None] | Err] = [
+            (na.tool, step, batch.calls[step[0]].id) for step in plan for na in (step[2],)
+        ]
+        outcomes = t.cast("list[Result]", registry.executor.run_jobs(jobs, ctx, run=run))
+    results = list(batch.results)
+    contents = [
+        batch._contents[i] if i < len(batch._contents) else None for i in range(len(results))
+    ]
+    default = registry.executor.max_result_chars
+    limits = [
+        batch._max_chars[i] if i < len(batch._max_chars) else DEFAULT_MAX_RESULT_CHARS
+        for i in range(len(results))
+    ]
+    for (index, _, na), outcome in zip(plan, outcomes, strict=True):
+        results[index] = outcome
+        contents[index] = None
+        limits[index] = result_limit(na.tool, default)
+    context = _apply_updates(
+        ctx,
+        (
+            (batch.calls[index], outcome)
+            for (index, _, _), outcome in zip(plan, outcomes, strict=True)
+        ),
+    )
+    return ToolCallResults(
+        results=results,
+        calls=list(batch.calls),
+        context=context,
+        skipped=list(batch.skipped),
+        kinds=list(batch.kinds),
+        provider=batch.provider,
+        registry=registry,
+        issued_at=batch.issued_at,
+        _contents=contents,
+        _max_chars=limits,
+    )
+
+
+def _claim_expiry(
+    batch: ToolCallResults, registry: Registry, plan: list[tuple[int, str, NeedsApproval]]
+) -> float | None:
+    """Until when the store must remember that this batch was resolved: the
+    batch's own expiry, or its approvals' when one is later."""
+    latest = claim_expiry(batch.issued_at, *limits(registry, None, None))
+    for _, _, na in plan:
+        if latest is None:
+            break  # never expires: nothing is later
+        expiry = na._claim_expiry(registry)
+        latest = None if expiry is None else max(latest, expiry)
+    return latest
+
+
+def _plan(batch: ToolCallResults, decisions: object) -> list[tuple[int, str, NeedsApproval]]:
+    """``(index, "approve" | "edit" | "reject", the approval to run)`` per decided
+    call, in call order; ``ValueError`` for any decision that cannot be applied."""
+    if not isinstance(decisions, c.Mapping):
+        raise TypeError(
+            "resolve expects a mapping of call ids to 'approve', 'reject' or an Edit, "
+            f"got {type(decisions).__name__}"
+        )
+    where: dict[str, int] = {}
+    twice: set[str] = set()
+    for index, call in enumerate(batch.calls):
+        if call.id is not None:
+            if call.id in where:
+                twice.add(call.id)
+            where.setdefault(call.id, index)
+    plan: list[tuple[int, str, NeedsApproval]] = []
+    for call_id, decision in decisions.items():
+        found = where.get(call_id) if type(call_id) is str else None
+        if found is None:
+            waiting = [
+                call.id
+                for call, result in zip(batch.calls, batch.results, strict=True)
+                if isinstance(result, NeedsApproval) and call.id is not None
+            ]
+            shown = ", ".join(map(repr, waiting)) or "none"
+            raise ValueError(
+                f"cannot resolve: unknown call id {_short(call_id)} (waiting for a "
+                f"decision: {shown})"
+            )
+        if call_id in twice:
+            raise ValueError(
+                f"cannot resolve: call id {call_id!r} names more than one call of the batch"
+            )
+        index = found
+        na = batch.results[index]
+        if not isinstance(na, NeedsApproval):
+            raise ValueError(
+                f"cannot resolve: call {call_id!r} is not waiting for approval "
+                "(it already has a result)"
+            )
+        plan.append((index, *_decided(call_id, decision, na)))
+    if len(plan) > 1:
+        plan.sort(key=lambda step: step[0])
+    return plan
+
+
+def _resolve_journaled(
+    registry: Registry,
+    journal: t.Any,
+    original: NeedsApproval,
+    na: NeedsApproval,
+    decision: str,
+    recorded: str,
+    ctx: RunContext[t.Any],
+    call_id: str,
+    wait: float | None,
+) -> Result:
+    """One decided call of a journaled ``resolve``: replayed when the journal holds
+    its outcome, else run (or rejected) and recorded with its decision."""
+    tool = na.tool
+
+    def go(claim: _journal.JournalClaim) -> Result:
+        if decision != "reject":
+            return registry._execute_approval(na, None, ctx, call_id, claim=claim)
+        started = claim.start(tool, ctx)
+        if not isinstance(started, RunContext):
+            return started
+        result = _reject(registry, na)
+        claim.finish(tool, result)
+        return result
+
+    return _journal.resolve_call(
+        journal, tool, _c.thaw(original.arguments), ctx, call_id, recorded, go, wait
+    )
