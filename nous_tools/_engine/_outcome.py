@@ -10,7 +10,15 @@ from __future__ import annotations
 
 import typing as t
 
-__all__ = ["RAISED", "RETURNED", "SATURATED", "SHUT_DOWN", "TIMED_OUT", "Outcome"]
+__all__ = [
+    "QUEUE_TIMED_OUT",
+    "RAISED",
+    "RETURNED",
+    "SATURATED",
+    "SHUT_DOWN",
+    "TIMED_OUT",
+    "Outcome",
+]
 
 RETURNED = "returned"  # value: what the callable returned
 RAISED = "raised"  # value: the exception it raised; text: its str(), rendered in the worker
@@ -20,3 +28,7 @@ SHUT_DOWN = "shut_down"
 
 #: What :meth:`WorkerPool.run` returns: ``(kind, value, text)``.
 Outcome = tuple[str, t.Any, t.Any]
+
+#: Outcome kind: no child came free within the call's ``queue_timeout``, so the
+#: tool never started (value: ``(queue_timeout, max_workers)``).
+QUEUE_TIMED_OUT = "queue_timed_out"
