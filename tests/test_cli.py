@@ -761,7 +761,7 @@ def test_list_lists_tools_registry_tools_and_public_functions_defined_in_the_mod
 def test_every_listed_target_names_the_listed_tool_for_run(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from nous_tools.cli._main import _resolve
+    from nous_tools.cli._targets import _resolve
 
     assert main(["list", "cli_tools"]) == 0
     rows = table(capsys.readouterr().out)

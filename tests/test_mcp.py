@@ -942,7 +942,7 @@ def test_serve_insecure_starts_unprotected_with_a_warning():
 
 
 def test_serve_command_resolves_module_registry_and_tool_targets(monkeypatch):
-    from nous_tools.cli import _main as cli
+    from nous_tools.cli import _serve as cli
 
     monkeypatch.chdir(TESTS)
     assert cli._serve_registry("mcp_served_tools:registry") is mcp_served_tools.registry
