@@ -85,7 +85,8 @@ from nous_tools._util._log import log as _safe_log
 from nous_tools._util._text import json_type
 from nous_tools.errors import ToolError
 from nous_tools.results import Err
-from nous_tools.schema import _signature as _schema
+from nous_tools.schema import _type_schemas as _types
+from nous_tools.schema._annotations import POSITIONAL, resolved_annotations, signature_of
 
 if t.TYPE_CHECKING:
     import cattrs
@@ -95,7 +96,7 @@ __all__ = ["ArgumentConverter", "compile_converter", "structure", "unstructure"]
 _log = _safe_log
 
 _EMPTY = inspect.Parameter.empty
-_DECIMAL = re.compile(_schema.DECIMAL_PATTERN)
+_DECIMAL = re.compile(_types.DECIMAL_PATTERN)
 Hook = c.Callable[[t.Any, t.Any], t.Any]
 
 #: Longest text kept from one conversion message in a failure message.
@@ -322,14 +323,14 @@ def _choices_hook(choices: list[tuple[object, object]], values: list[object]) ->
 @functools.lru_cache(maxsize=256)
 def _enum_hook(cls: type[enum.Enum]) -> Hook:
     choices: list[tuple[object, object]] = [
-        (_schema._enum_member_value(member), member) for member in cls
+        (_types.enum_member_value(member), member) for member in cls
     ]
     return _choices_hook(choices, [value for value, _ in choices])
 
 
 def _literal_hook(annotation: t.Any) -> Hook:
     choices: list[tuple[object, object]] = [
-        (_schema._literal_value(value), value) for value in t.get_args(annotation)
+        (_types.literal_value(value), value) for value in t.get_args(annotation)
     ]
     return _choices_hook(choices, [value for value, _ in choices])
 
@@ -428,7 +429,7 @@ def _tuple_factory(converter: cattrs.Converter) -> c.Callable[[t.Any], Hook]:
 
 def _namedtuple_factory(converter: cattrs.Converter) -> c.Callable[[type], Hook]:
     def factory(cls: type) -> Hook:
-        fields = _schema._fields(cls)
+        fields = _types.class_fields(cls)
         hooks = [_Lazy(converter, hint if hint is not _EMPTY else t.Any) for _, hint, _ in fields]
         needed = sum(1 for _, _, default in fields if default is _EMPTY)
 
@@ -456,7 +457,7 @@ def _key_parser(annotation: t.Any) -> c.Callable[[t.Any], t.Any]:
         issubclass(cls, (int, float))
         or (
             issubclass(cls, enum.Enum)
-            and not all(isinstance(_schema._enum_member_value(m), str) for m in cls)
+            and not all(isinstance(_types.enum_member_value(m), str) for m in cls)
         )
     )
     if not numeric:
@@ -557,7 +558,7 @@ def _expected_name(annotation: t.Any) -> str:
         return str(annotation)
     if issubclass(cls, decimal.Decimal):
         return "decimal"
-    for kind, schema in _schema._STRING_FORMATS:
+    for kind, schema in _types.STRING_FORMATS:
         if issubclass(cls, kind):
             return str(schema.get("format", "string"))
     for kinds, name in _JSON_NAMES:
@@ -586,11 +587,11 @@ def _object_factory(converter: cattrs.Converter) -> c.Callable[[type], Hook]:
         import cattrs.gen
         import cattrs.gen.typeddicts
 
-        if _schema._is_typeddict(cls):
+        if _types.is_typeddict(cls):
             inner: Hook = cattrs.gen.typeddicts.make_dict_structure_fn(cls, converter)
         else:
             inner = cattrs.gen.make_dict_structure_fn(cls, converter)
-        typed_dict = _schema._is_typeddict(cls)
+        typed_dict = _types.is_typeddict(cls)
 
         def hook(value: t.Any, annotation: t.Any) -> t.Any:
             if not typed_dict and isinstance(value, cls):
@@ -628,7 +629,7 @@ def _pydantic_hook(annotation: t.Any) -> Hook:
 def _annotated_factory(converter: cattrs.Converter) -> c.Callable[[t.Any], Hook]:
     def factory(annotation: t.Any) -> Hook:
         inner = t.get_args(annotation)[0]
-        if _schema._is_pydantic_type(inner):
+        if _types.is_pydantic_type(inner):
             return _pydantic_hook(annotation)
         return converter.get_structure_hook(inner)
 
@@ -727,8 +728,8 @@ def _converter() -> cattrs.Converter:
         _is_class(lambda cls: attrs.has(cls) or dataclasses.is_dataclass(cls)),
         _object_factory(converter),
     )
-    register_factory(_is_class(_schema._is_typeddict), _object_factory(converter))
-    register_factory(_is_class(_schema._is_namedtuple), _namedtuple_factory(converter))
+    register_factory(_is_class(_types.is_typeddict), _object_factory(converter))
+    register_factory(_is_class(_types.is_namedtuple), _namedtuple_factory(converter))
     register(uuid.UUID, _from_string("uuid"))
     register(pathlib.PurePath, _from_string("path"))
     register(pathlib.Path, _from_string("path"))
@@ -739,7 +740,7 @@ def _converter() -> cattrs.Converter:
     register_factory(_is_union, _union_factory(converter))
     register_factory(_is_typevar, _typevar_factory(converter))
     register_factory(_is_annotated, _annotated_factory(converter))
-    register_factory(_schema._is_pydantic_type, _pydantic_hook)
+    register_factory(_types.is_pydantic_type, _pydantic_hook)
 
     unregister = converter.register_unstructure_hook
     for kind in (dt.datetime, dt.date, dt.time):
@@ -750,16 +751,16 @@ def _converter() -> cattrs.Converter:
         unregister(text, str)
     for address in (ipaddress.IPv4Address, ipaddress.IPv6Address):
         unregister(address, str)
-    unregister(enum.Enum, _schema._enum_member_value)
+    unregister(enum.Enum, _types.enum_member_value)
     converter.register_unstructure_hook_func(
-        _is_class(_schema._is_namedtuple),
+        _is_class(_types.is_namedtuple),
         lambda value: [converter.unstructure(item) for item in value],
     )
     converter.register_unstructure_hook_func(
         _is_class(lambda cls: issubclass(cls, (tuple, set, frozenset))),
         lambda value: [converter.unstructure(item) for item in value],
     )
-    converter.register_unstructure_hook_func(_schema._is_pydantic_type, _unstructure_pydantic)
+    converter.register_unstructure_hook_func(_types.is_pydantic_type, _unstructure_pydantic)
     return converter
 
 
@@ -791,7 +792,7 @@ def needs_conversion(annotation: object, seen: tuple[type, ...] = ()) -> bool:
     origin = t.get_origin(annotation)
     args = t.get_args(annotation)
     if origin is t.Annotated:
-        return _schema._is_pydantic_type(args[0]) or needs_conversion(args[0], seen)
+        return _types.is_pydantic_type(args[0]) or needs_conversion(args[0], seen)
     if origin is t.Literal:
         return any(isinstance(value, (enum.Enum, bytes)) for value in args)
     if origin is t.Union or origin is types.UnionType:
@@ -808,10 +809,10 @@ def needs_conversion(annotation: object, seen: tuple[type, ...] = ()) -> bool:
         return True
     if issubclass(cls, (str, int, float)) and not issubclass(cls, tuple):
         return False
-    if _schema._is_typeddict(cls):
+    if _types.is_typeddict(cls):
         if cls in seen:
             return False
-        return any(needs_conversion(hint, (*seen, cls)) for _, hint, _ in _schema._fields(cls))
+        return any(needs_conversion(hint, (*seen, cls)) for _, hint, _ in _types.class_fields(cls))
     if issubclass(cls, c.Mapping):
         if len(args) != 2:
             return False
@@ -834,7 +835,7 @@ def _is_known(cls: type) -> bool:
         or issubclass(cls, ipaddress.IPv6Address)
         or attrs.has(cls)
         or dataclasses.is_dataclass(cls)
-        or _schema._is_pydantic_type(cls)
+        or _types.is_pydantic_type(cls)
     )
 
 
@@ -901,15 +902,15 @@ def compile_converter(
     """The converter for ``function``'s keyword parameters (the context left out
     when ``takes_ctx``), or None when no annotation needs converting."""
     try:
-        signature = _schema.signature_of(function)
+        signature = signature_of(function)
     except (TypeError, ValueError):
         return None
     parameters = list(signature.parameters.values())
-    if takes_ctx and parameters and parameters[0].kind in _schema._POSITIONAL:
+    if takes_ctx and parameters and parameters[0].kind in POSITIONAL:
         parameters = parameters[1:]
     if all(parameter.annotation is _EMPTY for parameter in parameters):
         return None  # nothing annotated, nothing to convert (and no hints to resolve)
-    hints = _schema._annotations(function)
+    hints = resolved_annotations(function)
     plan: list[tuple[str, t.Any]] = []
     extra: t.Any | None = None
     for parameter in parameters:
