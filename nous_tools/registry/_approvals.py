@@ -20,6 +20,7 @@ from nous_tools.errors import ApprovalAlreadyUsed, ToolDenied, ToolError, ToolNo
 from nous_tools.executor import default_executor
 from nous_tools.results import Err, NeedsApproval, Result, claim_expiry, refusal
 from nous_tools.run_context import RunContext
+from nous_tools.tool import Tool
 
 if t.TYPE_CHECKING:
     from nous_tools.registry._registry import Registry
@@ -50,6 +51,53 @@ def gated_context(ctx: RunContext[t.Any] | None) -> RunContext[t.Any] | None:
     if isinstance(ctx, RunContext) and not ctx.approval_gated:
         return attrs.evolve(ctx, approval_gated=True)
     return ctx  # already gated, or not a RunContext: the executor reports that
+
+
+def run_decided(
+    registry: Registry,
+    tool: Tool | str,
+    arguments: c.Mapping[str, t.Any] | RunContext[t.Any] | None,
+    ctx: RunContext[t.Any] | None,
+    call_id: str | None,
+    wait: float | None,
+) -> Result:
+    """``execute_approved`` of a :class:`Tool` or a registered name: the program's
+    own decision, run gated with no approval check (a ``"deny"`` tool too, said
+    in a warning), through the registry's advice."""
+    if isinstance(tool, Tool):
+        target = tool
+    else:
+        found = registry.lookup(tool) if isinstance(tool, str) else None
+        if found is None:
+            if not isinstance(tool, str):
+                return Err(
+                    ToolError(
+                        "execute_approved expects a Tool, a tool name or a "
+                        f"NeedsApproval, got {type(tool).__name__}"
+                    )
+                )
+            return Err(ToolNotFound(tool))
+        target = found
+    if isinstance(arguments, RunContext):
+        return Err(
+            ToolError(
+                "execute_approved got a RunContext as arguments; pass it as ctx",
+                tool_name=target.name,
+            )
+        )
+    if target.approval == "deny":  # the program's own decision: said out loud
+        _log.warning(
+            "Tool '%s' is 'deny' and ran only because the program called execute_approved",
+            target.name,
+        )
+    executor = registry._executor
+    if executor is None:
+        executor = default_executor()
+    gated = gated_context(ctx)
+    run = registry._runner(executor, True, None, wait)
+    if target.name in registry.advice._chains:
+        return t.cast(Result, registry._advised(run, target, arguments, gated, call_id))
+    return run(target, arguments, gated, call_id=call_id)
 
 
 def execute_approval(

@@ -517,42 +517,9 @@ class Registry:
                 if isinstance(arguments, RunContext) and ctx is None:
                     ctx, arguments = arguments, None
                 return self._execute_approval(tool, arguments, ctx, call_id, wait=wait)
-            if isinstance(tool, Tool):
-                target = tool
-            else:
-                found = self.lookup(tool) if isinstance(tool, str) else None
-                if found is None:
-                    if not isinstance(tool, str):
-                        return Err(
-                            ToolError(
-                                "execute_approved expects a Tool, a tool name or a "
-                                f"NeedsApproval, got {type(tool).__name__}"
-                            )
-                        )
-                    return _not_found(tool)
-                target = found
-            if isinstance(arguments, RunContext):
-                return Err(
-                    ToolError(
-                        "execute_approved got a RunContext as arguments; pass it as ctx",
-                        tool_name=target.name,
-                    )
-                )
-            if target.approval == "deny":  # the program's own decision: said out loud
-                _log.warning(
-                    "Tool '%s' is 'deny' and ran only because the program called execute_approved",
-                    target.name,
-                )
-            executor = self._executor
-            if executor is None:
-                executor = default_executor()
-            from nous_tools.registry._approvals import gated_context  # approvals only
+            from nous_tools.registry._approvals import run_decided  # approvals only
 
-            gated = gated_context(ctx)
-            run = self._runner(executor, True, None, wait)
-            if target.name in self.advice._chains:
-                return t.cast(Result, self._advised(run, target, arguments, gated, call_id))
-            return run(target, arguments, gated, call_id=call_id)
+            return run_decided(self, tool, arguments, ctx, call_id, wait)
         except BaseException as exc:
             if interrupts(exc):
                 raise
