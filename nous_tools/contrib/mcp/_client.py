@@ -32,8 +32,10 @@ from nous_tools.contrib.mcp._auth import redact
 from nous_tools.contrib.mcp._server_requests import (
     PROGRESS,
     InFlight,
-    ServerRequests,
     current_call,
+    on_elicit,
+    on_log,
+    on_sample,
     relay,
 )
 from nous_tools.contrib.mcp._server_requests import (  # where pickles made before the split find it
@@ -77,7 +79,7 @@ class _Connection:
         self.broken = False
 
 
-class MCPServer(ServerRequests):
+class MCPServer:
     """A synchronous handle on an external MCP server.
 
     Build it with :meth:`stdio` (a command run as a subprocess) or :meth:`http`
@@ -549,6 +551,21 @@ class MCPServer(ServerRequests):
                 )
             )
         return Ok(parts[0] if len(parts) == 1 else parts)
+
+    # -- internals: what the server asks and tells during a call (_server_requests) ------
+
+    async def _on_elicit(
+        self, context: t.Any, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        return await on_elicit(self, context, params)
+
+    async def _on_sample(
+        self, context: t.Any, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.ErrorData:
+        return await on_sample(self, context, params)
+
+    async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        await on_log(self, params)
 
 
 class _RemoteCall:

@@ -31,6 +31,9 @@ from nous_tools.results import ApprovalRequest, Edit
 from nous_tools.run_context import RunContext
 from nous_tools.tool import Tool
 
+if t.TYPE_CHECKING:
+    from nous_tools.contrib.mcp._client import MCPServer
+
 _log = logging.getLogger("nous_tools")
 
 
@@ -82,197 +85,193 @@ PROGRESS = "progress"
 LOG = "log"
 
 
-class ServerRequests:
-    """The requests and notifications a server sends while calls wait on it: the
-    callbacks :class:`~nous_tools.contrib.mcp.MCPServer` gives the SDK client."""
+async def on_elicit(
+    server: MCPServer, context: t.Any, params: types.ElicitRequestParams
+) -> types.ElicitResult:
+    """A server's ``elicitation/create``: ask the call it belongs to. Its context's
+    ``elicitor`` answers when it has one (a served tool passing the question on
+    to its own client); else its approval handler gets an :class:`MCPElicitation`.
 
-    #: The server's name in messages (see ``MCPServer.name``).
-    name: str
-    #: The calls waiting on the server, by a key of their own.
-    _inflight: dict[int, InFlight]
-
-    async def _on_elicit(
-        self, context: t.Any, params: types.ElicitRequestParams
-    ) -> types.ElicitResult:
-        """A server's ``elicitation/create``: ask the call it belongs to. Its context's
-        ``elicitor`` answers when it has one (a served tool passing the question on
-        to its own client); else its approval handler gets an :class:`MCPElicitation`.
-
-        Fails closed (declines) when nobody can be asked, the answer is not exactly
-        ``"approve"``, ``"reject"`` or an :class:`Edit`, the content does not fit the
-        requested schema, the request is URL mode, or (on protocol versions before
-        2026-07-28, where the request does not say which call it belongs to) several
-        calls that would ask different people are waiting."""
-        declined = types.ElicitResult(action="decline")
-        if not isinstance(params, types.ElicitRequestFormParams):
-            _log.warning("MCP server '%s' asked to open a URL; declined", self.name)
-            return declined
-        try:
-            form = check_elicitation_schema(dict(params.requested_schema or {}))
-        except (TypeError, ValueError) as exc:
-            _log.warning(
-                "MCP server '%s' asked for a form MCP does not allow (%s); declined", self.name, exc
-            )
-            return declined
-        waiting = current_call.get() or self._only_waiting()
-        ctx = waiting.ctx if waiting is not None else None
-        if ctx is not None and ctx.elicitor is not None:
-            return await self._pass_elicitation_on(ctx, params.message, form)
-        if waiting is None or waiting.handler is None:
-            _log.warning(
-                "MCP server '%s' asked for input, but the call has no approval_handler; declined",
-                self.name,
-            )
-            return declined
-        proposed = with_defaults(form, {})
-        request = MCPElicitation(
-            name=waiting.tool.name,
-            id=None,
-            arguments=proposed,
-            tool=waiting.tool,
-            message=params.message,
-            requested_schema=form,
-        )
-        handler = waiting.handler
-        try:
-            decision = await anyio.to_thread.run_sync(handler, request, abandon_on_cancel=True)
-        except anyio.get_cancelled_exc_class():
-            raise
-        except Exception as exc:
-            _log.warning(
-                "Approval handler raised %s on an elicitation from MCP server '%s'; declined",
-                type(exc).__name__,
-                self.name,
-            )
-            return declined
-        # Exact types, as the approval gate checks them: a str subclass equal to
-        # everything, or an Edit subclass, is not an answer.
-        if type(decision) is Edit:
-            edited = decision.arguments
-            if not isinstance(edited, c.Mapping):
-                return self._unfit(["the Edit's content is not an object of fields"])
-            content = with_defaults(form, dict(edited))
-        elif type(decision) is str and decision == "approve":
-            content = proposed
-        else:
-            if not (type(decision) is str and decision == "reject"):
-                _log.warning(
-                    "Approval handler answered an elicitation from MCP server '%s' with %s; "
-                    "expected 'approve', 'reject' or an Edit. Declined",
-                    self.name,
-                    type(decision).__name__,
-                )
-            return declined
-        errors = elicitation_content_errors(form, content)
-        if errors:
-            return self._unfit(errors)
-        return types.ElicitResult(action="accept", content=content)
-
-    def _unfit(self, errors: list[str]) -> types.ElicitResult:
+    Fails closed (declines) when nobody can be asked, the answer is not exactly
+    ``"approve"``, ``"reject"`` or an :class:`Edit`, the content does not fit the
+    requested schema, the request is URL mode, or (on protocol versions before
+    2026-07-28, where the request does not say which call it belongs to) several
+    calls that would ask different people are waiting."""
+    declined = types.ElicitResult(action="decline")
+    if not isinstance(params, types.ElicitRequestFormParams):
+        _log.warning("MCP server '%s' asked to open a URL; declined", server.name)
+        return declined
+    try:
+        form = check_elicitation_schema(dict(params.requested_schema or {}))
+    except (TypeError, ValueError) as exc:
         _log.warning(
-            "The answer to an elicitation from MCP server '%s' does not fit its schema (%s); "
-            "declined",
-            self.name,
-            "; ".join(errors),
+            "MCP server '%s' asked for a form MCP does not allow (%s); declined", server.name, exc
+        )
+        return declined
+    waiting = current_call.get() or _only_waiting(server)
+    ctx = waiting.ctx if waiting is not None else None
+    if ctx is not None and ctx.elicitor is not None:
+        return await _pass_elicitation_on(server, ctx, params.message, form)
+    if waiting is None or waiting.handler is None:
+        _log.warning(
+            "MCP server '%s' asked for input, but the call has no approval_handler; declined",
+            server.name,
+        )
+        return declined
+    proposed = with_defaults(form, {})
+    request = MCPElicitation(
+        name=waiting.tool.name,
+        id=None,
+        arguments=proposed,
+        tool=waiting.tool,
+        message=params.message,
+        requested_schema=form,
+    )
+    handler = waiting.handler
+    try:
+        decision = await anyio.to_thread.run_sync(handler, request, abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        raise
+    except Exception as exc:
+        _log.warning(
+            "Approval handler raised %s on an elicitation from MCP server '%s'; declined",
+            type(exc).__name__,
+            server.name,
+        )
+        return declined
+    # Exact types, as the approval gate checks them: a str subclass equal to
+    # everything, or an Edit subclass, is not an answer.
+    if type(decision) is Edit:
+        edited = decision.arguments
+        if not isinstance(edited, c.Mapping):
+            return _unfit(server, ["the Edit's content is not an object of fields"])
+        content = with_defaults(form, dict(edited))
+    elif type(decision) is str and decision == "approve":
+        content = proposed
+    else:
+        if not (type(decision) is str and decision == "reject"):
+            _log.warning(
+                "Approval handler answered an elicitation from MCP server '%s' with %s; "
+                "expected 'approve', 'reject' or an Edit. Declined",
+                server.name,
+                type(decision).__name__,
+            )
+        return declined
+    errors = elicitation_content_errors(form, content)
+    if errors:
+        return _unfit(server, errors)
+    return types.ElicitResult(action="accept", content=content)
+
+
+def _unfit(server: MCPServer, errors: list[str]) -> types.ElicitResult:
+    _log.warning(
+        "The answer to an elicitation from MCP server '%s' does not fit its schema (%s); declined",
+        server.name,
+        "; ".join(errors),
+    )
+    return types.ElicitResult(action="decline")
+
+
+async def on_log(server: MCPServer, params: types.LoggingMessageNotificationParams) -> None:
+    """A server's ``notifications/message``: the ``ctx.log`` of the call it belongs
+    to — the one call waiting on this server with someone listening (a log line
+    does not say which call it is about); else the ``nous_tools`` logger at debug."""
+    listening = [w for w in list(server._inflight.values()) if w.inbox is not None]
+    if len(listening) == 1:
+        t.cast("queue.SimpleQueue[t.Any]", listening[0].inbox).put(
+            (LOG, params.level, params.data, params.logger)
+        )
+        return
+    _log.debug(
+        "MCP server '%s' log (%s) %s: %r", server.name, params.level, params.logger, params.data
+    )
+
+
+async def _pass_elicitation_on(
+    server: MCPServer, ctx: RunContext[t.Any], message: str, form: dict[str, t.Any]
+) -> types.ElicitResult:
+    """Ask the calling context's ``elicitor`` (checked as ``ctx.elicit`` checks it)."""
+
+    def ask() -> types.ElicitResult:
+        assert ctx.elicitor is not None
+        answer = checked_answer(form, ctx.elicitor(message, form), "the elicitor")
+        return types.ElicitResult(action=answer.action, content=answer.content)
+
+    try:
+        return await anyio.to_thread.run_sync(ask, abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        raise
+    except Exception as exc:
+        _log.warning(
+            "Passing an elicitation from MCP server '%s' on failed (%s); declined",
+            server.name,
+            type(exc).__name__,
         )
         return types.ElicitResult(action="decline")
 
-    async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
-        """A server's ``notifications/message``: the ``ctx.log`` of the call it belongs
-        to — the one call waiting on this server with someone listening (a log line
-        does not say which call it is about); else the ``nous_tools`` logger at debug."""
-        listening = [w for w in list(self._inflight.values()) if w.inbox is not None]
-        if len(listening) == 1:
-            t.cast("queue.SimpleQueue[t.Any]", listening[0].inbox).put(
-                (LOG, params.level, params.data, params.logger)
-            )
-            return
-        _log.debug(
-            "MCP server '%s' log (%s) %s: %r", self.name, params.level, params.logger, params.data
+
+# -- internals: sampling --------------------------------------------------------------
+
+
+async def on_sample(
+    server: MCPServer, context: t.Any, params: types.CreateMessageRequestParams
+) -> types.CreateMessageResult | types.ErrorData:
+    """A server's ``sampling/createMessage``: the waiting call's ``ctx.sampler``
+    answers (as ``ctx.sample`` would); without one the server gets an error."""
+    waiting = current_call.get() or _only_waiting(server)
+    ctx = waiting.ctx if waiting is not None else None
+    if ctx is None or ctx.sampler is None:
+        _log.warning(
+            "MCP server '%s' asked to sample a model, but the call's context has no "
+            "sampler; refused",
+            server.name,
         )
-
-    async def _pass_elicitation_on(
-        self, ctx: RunContext[t.Any], message: str, form: dict[str, t.Any]
-    ) -> types.ElicitResult:
-        """Ask the calling context's ``elicitor`` (checked as ``ctx.elicit`` checks it)."""
-
-        def ask() -> types.ElicitResult:
-            assert ctx.elicitor is not None
-            answer = checked_answer(form, ctx.elicitor(message, form), "the elicitor")
-            return types.ElicitResult(action=answer.action, content=answer.content)
-
-        try:
-            return await anyio.to_thread.run_sync(ask, abandon_on_cancel=True)
-        except anyio.get_cancelled_exc_class():
-            raise
-        except Exception as exc:
-            _log.warning(
-                "Passing an elicitation from MCP server '%s' on failed (%s); declined",
-                self.name,
-                type(exc).__name__,
-            )
-            return types.ElicitResult(action="decline")
-
-    # -- internals: sampling --------------------------------------------------------------
-
-    async def _on_sample(
-        self, context: t.Any, params: types.CreateMessageRequestParams
-    ) -> types.CreateMessageResult | types.ErrorData:
-        """A server's ``sampling/createMessage``: the waiting call's ``ctx.sampler``
-        answers (as ``ctx.sample`` would); without one the server gets an error."""
-        waiting = current_call.get() or self._only_waiting()
-        ctx = waiting.ctx if waiting is not None else None
-        if ctx is None or ctx.sampler is None:
-            _log.warning(
-                "MCP server '%s' asked to sample a model, but the call's context has no "
-                "sampler; refused",
-                self.name,
-            )
-            return types.ErrorData(
-                code=types.INVALID_REQUEST,
-                message="this client has no model to sample for the call (no sampler)",
-            )
-        try:
-            messages = [_sampled_message(message) for message in params.messages]
-        except ValueError as exc:
-            return types.ErrorData(code=types.INVALID_PARAMS, message=str(exc))
-        ask = functools.partial(
-            sample,
-            ctx,
-            messages,
-            max_tokens=params.max_tokens,
-            system=params.system_prompt,
-            temperature=params.temperature,
+        return types.ErrorData(
+            code=types.INVALID_REQUEST,
+            message="this client has no model to sample for the call (no sampler)",
         )
-        try:
-            text = await anyio.to_thread.run_sync(ask, abandon_on_cancel=True)
-        except anyio.get_cancelled_exc_class():
-            raise
-        except Exception as exc:
-            _log.warning(
-                "The sampler failed on a request from MCP server '%s' (%s)",
-                self.name,
-                type(exc).__name__,
-            )
-            return types.ErrorData(
-                code=types.INTERNAL_ERROR, message=f"sampling failed: {type(exc).__name__}"
-            )
-        return types.CreateMessageResult(
-            role="assistant",
-            content=types.TextContent(text=text),
-            model="nous-tools-sampler",
-            stop_reason="endTurn",
+    try:
+        messages = [_sampled_message(message) for message in params.messages]
+    except ValueError as exc:
+        return types.ErrorData(code=types.INVALID_PARAMS, message=str(exc))
+    ask = functools.partial(
+        sample,
+        ctx,
+        messages,
+        max_tokens=params.max_tokens,
+        system=params.system_prompt,
+        temperature=params.temperature,
+    )
+    try:
+        text = await anyio.to_thread.run_sync(ask, abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        raise
+    except Exception as exc:
+        _log.warning(
+            "The sampler failed on a request from MCP server '%s' (%s)",
+            server.name,
+            type(exc).__name__,
         )
+        return types.ErrorData(
+            code=types.INTERNAL_ERROR, message=f"sampling failed: {type(exc).__name__}"
+        )
+    return types.CreateMessageResult(
+        role="assistant",
+        content=types.TextContent(text=text),
+        model="nous-tools-sampler",
+        stop_reason="endTurn",
+    )
 
-    def _only_waiting(self) -> InFlight | None:
-        waiting = list(self._inflight.values())
-        if not waiting:
-            return None
-        first = waiting[0]
-        askers = first.askers()
-        if all(all(a is b for a, b in zip(w.askers(), askers, strict=True)) for w in waiting):
-            return first
+
+def _only_waiting(server: MCPServer) -> InFlight | None:
+    waiting = list(server._inflight.values())
+    if not waiting:
         return None
+    first = waiting[0]
+    askers = first.askers()
+    if all(all(a is b for a, b in zip(w.askers(), askers, strict=True)) for w in waiting):
+        return first
+    return None
 
 
 def _sampled_message(message: types.SamplingMessage) -> dict[str, str]:
