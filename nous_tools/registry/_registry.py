@@ -713,12 +713,10 @@ class Registry:
         arguments: object,
         ctx: RunContext[t.Any] | None,
         call_id: str | None,
-        *,
-        claim: t.Any = None,
-        wait: float | None = None,
+        **options: t.Any,
     ) -> Result:
         """``execute_approved`` of a :class:`NeedsApproval`: check, claim, run once
-        (``_approvals.execute_approval``)."""
+        (``_approvals.execute_approval``; ``options``: its ``claim`` and ``wait``)."""
         from nous_tools.registry._approvals import execute_approval  # approvals only
 
-        return execute_approval(self, na, arguments, ctx, call_id, claim=claim, wait=wait)
+        return execute_approval(self, na, arguments, ctx, call_id, **options)

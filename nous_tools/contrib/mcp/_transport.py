@@ -105,7 +105,7 @@ def stdio_connect(
 ) -> Connect:
     """How to connect to a server run as ``command args...``, over its stdin/stdout
     (see :meth:`MCPServer.stdio`)."""
-    from mcp import Client, StdioServerParameters
+    from mcp import StdioServerParameters
 
     params = StdioServerParameters(
         command=command,
@@ -115,14 +115,7 @@ def stdio_connect(
     )
 
     async def connect(stack: contextlib.AsyncExitStack, server: MCPServer) -> Client:
-        client = Client(
-            params,
-            mode=mode,
-            elicitation_callback=server._on_elicit,
-            sampling_callback=server._on_sample,
-            logging_callback=server._on_log,
-        )
-        return await stack.enter_async_context(client)
+        return await stack.enter_async_context(_client(params, server, mode))
 
     return connect
 
@@ -133,7 +126,6 @@ def http_connect(
     """How to connect to a server at a Streamable HTTP endpoint, signing in with
     ``auth`` (see :meth:`MCPServer.http`)."""
     import httpx2
-    from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
     provider = auth.provider(url) if auth is not None else None
@@ -146,13 +138,20 @@ def http_connect(
                 auth=provider,
             )
         )
-        client = Client(
-            streamable_http_client(url, http_client=http),
-            mode=mode,
-            elicitation_callback=server._on_elicit,
-            sampling_callback=server._on_sample,
-            logging_callback=server._on_log,
-        )
+        client = _client(streamable_http_client(url, http_client=http), server, mode)
         return await stack.enter_async_context(client)
 
     return connect
+
+
+def _client(transport: t.Any, server: MCPServer, mode: str) -> Client:
+    """The SDK client over ``transport``, with ``server``'s callbacks."""
+    from mcp import Client
+
+    return Client(
+        transport,
+        mode=mode,
+        elicitation_callback=server._on_elicit,
+        sampling_callback=server._on_sample,
+        logging_callback=server._on_log,
+    )
