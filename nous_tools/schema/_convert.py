@@ -83,15 +83,6 @@ from nous_tools.errors import ToolError
 from nous_tools.results import Err
 from nous_tools.schema import _type_schemas as _types
 from nous_tools.schema._annotations import POSITIONAL, resolved_annotations, signature_of
-from nous_tools.schema._structuring import (
-    Failures,
-    Lazy,
-    Mismatch,
-    Missing,
-    is_sequence_kind,
-    make_converter,
-    shorten,
-)
 
 if t.TYPE_CHECKING:
     import cattrs
@@ -108,6 +99,8 @@ def _leaves(
 ) -> c.Iterator[tuple[tuple[str | int, ...], BaseException]]:
     """Every leaf failure inside ``error`` (ours, cattrs' or pydantic's), with its path."""
     import cattrs.errors  # loaded already: a converter made the error
+
+    from nous_tools.schema._structuring import Failures, Missing
 
     if isinstance(error, Failures):
         for where, leaf in error.failures:
@@ -143,6 +136,8 @@ def _path_text(parts: tuple[str | int, ...]) -> str:
 def _failure_err(
     tool_name: str, failures: list[tuple[tuple[str | int, ...], BaseException]]
 ) -> Err:
+    from nous_tools.schema._structuring import Mismatch, Missing, shorten
+
     missing: list[str] = []
     mismatches: list[tuple[str, str, str]] = []
     invalid: list[tuple[str, str]] = []
@@ -177,6 +172,8 @@ def _exception_text(exc: BaseException) -> str:
 def _converter() -> cattrs.Converter:
     """The one converter, made at first use (importing cattrs costs start-up time
     that tools without conversion should not pay)."""
+    from nous_tools.schema._structuring import make_converter  # with the converter only
+
     return make_converter()
 
 
@@ -234,7 +231,7 @@ def needs_conversion(annotation: object, seen: tuple[type, ...] = ()) -> bool:
             return False
         key, value = args
         return key not in (str, t.Any) or needs_conversion(value, seen)
-    if is_sequence_kind(cls) and not issubclass(cls, c.Set):
+    if _types.is_sequence_kind(cls) and not issubclass(cls, c.Set):
         return bool(args) and needs_conversion(args[0], seen)
     return _is_known(cls)
 
@@ -272,6 +269,8 @@ class ArgumentConverter:
         extra: t.Any | None,
     ) -> None:
         converter = _converter()
+        from nous_tools.schema._structuring import Lazy  # loaded by _converter()
+
         self._plan = tuple((name, Lazy(converter, hint)) for name, hint in plan)
         self._extra = Lazy(converter, extra) if extra is not None else None
 

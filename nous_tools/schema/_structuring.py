@@ -540,13 +540,6 @@ def _is_union(annotation: t.Any) -> bool:
     return origin is t.Union or origin is types.UnionType
 
 
-def is_sequence_kind(cls: type) -> bool:
-    return cls in (c.Iterable, c.Collection) or (
-        issubclass(cls, (c.Sequence, c.Set))
-        and not issubclass(cls, (str, bytes, bytearray, tuple, memoryview, range))
-    )
-
-
 def _unstructure_pydantic(value: t.Any) -> t.Any:
     from pydantic import TypeAdapter
 
@@ -577,7 +570,7 @@ def make_converter() -> cattrs.Converter:
     register(dt.timedelta, _structure_timedelta)
     register(decimal.Decimal, _structure_decimal)
     # Registered in order: cattrs asks the last registered factory first.
-    register_factory(_origin_is(is_sequence_kind), _sequence_factory(converter))
+    register_factory(_origin_is(_types.is_sequence_kind), _sequence_factory(converter))
     register_factory(_origin_is(lambda cls: issubclass(cls, tuple)), _tuple_factory(converter))
     register_factory(
         _origin_is(lambda cls: issubclass(cls, c.Mapping)), _mapping_factory(converter)

@@ -339,6 +339,14 @@ def is_namedtuple(cls: type) -> bool:
     return issubclass(cls, tuple) and hasattr(cls, "_fields") and hasattr(cls, "_field_defaults")
 
 
+def is_sequence_kind(cls: type) -> bool:
+    """A class argument conversion treats as a sequence (not text, bytes or a tuple)."""
+    return cls in (c.Iterable, c.Collection) or (
+        issubclass(cls, (c.Sequence, c.Set))
+        and not issubclass(cls, (str, bytes, bytearray, tuple, memoryview, range))
+    )
+
+
 def is_pydantic_type(annotation: object) -> bool:
     """A class pydantic knows how to validate (a ``BaseModel``, a pydantic dataclass,
     ``AnyUrl``...). Tells without importing pydantic."""
