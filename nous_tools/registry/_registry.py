@@ -37,18 +37,15 @@ import threading
 import typing as t
 import weakref
 
-import attrs
-
 from nous_tools import executor as _executor_module
 from nous_tools._engine._journal import check_journal
 from nous_tools._engine._journal import peek as _journal_peek
-from nous_tools._util import _canonical
 from nous_tools._util._log import log as _safe_log
 from nous_tools._util._scope import here, interrupts
 from nous_tools._util._text import safe_str as _safe_str
 from nous_tools.advice import Advice
 from nous_tools.approval._store import ApprovalStore, InMemoryApprovalStore, claimer
-from nous_tools.errors import ApprovalAlreadyUsed, ToolDenied, ToolError, ToolNotFound
+from nous_tools.errors import ToolDenied, ToolError, ToolNotFound
 from nous_tools.executor import (
     ToolCall,
     ToolExecutor,
@@ -65,8 +62,6 @@ from nous_tools.results import (
     Result,
     check_clock_skew,
     check_max_age,
-    claim_expiry,
-    refusal,
 )
 from nous_tools.run_context import RunContext
 from nous_tools.tool import Tool
@@ -85,8 +80,6 @@ _R = t.TypeVar("_R")
 
 #: What the registry path returns: an ``Ok``, an ``Err`` or a ``NeedsApproval``.
 RegistryResult = t.Union[Result, NeedsApproval]  # noqa: UP007  (a runtime alias)
-
-_GATED_CONTEXT: RunContext[t.Any] = RunContext(approval_gated=True)
 
 #: How old (seconds) an approval token may be by default: one day.
 DEFAULT_APPROVAL_MAX_AGE = 24 * 60 * 60.0
@@ -148,30 +141,6 @@ def _shown(name: object) -> str:
         return repr(name)
     except Exception:
         return f"<a {type(name).__name__}>"
-
-
-# (name, slot setter) of every RunContext field.
-_context_slots: list[tuple[str, c.Callable[[object, object], None]]] = [
-    (f.name, RunContext.__dict__[f.name].__set__) for f in attrs.fields(RunContext)
-]
-_set_gated: c.Callable[[object, object], None] = RunContext.__dict__["approval_gated"].__set__
-
-
-def _gated(ctx: RunContext[t.Any] | None) -> RunContext[t.Any] | None:
-    """``ctx`` with ``approval_gated=True`` (what ``execute_approved`` runs with)."""
-    if ctx is None:
-        return _GATED_CONTEXT
-    if type(ctx) is RunContext and not ctx.approval_gated:
-        # attrs.evolve, field by field through the slots: the values are a valid
-        # context's already, so no validator needs to run again.
-        gated = object.__new__(RunContext)
-        for name, set_slot in _context_slots:
-            set_slot(gated, getattr(ctx, name))
-        _set_gated(gated, True)
-        return gated
-    if isinstance(ctx, RunContext) and not ctx.approval_gated:
-        return attrs.evolve(ctx, approval_gated=True)
-    return ctx  # already gated, or not a RunContext: the executor reports that
 
 
 class Registry:
@@ -548,40 +517,9 @@ class Registry:
                 if isinstance(arguments, RunContext) and ctx is None:
                     ctx, arguments = arguments, None
                 return self._execute_approval(tool, arguments, ctx, call_id, wait=wait)
-            if isinstance(tool, Tool):
-                target = tool
-            else:
-                found = self.lookup(tool) if isinstance(tool, str) else None
-                if found is None:
-                    if not isinstance(tool, str):
-                        return Err(
-                            ToolError(
-                                "execute_approved expects a Tool, a tool name or a "
-                                f"NeedsApproval, got {type(tool).__name__}"
-                            )
-                        )
-                    return _not_found(tool)
-                target = found
-            if isinstance(arguments, RunContext):
-                return Err(
-                    ToolError(
-                        "execute_approved got a RunContext as arguments; pass it as ctx",
-                        tool_name=target.name,
-                    )
-                )
-            if target.approval == "deny":  # the program's own decision: said out loud
-                _log.warning(
-                    "Tool '%s' is 'deny' and ran only because the program called execute_approved",
-                    target.name,
-                )
-            executor = self._executor
-            if executor is None:
-                executor = default_executor()
-            gated = _gated(ctx)
-            run = self._runner(executor, True, None, wait)
-            if target.name in self.advice._chains:
-                return t.cast(Result, self._advised(run, target, arguments, gated, call_id))
-            return run(target, arguments, gated, call_id=call_id)
+            from nous_tools.registry._approvals import run_decided  # approvals only
+
+            return run_decided(self, tool, arguments, ctx, call_id, wait)
         except BaseException as exc:
             if interrupts(exc):
                 raise
@@ -775,119 +713,10 @@ class Registry:
         arguments: object,
         ctx: RunContext[t.Any] | None,
         call_id: str | None,
-        *,
-        claim: t.Any = None,
-        wait: float | None = None,
+        **options: t.Any,
     ) -> Result:
-        """``execute_approved`` of a :class:`NeedsApproval`: check, claim, run once.
-        ``claim``: the journal's step 0 is done (a resolved batch's call)."""
-        refused = self._check_approved(na, arguments, ctx)
-        if refused is not None:
-            return refused
-        tool, name = na.tool, na.tool.name
-        journal = self._effective_journal() if claim is None else None
-        if journal is not None:
-            # The journal first: a call it holds is answered, the approval not used.
-            answered = _journal_peek(
-                journal,
-                tool,
-                _canonical.thaw(na.arguments),
-                ctx,
-                call_id if call_id is not None else na.call_id,
-                wait,
-            )
-            if answered is not None:
-                return answered
-        max_age, skew = na._limits_in(self)
-        why = refusal(na.issued_at, max_age, skew)
-        if why is not None:
-            return Err(ToolError(f"Tool '{name}' was not run: its approval {why}", tool_name=name))
-        try:
-            claimed = self._claim(na.id, claim_expiry(na.issued_at, max_age, skew))
-        except BaseException as exc:  # fail closed
-            if interrupts(exc):
-                raise
-            _log.error("Approval store failed to claim an approval of tool '%s'", name)
-            return Err(
-                ToolError(
-                    f"Tool '{name}' was not run: the approval store failed ({type(exc).__name__})",
-                    tool_name=name,
-                    original_error=exc,
-                )
-            )
-        if claimed is not True:
-            _log.warning("Approval of tool '%s' was already used; not run again", name)
-            return Err(
-                ApprovalAlreadyUsed(
-                    f"Tool '{name}' was not run: its approval was already used", tool_name=name
-                )
-            )
-        executor = self._executor
-        if executor is None:
-            executor = default_executor()
-        gated = _gated(ctx)
-        run_id = call_id if call_id is not None else na.call_id
-        approved = na.arguments
-        execute_approved = self._runner(executor, True, claim, wait)
-        if name not in self.advice._chains:
-            return execute_approved(tool, _canonical.thaw(approved), gated, call_id=run_id)
-        expected = _canonical.dumps(_canonical.encode(approved))
+        """``execute_approved`` of a :class:`NeedsApproval`: check, claim, run once
+        (``_approvals.execute_approval``; ``options``: its ``claim`` and ``wait``)."""
+        from nous_tools.registry._approvals import execute_approval  # approvals only
 
-        def core(args: t.Any) -> Result:
-            try:
-                same = _canonical.dumps(_canonical.encode(args)) == expected
-            except (TypeError, ValueError):
-                same = False
-            if not same:
-                _log.warning("Advice of tool '%s' changed approved arguments; not run", name)
-                return Err(
-                    ToolError(
-                        f"Tool '{name}' was not run: advice changed the approved arguments",
-                        tool_name=name,
-                    )
-                )
-            # A fresh copy: whatever the advice holds, the tool gets what was approved.
-            return execute_approved(tool, _canonical.thaw(approved), gated, call_id=run_id)
-
-        advised = self.advice._wrap_results(name, core, befores=False)
-        return t.cast(Result, advised(_canonical.thaw(approved)))
-
-    def _check_approved(self, na: NeedsApproval, arguments: object, ctx: object) -> Err | None:
-        name = na.tool.name
-        if arguments is not None:
-            return Err(
-                ToolError(
-                    f"Tool '{name}' was not run: execute_approved takes the arguments of a "
-                    "NeedsApproval from it, not separately",
-                    tool_name=name,
-                )
-            )
-        if ctx is not None and not isinstance(ctx, RunContext):
-            return Err(
-                ToolError(
-                    f"execute expects a RunContext or None as ctx, got {type(ctx).__name__}",
-                    tool_name=name,
-                )
-            )
-        if not (na._verified or na.verify()):
-            return Err(
-                ToolError(
-                    f"Tool '{name}' was not run: its arguments changed after approval "
-                    "(they no longer match the fingerprint)",
-                    tool_name=name,
-                )
-            )
-        registered = self._tools.get(name)
-        if registered is None:
-            return Err(ToolNotFound(name))
-        if registered is not na.tool:
-            return Err(
-                ToolError(
-                    f"Tool '{name}' was not run: the tool registered under that name is not "
-                    "the one that was approved",
-                    tool_name=name,
-                )
-            )
-        if registered.approval == "deny":
-            return Err(ToolDenied(name))
-        return None
+        return execute_approval(self, na, arguments, ctx, call_id, **options)

@@ -18,7 +18,8 @@ import attrs
 
 from nous_tools.errors import ToolError
 from nous_tools.results import Err, Ok
-from nous_tools.schema import _signature as _schema
+from nous_tools.schema import _type_schemas as _types
+from nous_tools.schema._annotations import resolved_annotations
 
 if t.TYPE_CHECKING:
     from nous_tools.schema._validation import ArgumentValidator
@@ -34,7 +35,7 @@ _cache: weakref.WeakKeyDictionary[t.Any, tuple[t.Any, dict[str, t.Any] | None]] 
 
 def _return_annotation(tool: Tool) -> t.Any:
     try:
-        hints = _schema._annotations(tool.function)
+        hints = resolved_annotations(tool.function)
     except Exception:
         return None
     return hints.get("return")
@@ -48,10 +49,10 @@ def _structured_kind(annotation: object) -> bool:
     if annotation in (content.Text, content.Image, content.Audio, content.Resource):
         return False  # content, not data: see nous_tools.content
     return (
-        _schema._is_typeddict(annotation)
+        _types.is_typeddict(annotation)
         or dataclasses.is_dataclass(annotation)
         or attrs.has(annotation)
-        or _schema._is_pydantic_type(annotation)
+        or _types.is_pydantic_type(annotation)
     )
 
 
@@ -59,9 +60,9 @@ def _compute(tool: Tool) -> tuple[t.Any, dict[str, t.Any] | None]:
     annotation = _return_annotation(tool)
     if not _structured_kind(annotation):
         return None, None
-    build = _schema._Build({})
+    build = _types.Build({})
     try:
-        schema = _schema._type_schema(annotation, build)
+        schema = _types.type_schema(annotation, build)
     except Exception:
         return None, None
     if schema.get("type") != "object":

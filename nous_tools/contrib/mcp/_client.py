@@ -11,44 +11,47 @@ import asyncio
 import collections.abc as c
 import concurrent.futures
 import contextlib
-import contextvars
-import functools
 import itertools
 import logging
 import math
 import os
 import queue
-import sys
 import threading
 import typing as t
 
 import anyio
 import anyio.to_thread
-import attrs
 import mcp_types as types
 from anyio.from_thread import BlockingPortal
 from mcp.shared.exceptions import MCPError
 
 from nous_tools._engine._admission import DEFAULT_MAX_RESULT_CHARS, clip_text, result_limit
 from nous_tools._util._clock import monotonic
-from nous_tools.asking import (
-    check_elicitation_schema,
-    checked_answer,
-    elicitation_content_errors,
-    sample,
-    with_defaults,
-)
 from nous_tools.contrib.mcp import _reports
 from nous_tools.contrib.mcp._auth import redact
+from nous_tools.contrib.mcp._server_requests import (
+    PROGRESS,
+    InFlight,
+    current_call,
+    on_elicit,
+    on_log,
+    on_sample,
+    relay,
+)
+from nous_tools.contrib.mcp._server_requests import (  # where pickles made before the split find it
+    MCPElicitation as MCPElicitation,
+)
+from nous_tools.contrib.mcp._transport import (
+    describe_error,
+    http_connect,
+    is_disconnect,
+    start_portal,
+    stdio_connect,
+)
 from nous_tools.errors import ToolCancelled, ToolError
-from nous_tools.results import ApprovalRequest, Edit, Err, Ok
+from nous_tools.results import Err, Ok
 from nous_tools.run_context import RunContext
 from nous_tools.tool import Tool
-
-if sys.version_info >= (3, 11):
-    _Group: type[BaseException] = BaseExceptionGroup  # noqa: F821  (3.11+)
-else:  # pragma: no cover - anyio brings the backport on Python 3.10
-    from exceptiongroup import BaseExceptionGroup as _Group  # type: ignore[import-not-found]
 
 if t.TYPE_CHECKING:
     from mcp import Client
@@ -62,57 +65,6 @@ _log = logging.getLogger("nous_tools")
 
 #: How often a waiting call looks at ``ctx.cancelled`` (it wakes at once on a result).
 _POLL = 0.05
-
-_TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
-    anyio.BrokenResourceError,
-    anyio.ClosedResourceError,
-    anyio.EndOfStream,
-    OSError,
-)
-
-
-@attrs.frozen(slots=True)
-class MCPElicitation(ApprovalRequest):
-    """What an approval handler receives when a remote MCP server asks the user for
-    input during a call (an ``elicitation/create`` request).
-
-    ``name``/``tool`` are the remote tool being called, ``message`` and
-    ``requested_schema`` are the server's question, and ``arguments`` are the
-    proposed answer (the schema's defaults). The handler answers as usual:
-    ``"approve"`` accepts with ``arguments``, ``Edit(content)`` accepts with
-    ``content`` (omitted fields take the schema's defaults), ``"reject"`` declines.
-    Answers are checked by exact type, as the approval gate checks them: anything
-    else (a ``str`` subclass, an ``Edit`` subclass, an object equal to everything),
-    a handler that raises, or content that does not fit ``requested_schema``
-    declines.
-    """
-
-    message: str = ""
-    requested_schema: c.Mapping[str, t.Any] = attrs.field(factory=dict)
-
-
-@attrs.frozen(slots=True, eq=False)
-class _InFlight:
-    """One call waiting on the server: whom to ask when the server elicits or samples
-    (the call's context: its ``elicitor``/``sampler``, else its approval handler), and
-    (when someone listens to the calling tool's reports) where the server's progress
-    and log notifications for it go: the waiting thread's ``inbox``."""
-
-    tool: Tool
-    handler: t.Callable[[ApprovalRequest], object] | None
-    inbox: queue.SimpleQueue[t.Any] | None = None
-    ctx: RunContext[t.Any] | None = None
-
-    def askers(self) -> tuple[object, object, object]:
-        ctx = self.ctx
-        if ctx is None:
-            return (self.handler, None, None)
-        return (self.handler, ctx.elicitor, ctx.sampler)
-
-
-_current: contextvars.ContextVar[_InFlight | None] = contextvars.ContextVar(
-    "nous_tools_mcp_call", default=None
-)
 
 
 class _Connection:
@@ -162,7 +114,7 @@ class MCPServer:
         self._thread: threading.Thread | None = None
         self._connection: _Connection | None = None
         self._closed = False
-        self._inflight: dict[int, _InFlight] = {}
+        self._inflight: dict[int, InFlight] = {}
         self._ids = itertools.count()
 
     # -- constructors -----------------------------------------------------------------
@@ -186,25 +138,7 @@ class MCPServer:
         client's protocol negotiation: ``"auto"`` (the newest both sides speak) or
         ``"legacy"`` (the ``initialize`` handshake of protocol 2025-11-25 and before).
         """
-        from mcp import Client, StdioServerParameters
-
-        params = StdioServerParameters(
-            command=command,
-            args=list(args),
-            env=dict(env) if env is not None else None,
-            cwd=os.fspath(cwd) if cwd is not None else None,
-        )
-
-        async def connect(stack: contextlib.AsyncExitStack, server: MCPServer) -> Client:
-            client = Client(
-                params,
-                mode=mode,
-                elicitation_callback=server._on_elicit,
-                sampling_callback=server._on_sample,
-                logging_callback=server._on_log,
-            )
-            return await stack.enter_async_context(client)
-
+        connect = stdio_connect(command, args, env, cwd, mode)
         shown = name or " ".join([os.path.basename(command), *args])
         return cls(connect, name=shown, named=name is not None, connect_timeout=connect_timeout)
 
@@ -227,29 +161,7 @@ class MCPServer:
         SDK's OAuth client provider; tokens are refreshed and kept in the ``OAuth``'s
         storage. With a person signing in, connecting may take their time too (the
         ``OAuth``'s timeout is added to ``connect_timeout``)."""
-        import httpx2
-        from mcp import Client
-        from mcp.client.streamable_http import streamable_http_client
-
-        provider = auth.provider(url) if auth is not None else None
-
-        async def connect(stack: contextlib.AsyncExitStack, server: MCPServer) -> Client:
-            http = await stack.enter_async_context(
-                httpx2.AsyncClient(
-                    headers=dict(headers or {}),
-                    timeout=httpx2.Timeout(30.0, read=300.0),
-                    auth=provider,
-                )
-            )
-            client = Client(
-                streamable_http_client(url, http_client=http),
-                mode=mode,
-                elicitation_callback=server._on_elicit,
-                sampling_callback=server._on_sample,
-                logging_callback=server._on_log,
-            )
-            return await stack.enter_async_context(client)
-
+        connect = http_connect(url, headers, auth, mode)
         waiting = auth.interactive if auth is not None and auth.interactive else 0.0
         return cls(
             connect,
@@ -392,7 +304,7 @@ class MCPServer:
             if self._closed:
                 raise ConnectionError(f"MCP server '{self.name}' is closed")
             if self._portal is None:
-                self._portal, self._thread, self._loop = _start_portal(
+                self._portal, self._thread, self._loop = start_portal(
                     f"nous-tools-mcp-{self.name}"[:60]
                 )
             portal = self._portal
@@ -425,7 +337,7 @@ class MCPServer:
             if isinstance(exc, KeyboardInterrupt):
                 raise
             raise ConnectionError(
-                f"MCP server '{self.name}' could not be reached: {redact(_describe(exc))}"
+                f"MCP server '{self.name}' could not be reached: {redact(describe_error(exc))}"
             ) from None
         if not self._named:
             info = client.server_info
@@ -450,10 +362,10 @@ class MCPServer:
         try:
             return future.result()
         except BaseException as exc:
-            if _is_disconnect(exc):
+            if is_disconnect(exc):
                 connection.broken = True
                 raise ConnectionError(
-                    f"MCP server '{self.name}' closed the connection: {_describe(exc)}"
+                    f"MCP server '{self.name}' closed the connection: {describe_error(exc)}"
                 ) from exc
             raise
 
@@ -493,7 +405,7 @@ class MCPServer:
         _, connection = self._ensure()
         loop = self._loop
         assert loop is not None  # set with the portal
-        waiting = _InFlight(tool, handler, inbox, ctx)
+        waiting = InFlight(tool, handler, inbox, ctx)
         key = next(self._ids)
         self._inflight[key] = waiting
         left = None if deadline is None else max(0.0, deadline - monotonic())
@@ -523,7 +435,7 @@ class MCPServer:
                     with contextlib.suppress(concurrent.futures.TimeoutError):
                         future.exception(wait)  # returns when done (whatever the outcome)
                 else:
-                    _relay(inbox, t.cast(RunContext[t.Any], ctx), wait)
+                    relay(inbox, t.cast(RunContext[t.Any], ctx), wait)
                 if not future.done() and cancelled is not None and cancelled.is_set():
                     future.cancel()
                     raise ToolCancelled(f"the call to '{remote_name}' was cancelled")
@@ -536,7 +448,7 @@ class MCPServer:
         finally:
             self._inflight.pop(key, None)
         if inbox is not None:
-            _relay(inbox, t.cast(RunContext[t.Any], ctx), 0.0)  # what came before the end
+            relay(inbox, t.cast(RunContext[t.Any], ctx), 0.0)  # what came before the end
         try:
             result: types.CallToolResult = future.result()
         except MCPError as exc:
@@ -555,9 +467,9 @@ class MCPServer:
                 )
             )
         except BaseException as exc:
-            if _is_disconnect(exc):
+            if is_disconnect(exc):
                 connection.broken = True
-                return self._unknown_outcome(tool, remote_name, _describe(exc), exc)
+                return self._unknown_outcome(tool, remote_name, describe_error(exc), exc)
             raise
         return self._to_result(tool, remote_name, result)
 
@@ -583,15 +495,15 @@ class MCPServer:
         name: str,
         arguments: dict[str, t.Any],
         timeout: float | None,
-        waiting: _InFlight,
+        waiting: InFlight,
     ) -> types.CallToolResult:
-        _current.set(waiting)  # this task's context: the 2026-07-28 input rounds see it
+        current_call.set(waiting)  # this task's context: the 2026-07-28 input rounds see it
         inbox = waiting.inbox
         if inbox is None:
             return await client.call_tool(name, arguments, read_timeout_seconds=timeout)
 
         async def progress(progress: float, total: float | None, message: str | None) -> None:
-            inbox.put((_PROGRESS, progress, total, message))
+            inbox.put((PROGRESS, progress, total, message))
 
         # Ask for progress (a progressToken) and, on 2026-07-28+, for log lines.
         return await client.call_tool(
@@ -640,201 +552,20 @@ class MCPServer:
             )
         return Ok(parts[0] if len(parts) == 1 else parts)
 
-    # -- internals: elicitation -----------------------------------------------------------
+    # -- internals: what the server asks and tells during a call (_server_requests) ------
 
     async def _on_elicit(
         self, context: t.Any, params: types.ElicitRequestParams
     ) -> types.ElicitResult:
-        """A server's ``elicitation/create``: ask the call it belongs to. Its context's
-        ``elicitor`` answers when it has one (a served tool passing the question on
-        to its own client); else its approval handler gets an :class:`MCPElicitation`.
-
-        Fails closed (declines) when nobody can be asked, the answer is not exactly
-        ``"approve"``, ``"reject"`` or an :class:`Edit`, the content does not fit the
-        requested schema, the request is URL mode, or (on protocol versions before
-        2026-07-28, where the request does not say which call it belongs to) several
-        calls that would ask different people are waiting."""
-        declined = types.ElicitResult(action="decline")
-        if not isinstance(params, types.ElicitRequestFormParams):
-            _log.warning("MCP server '%s' asked to open a URL; declined", self.name)
-            return declined
-        try:
-            form = check_elicitation_schema(dict(params.requested_schema or {}))
-        except (TypeError, ValueError) as exc:
-            _log.warning(
-                "MCP server '%s' asked for a form MCP does not allow (%s); declined", self.name, exc
-            )
-            return declined
-        waiting = _current.get() or self._only_waiting()
-        ctx = waiting.ctx if waiting is not None else None
-        if ctx is not None and ctx.elicitor is not None:
-            return await self._pass_elicitation_on(ctx, params.message, form)
-        if waiting is None or waiting.handler is None:
-            _log.warning(
-                "MCP server '%s' asked for input, but the call has no approval_handler; declined",
-                self.name,
-            )
-            return declined
-        proposed = with_defaults(form, {})
-        request = MCPElicitation(
-            name=waiting.tool.name,
-            id=None,
-            arguments=proposed,
-            tool=waiting.tool,
-            message=params.message,
-            requested_schema=form,
-        )
-        handler = waiting.handler
-        try:
-            decision = await anyio.to_thread.run_sync(handler, request, abandon_on_cancel=True)
-        except anyio.get_cancelled_exc_class():
-            raise
-        except Exception as exc:
-            _log.warning(
-                "Approval handler raised %s on an elicitation from MCP server '%s'; declined",
-                type(exc).__name__,
-                self.name,
-            )
-            return declined
-        # Exact types, as the approval gate checks them: a str subclass equal to
-        # everything, or an Edit subclass, is not an answer.
-        if type(decision) is Edit:
-            edited = decision.arguments
-            if not isinstance(edited, c.Mapping):
-                return self._unfit(["the Edit's content is not an object of fields"])
-            content = with_defaults(form, dict(edited))
-        elif type(decision) is str and decision == "approve":
-            content = proposed
-        else:
-            if not (type(decision) is str and decision == "reject"):
-                _log.warning(
-                    "Approval handler answered an elicitation from MCP server '%s' with %s; "
-                    "expected 'approve', 'reject' or an Edit. Declined",
-                    self.name,
-                    type(decision).__name__,
-                )
-            return declined
-        errors = elicitation_content_errors(form, content)
-        if errors:
-            return self._unfit(errors)
-        return types.ElicitResult(action="accept", content=content)
-
-    def _unfit(self, errors: list[str]) -> types.ElicitResult:
-        _log.warning(
-            "The answer to an elicitation from MCP server '%s' does not fit its schema (%s); "
-            "declined",
-            self.name,
-            "; ".join(errors),
-        )
-        return types.ElicitResult(action="decline")
-
-    async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
-        """A server's ``notifications/message``: the ``ctx.log`` of the call it belongs
-        to — the one call waiting on this server with someone listening (a log line
-        does not say which call it is about); else the ``nous_tools`` logger at debug."""
-        listening = [w for w in list(self._inflight.values()) if w.inbox is not None]
-        if len(listening) == 1:
-            t.cast("queue.SimpleQueue[t.Any]", listening[0].inbox).put(
-                (_LOG, params.level, params.data, params.logger)
-            )
-            return
-        _log.debug(
-            "MCP server '%s' log (%s) %s: %r", self.name, params.level, params.logger, params.data
-        )
-
-    async def _pass_elicitation_on(
-        self, ctx: RunContext[t.Any], message: str, form: dict[str, t.Any]
-    ) -> types.ElicitResult:
-        """Ask the calling context's ``elicitor`` (checked as ``ctx.elicit`` checks it)."""
-
-        def ask() -> types.ElicitResult:
-            assert ctx.elicitor is not None
-            answer = checked_answer(form, ctx.elicitor(message, form), "the elicitor")
-            return types.ElicitResult(action=answer.action, content=answer.content)
-
-        try:
-            return await anyio.to_thread.run_sync(ask, abandon_on_cancel=True)
-        except anyio.get_cancelled_exc_class():
-            raise
-        except Exception as exc:
-            _log.warning(
-                "Passing an elicitation from MCP server '%s' on failed (%s); declined",
-                self.name,
-                type(exc).__name__,
-            )
-            return types.ElicitResult(action="decline")
-
-    # -- internals: sampling --------------------------------------------------------------
+        return await on_elicit(self, context, params)
 
     async def _on_sample(
         self, context: t.Any, params: types.CreateMessageRequestParams
     ) -> types.CreateMessageResult | types.ErrorData:
-        """A server's ``sampling/createMessage``: the waiting call's ``ctx.sampler``
-        answers (as ``ctx.sample`` would); without one the server gets an error."""
-        waiting = _current.get() or self._only_waiting()
-        ctx = waiting.ctx if waiting is not None else None
-        if ctx is None or ctx.sampler is None:
-            _log.warning(
-                "MCP server '%s' asked to sample a model, but the call's context has no "
-                "sampler; refused",
-                self.name,
-            )
-            return types.ErrorData(
-                code=types.INVALID_REQUEST,
-                message="this client has no model to sample for the call (no sampler)",
-            )
-        try:
-            messages = [_sampled_message(message) for message in params.messages]
-        except ValueError as exc:
-            return types.ErrorData(code=types.INVALID_PARAMS, message=str(exc))
-        ask = functools.partial(
-            sample,
-            ctx,
-            messages,
-            max_tokens=params.max_tokens,
-            system=params.system_prompt,
-            temperature=params.temperature,
-        )
-        try:
-            text = await anyio.to_thread.run_sync(ask, abandon_on_cancel=True)
-        except anyio.get_cancelled_exc_class():
-            raise
-        except Exception as exc:
-            _log.warning(
-                "The sampler failed on a request from MCP server '%s' (%s)",
-                self.name,
-                type(exc).__name__,
-            )
-            return types.ErrorData(
-                code=types.INTERNAL_ERROR, message=f"sampling failed: {type(exc).__name__}"
-            )
-        return types.CreateMessageResult(
-            role="assistant",
-            content=types.TextContent(text=text),
-            model="nous-tools-sampler",
-            stop_reason="endTurn",
-        )
+        return await on_sample(self, context, params)
 
-    def _only_waiting(self) -> _InFlight | None:
-        waiting = list(self._inflight.values())
-        if not waiting:
-            return None
-        first = waiting[0]
-        askers = first.askers()
-        if all(all(a is b for a, b in zip(w.askers(), askers, strict=True)) for w in waiting):
-            return first
-        return None
-
-
-def _sampled_message(message: types.SamplingMessage) -> dict[str, str]:
-    """A server's sampling message as ``ctx.sample`` takes it: text only."""
-    blocks = message.content if isinstance(message.content, list) else [message.content]
-    texts = []
-    for block in blocks:
-        if not isinstance(block, types.TextContent):
-            raise ValueError(f"only text can be sampled here, got {type(block).__name__}")
-        texts.append(block.text)
-    return {"role": message.role, "content": "\n".join(texts)}
+    async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        await on_log(self, params)
 
 
 class _RemoteCall:
@@ -895,109 +626,5 @@ def _collision(server: MCPServer, tool: Tool, existing: Tool) -> str:
     )
 
 
-# -- helpers ------------------------------------------------------------------------------
-
-_PROGRESS = "progress"
-_LOG = "log"
-
-
-def _relay(inbox: queue.SimpleQueue[t.Any], ctx: RunContext[t.Any], wait: float | None) -> None:
-    """Wait up to ``wait`` seconds for what the server sent about a call, and report
-    it as the calling tool's: progress with ``ctx.report_progress``, log lines with
-    ``ctx.log`` (from this thread, the tool's). Returns at the first item; a value
-    the server sent that ``ctx`` refuses (a total below the progress) is dropped."""
-    try:
-        item = inbox.get(True, wait) if wait is None or wait > 0 else inbox.get_nowait()
-    except queue.Empty:
-        return
-    while True:
-        if type(item) is tuple:
-            try:
-                if item[0] == _PROGRESS:
-                    ctx.report_progress(item[1], item[2], item[3])
-                else:
-                    level, data, logger = item[1], item[2], item[3]
-                    extra: dict[str, t.Any] = {}
-                    if isinstance(data, dict) and isinstance(data.get("message"), str):
-                        # as nous-tools serve sends them: {"message": ..., **data}
-                        extra = {str(k): v for k, v in data.items() if k != "message"}
-                        message = data["message"]
-                    else:
-                        message = data if isinstance(data, str) else _json_text(data)
-                    if logger:
-                        extra.setdefault("logger", logger)
-                    ctx.log(_reports.level_of(level), message, **extra)
-            except ValueError:
-                _log.debug("Dropped a report from an MCP server that ctx refused", exc_info=True)
-        try:
-            item = inbox.get_nowait()
-        except queue.Empty:
-            return
-
-
-def _json_text(data: object) -> str:
-    import json
-
-    try:
-        return json.dumps(data, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return repr(data)
-
-
 def _unused(**arguments: t.Any) -> None:  # pragma: no cover - never called
     raise AssertionError("not called")
-
-
-def _start_portal(
-    name: str,
-) -> tuple[BlockingPortal, threading.Thread, asyncio.AbstractEventLoop]:
-    """An anyio ``BlockingPortal`` running in a new daemon thread (unlike
-    ``start_blocking_portal``'s, which would block interpreter exit), and its loop."""
-    ready = threading.Event()
-    box: dict[str, t.Any] = {}
-
-    async def main() -> None:
-        async with BlockingPortal() as portal:
-            box["portal"] = portal
-            box["loop"] = asyncio.get_running_loop()
-            ready.set()
-            await portal.sleep_until_stopped()
-
-    def run() -> None:
-        try:
-            anyio.run(main)
-        except BaseException as exc:  # pragma: no cover - the loop itself failed
-            box["error"] = exc
-            ready.set()
-
-    thread = threading.Thread(target=run, name=name, daemon=True)
-    thread.start()
-    ready.wait()
-    if "error" in box:  # pragma: no cover
-        raise RuntimeError(f"could not start the MCP event loop: {box['error']}")
-    return t.cast(BlockingPortal, box["portal"]), thread, box["loop"]
-
-
-def _flatten(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, _Group):
-        found: list[BaseException] = []
-        for inner in t.cast(t.Any, exc).exceptions:
-            found.extend(_flatten(inner))
-        return found
-    return [exc]
-
-
-def _is_disconnect(exc: BaseException) -> bool:
-    for inner in _flatten(exc):
-        if isinstance(inner, MCPError) and inner.code == types.CONNECTION_CLOSED:
-            return True
-        if isinstance(inner, _TRANSPORT_ERRORS):
-            return True
-        if type(inner).__module__.startswith("httpx"):
-            return True
-    return False
-
-
-def _describe(exc: BaseException) -> str:
-    parts = [f"{type(e).__name__}: {e}" if str(e) else type(e).__name__ for e in _flatten(exc)]
-    return "; ".join(parts) or type(exc).__name__

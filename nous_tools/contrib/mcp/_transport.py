@@ -1,0 +1,157 @@
+"""The event-loop thread an :class:`~nous_tools.contrib.mcp.MCPServer` talks
+through, the transports it connects with (a subprocess on stdio, a Streamable
+HTTP endpoint), and which errors mean the connection is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections.abc as c
+import contextlib
+import os
+import sys
+import threading
+import typing as t
+
+import anyio
+import mcp_types as types
+from anyio.from_thread import BlockingPortal
+from mcp.shared.exceptions import MCPError
+
+if t.TYPE_CHECKING:
+    from mcp import Client
+
+    from nous_tools.contrib.mcp._auth import OAuth
+    from nous_tools.contrib.mcp._client import MCPServer
+
+#: How an :class:`MCPServer` connects: into ``stack``, with its callbacks.
+Connect = c.Callable[[contextlib.AsyncExitStack, "MCPServer"], c.Awaitable["Client"]]
+
+if sys.version_info >= (3, 11):
+    _Group: type[BaseException] = BaseExceptionGroup  # noqa: F821  (3.11+)
+else:  # pragma: no cover - anyio brings the backport on Python 3.10
+    from exceptiongroup import BaseExceptionGroup as _Group  # type: ignore[import-not-found]
+
+
+_TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
+    anyio.BrokenResourceError,
+    anyio.ClosedResourceError,
+    anyio.EndOfStream,
+    OSError,
+)
+
+
+def start_portal(
+    name: str,
+) -> tuple[BlockingPortal, threading.Thread, asyncio.AbstractEventLoop]:
+    """An anyio ``BlockingPortal`` running in a new daemon thread (unlike
+    ``start_blocking_portal``'s, which would block interpreter exit), and its loop."""
+    ready = threading.Event()
+    box: dict[str, t.Any] = {}
+
+    async def main() -> None:
+        async with BlockingPortal() as portal:
+            box["portal"] = portal
+            box["loop"] = asyncio.get_running_loop()
+            ready.set()
+            await portal.sleep_until_stopped()
+
+    def run() -> None:
+        try:
+            anyio.run(main)
+        except BaseException as exc:  # pragma: no cover - the loop itself failed
+            box["error"] = exc
+            ready.set()
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    ready.wait()
+    if "error" in box:  # pragma: no cover
+        raise RuntimeError(f"could not start the MCP event loop: {box['error']}")
+    return t.cast(BlockingPortal, box["portal"]), thread, box["loop"]
+
+
+def _flatten(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, _Group):
+        found: list[BaseException] = []
+        for inner in t.cast(t.Any, exc).exceptions:
+            found.extend(_flatten(inner))
+        return found
+    return [exc]
+
+
+def is_disconnect(exc: BaseException) -> bool:
+    for inner in _flatten(exc):
+        if isinstance(inner, MCPError) and inner.code == types.CONNECTION_CLOSED:
+            return True
+        if isinstance(inner, _TRANSPORT_ERRORS):
+            return True
+        if type(inner).__module__.startswith("httpx"):
+            return True
+    return False
+
+
+def describe_error(exc: BaseException) -> str:
+    parts = [f"{type(e).__name__}: {e}" if str(e) else type(e).__name__ for e in _flatten(exc)]
+    return "; ".join(parts) or type(exc).__name__
+
+
+def stdio_connect(
+    command: str,
+    args: c.Sequence[str],
+    env: c.Mapping[str, str] | None,
+    cwd: str | os.PathLike[str] | None,
+    mode: str,
+) -> Connect:
+    """How to connect to a server run as ``command args...``, over its stdin/stdout
+    (see :meth:`MCPServer.stdio`)."""
+    from mcp import StdioServerParameters
+
+    params = StdioServerParameters(
+        command=command,
+        args=list(args),
+        env=dict(env) if env is not None else None,
+        cwd=os.fspath(cwd) if cwd is not None else None,
+    )
+
+    async def connect(stack: contextlib.AsyncExitStack, server: MCPServer) -> Client:
+        return await stack.enter_async_context(_client(params, server, mode))
+
+    return connect
+
+
+def http_connect(
+    url: str, headers: c.Mapping[str, str] | None, auth: OAuth | None, mode: str
+) -> Connect:
+    """How to connect to a server at a Streamable HTTP endpoint, signing in with
+    ``auth`` (see :meth:`MCPServer.http`)."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    provider = auth.provider(url) if auth is not None else None
+
+    async def connect(stack: contextlib.AsyncExitStack, server: MCPServer) -> Client:
+        http = await stack.enter_async_context(
+            httpx2.AsyncClient(
+                headers=dict(headers or {}),
+                timeout=httpx2.Timeout(30.0, read=300.0),
+                auth=provider,
+            )
+        )
+        client = _client(streamable_http_client(url, http_client=http), server, mode)
+        return await stack.enter_async_context(client)
+
+    return connect
+
+
+def _client(transport: t.Any, server: MCPServer, mode: str) -> Client:
+    """The SDK client over ``transport``, with ``server``'s callbacks."""
+    from mcp import Client
+
+    return Client(
+        transport,
+        mode=mode,
+        elicitation_callback=server._on_elicit,
+        sampling_callback=server._on_sample,
+        logging_callback=server._on_log,
+    )
