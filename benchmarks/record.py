@@ -366,6 +366,8 @@ def fmt(value: float, unit: str) -> str:
         return (
             f"{value:.0f}x"
             if abs(value) >= 100
+            else f"{value:.1f}x"
+            if abs(value) >= 10
             else f"{value:.3f}x"
             if abs(value) < 0.1
             else f"{value:.2f}x"
