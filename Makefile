@@ -11,7 +11,7 @@ DEMO_VENV := .venv-demo
 DEMO_STAMP := $(DEMO_VENV)/.installed-$(CONFIG_SUM)
 SOURCES := $(shell find nous_tools -name '*.py' -o -name py.typed)
 
-.PHONY: venv test lint demo bench slow format docs docs-serve dist quickstart-matrix clean
+.PHONY: venv test lint demo bench bench-pages slow format docs docs-serve dist quickstart-matrix clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -86,6 +86,12 @@ quickstart-matrix: dist
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python benchmarks/compare.py
+
+# Every benchmark three times (about 20 minutes): benchmarks/results.json, the
+# pages (RESULTS.md, docs/benchmarks.md) and the chart docs/assets/benchmarks.png.
+bench-pages: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	$(BIN)/python benchmarks/record.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -177,7 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="runs (default 3)")
     parser.add_argument("--rounds", type=int, default=15, help="rounds per run (default 15)")
+    parser.add_argument("--json", metavar="PATH", help="also write each run's figures there")
     options = parser.parse_args(argv)
+    import _results  # beside this file: --json's format
+
+    kept = []
 
     load_before = os.getloadavg()
     print(f"load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}")
@@ -191,6 +195,17 @@ def main(argv: list[str] | None = None) -> int:
                 f"ratio {ratio:5.2f}x"
             )
             ratios.setdefault(name, []).append(ratio)
+        kept.append(
+            _results.run(
+                {
+                    f"{name.replace(' ', '_')}.{what}": value
+                    for name, (library, floor, ratio) in figures.items()
+                    for what, value in (("us", library), ("floor_us", floor), ("ratio", ratio))
+                }
+            )
+        )
+    if options.json:
+        _results.dump(options.json, "approval", kept)
     load_after = os.getloadavg()
     print(f"load average after:  {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
     print(f"ratio to the floor over {options.runs} runs (min - median - max):")

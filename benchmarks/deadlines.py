@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         ratio = ours.wall / bare.wall
         print(
             f"  {label}: execute {ours.wall / 1000:.2f} µs, bare pool {bare.wall / 1000:.2f} µs"
-            f" -> {ratio:.2f}x (target ≤ 0.8x: {'met' if ratio <= 0.8 else 'missed'});"
+            f" -> {ratio:.2f}x (target ≤ 0.8x);"
             f" CPU time {ours.cpu / 1000:.2f} vs {bare.cpu / 1000:.2f} µs"
             f" -> {ours.cpu / bare.cpu:.2f}x"
         )
@@ -213,11 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     ours_ms, wrong, stats = overshoot_ours(
         samples, options.timeout, options.hang, overlap=options.overlap
     )
-    p99 = percentile(ours_ms, 99)
-    print(
-        f"  execute:            {describe(ours_ms)}"
-        f" (target p99 < 5 ms on an idle machine: {'met' if p99 < 5 else 'missed'})"
-    )
+    print(f"  execute:            {describe(ours_ms)} (target p99 < 5 ms on an idle machine)")
     if wrong:
         print(f"  answers that were not Err(ToolTimeout): {wrong}")
     print(

@@ -161,7 +161,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tools", type=int, default=10_000, help="tools (default 10,000)")
     parser.add_argument("--runs", type=int, default=3, help="runs (default 3)")
     parser.add_argument("--rounds", type=int, default=5, help="rounds per run (default 5)")
+    parser.add_argument("--json", metavar="PATH", help="also write each run's figures there")
     options = parser.parse_args(argv)
+    import _results  # beside this file: --json's format
+
+    kept = []
     logging.getLogger("nous_tools").propagate = False
 
     load = os.getloadavg()
@@ -179,6 +183,23 @@ def main(argv: list[str] | None = None) -> int:
                 f"(CPU {before.cpu:7.1f})"
             )
             figures.setdefault(name, []).append((first, repeated, before))
+        kept.append(
+            _results.run(
+                {
+                    f"{name.replace(' ', '_')}.{what}": value
+                    for name, (first, repeated, before) in results.items()
+                    for what, value in (
+                        ("first_ms", first),
+                        ("repeated_ms", repeated.wall),
+                        ("repeated_cpu_ms", repeated.cpu),
+                        ("uncached_ms", before.wall),
+                    )
+                }
+                | {"tools": options.tools}
+            )
+        )
+    if options.json:
+        _results.dump(options.json, "definitions", kept)
     load = os.getloadavg()
     print(f"load average after:  {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     print(

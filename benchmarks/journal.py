@@ -58,6 +58,8 @@ except ImportError:  # run from a checkout that is not installed
 
 MS = 1e3
 
+import _results  # noqa: E402  (beside this file: --json's format)
+
 
 def charge(amount: int) -> dict[str, t.Any]:
     return {"charged": amount, "currency": "EUR"}
@@ -228,20 +230,19 @@ def one_run(options: argparse.Namespace, postgres_dsn: str | None) -> dict[str, 
     return figures
 
 
-TARGETS: list[tuple[str, str, float, str]] = [
-    ("sqlite overhead p50", "<=", 1.0, "SQLite journaled call overhead p50 ≤ 1 ms"),
-    ("postgres overhead p50", "<=", 2.0, "PostgreSQL journaled call overhead p50 ≤ 2 ms"),
+#: The figures with a target: (key, what it is and the target).
+TARGETS: list[tuple[str, str]] = [
+    ("sqlite overhead p50", "SQLite journaled call overhead p50, ms (target ≤ 1 ms)"),
+    ("postgres overhead p50", "PostgreSQL journaled call overhead p50, ms (target ≤ 2 ms)"),
     (
         "sqlite overhead / dbos step overhead",
-        "<=",
-        0.5,
-        "our per-call overhead ≤ 0.5x DBOS's per-step overhead (both SQLite)",
+        "our per-call overhead / DBOS's per-step overhead, both SQLite (target ≤ 0.5x)",
     ),
-    ("replay / (plain + read)", "<=", 2.0, "a replay ≤ 2x an inline call plus one indexed read"),
+    ("replay / (plain + read)", "a replay / an inline call plus one indexed read (target ≤ 2x)"),
 ]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="whole runs (default 3)")
     parser.add_argument("--rounds", type=int, default=10, help="interleaved rounds per run")
@@ -251,11 +252,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="one short run")
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--no-dbos", action="store_true")
-    options = parser.parse_args()
+    parser.add_argument("--json", metavar="PATH", help="also write each run's figures there")
+    options = parser.parse_args(argv)
     if options.quick:
         options.runs, options.rounds, options.calls, options.workflows = 1, 3, 20, 1
     began = time.time()
     runs: list[dict[str, float]] = []
+    kept: list[dict[str, t.Any]] = []  # --json: each run's figures and load average
     with contextlib.ExitStack() as stack:
         dsn = None
         if not options.no_postgres:
@@ -268,7 +271,10 @@ def main() -> None:
                 print(f"PostgreSQL not measured: {exc}")
         for number in range(options.runs):
             runs.append(one_run(options, dsn))
+            kept.append(_results.run(runs[-1]))
             print(f"run {number + 1}/{options.runs} done (load average {os.getloadavg()})")
+    if options.json:
+        _results.dump(options.json, "journal", kept)
     names = list(runs[0])
     print()
     print(f"# benchmarks/journal.py — {options.runs} run(s), {options.rounds} rounds of "
@@ -286,17 +292,15 @@ def main() -> None:
             f"| {values[-1]:.3f}{unit} |"
         )
     print()
-    for key, _, limit, text in TARGETS:
+    for key, text in TARGETS:
         values = [run[key] for run in runs if key in run]
         if not values:
             print(f"- not measured: {text}")
             continue
         median = statistics.median(values)
-        met = sum(value <= limit for value in values)
-        verdict = "met" if median <= limit else "**missed**"
         print(
-            f"- {verdict}: {text} — median {median:.3f}, {min(values):.3f} to "
-            f"{max(values):.3f} over {len(values)} run(s) (met in {met} of {len(values)})"
+            f"- {text}: median {median:.3f}, {min(values):.3f} to {max(values):.3f} over "
+            f"{len(values)} run(s)"
         )
 
 

@@ -37,6 +37,9 @@ import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+import _results  # noqa: E402  (beside this file: --json's format; before the fix below)
+
 # This file is called mcp.py: keep its folder off the path so "import mcp" finds the SDK.
 sys.path[:] = [p for p in sys.path if pathlib.Path(p or ".").resolve() != HERE]
 try:
@@ -74,9 +77,11 @@ def _browser(url: str) -> None:
         http.get(response.headers["location"])
 
 
-def oauth(rounds: int, number: int) -> None:
+def oauth(rounds: int, number: int) -> dict[str, float]:
+    """The OAuth figures (printed); by key, for ``--json``."""
     from nous_tools.contrib.mcp import InMemoryTokenStorage, OAuth
 
+    found: dict[str, float] = {}
     plain_process, plain_url = _start("--no-auth")
     guarded_process, guarded_url = _start()
     try:
@@ -115,14 +120,17 @@ def oauth(rounds: int, number: int) -> None:
                 print(f"{label:<48}{median * 1e6:>16.0f}{median / base:>7.2f}x")
             overhead = statistics.median(auth_figures) - base
             print(f"per-call overhead of the token handling: {overhead * 1e6:.0f} µs")
+            found[f"http.{mode}.plain_us"] = base * 1e6
+            found[f"http.{mode}.oauth_ratio"] = statistics.median(auth_figures) / base
     finally:
         for process in (plain_process, guarded_process):
             process.terminate()
             process.wait(10)
-    token_handling(rounds, number * 10)
+    found["token_us"] = token_handling(rounds, number * 10)
+    return found
 
 
-def token_handling(rounds: int, number: int) -> None:
+def token_handling(rounds: int, number: int) -> float:
     """The token handling alone: requests through the SDK's OAuth provider holding a
     valid token, against the same requests without it, on an in-memory transport
     (no network, no server: only what the provider adds to each request)."""
@@ -166,6 +174,7 @@ def token_handling(rounds: int, number: int) -> None:
         f"  request without auth {statistics.median(plain) * 1e6:.0f} µs, with the provider "
         f"{statistics.median(guarded) * 1e6:.0f} µs: {added * 1e6:.0f} µs added per request"
     )
+    return added * 1e6
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=7, help="timing rounds (default 7)")
     parser.add_argument("--number", type=int, default=200, help="calls per path per round")
     parser.add_argument("--no-oauth", action="store_true", help="skip the OAuth comparison")
+    parser.add_argument("--json", metavar="PATH", help="also write the figures there")
     options = parser.parse_args(argv)
     number = options.number
 
@@ -227,8 +237,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label:<48}{median * 1e6:>16.0f}{median / base:>7.2f}x")
     overhead = statistics.median(pipeline) - base
     print(f"per-call overhead of the synchronous pipeline over the SDK: {overhead * 1e6:.0f} µs")
+    figures = {
+        "sdk_us": base * 1e6,
+        "sync_ratio": statistics.median(direct) / base,
+        "pipeline_ratio": statistics.median(pipeline) / base,
+    }
     if not options.no_oauth:
-        oauth(options.rounds, number)
+        figures.update(oauth(options.rounds, number))
+    if options.json:
+        _results.dump(options.json, "mcp", [_results.run(figures)])
     return 0
 
 

@@ -108,8 +108,16 @@ def spread(values: list[float], unit: str = "x", digits: int = 2) -> str:
     )
 
 
-def report(name: str, values: list[float], target: str, unit: str = "x", digits: int = 2) -> None:
+#: This run's figures for ``--json``: each case's median over its rounds, by key.
+FIGURES: dict[str, float] = {}
+
+
+def report(
+    name: str, values: list[float], target: str, unit: str = "x", digits: int = 2, key: str = ""
+) -> None:
     print(f"  {name:<44} {spread(values, unit, digits):>34}   (target {target}; load {load()})")
+    if key:
+        FIGURES[key] = statistics.median(values)
 
 
 # -- invalid arguments -----------------------------------------------------------------
@@ -160,10 +168,10 @@ def deep_schema(levels: int) -> tuple[dict[str, t.Any], dict[str, t.Any]]:
 
 def case_invalid(options: argparse.Namespace) -> None:
     print("invalid arguments: validate (every violation, Nous words) / jsonschema-rs iter_errors")
-    for label, (schema, arguments) in (
-        ("15 properties", wide_schema(15)),
-        ("200 properties", wide_schema(200)),
-        ("10 levels", deep_schema(10)),
+    for label, key, (schema, arguments) in (
+        ("15 properties", "invalid.15", wide_schema(15)),
+        ("200 properties", "invalid.200", wide_schema(200)),
+        ("10 levels", "invalid.levels10", deep_schema(10)),
     ):
         validator = ArgumentValidator(schema)
         native = jsonschema_rs.validator_for(schema)
@@ -179,7 +187,8 @@ def case_invalid(options: argparse.Namespace) -> None:
             for _ in range(n):
                 list(errors(a))
 
-        report(label, ratios(ours, anchor, options.rounds, options.round_ms / 1000), "≤ 3x")
+        found = ratios(ours, anchor, options.rounds, options.round_ms / 1000)
+        report(label, found, "≤ 3x", key=key)
 
 
 # -- making tools ------------------------------------------------------------------------
@@ -247,7 +256,7 @@ def case_tool(options: argparse.Namespace) -> None:
         a = _batch_time(ours, lambda s: Tool(name="t", function=forward, parameters=s))
         b = _batch_time(anchor, jsonschema_rs.validator_for)
         found.append(a / b)
-    report("15 properties (+1 of its own)", found, "≤ 5x")
+    report("15 properties (+1 of its own)", found, "≤ 5x", key="tool")
 
 
 def _batch_time(pool: Fresh, make: c.Callable[[dict[str, t.Any]], object]) -> float:
@@ -291,11 +300,12 @@ def case_registry(options: argparse.Namespace) -> None:
         for schema in others:
             jsonschema_rs.validator_for(schema)
         anchors.append(time.perf_counter() - began)
-    report("10,000 tools", seconds, "≤ 1 s", unit=" s")
+    report("10,000 tools", seconds, "≤ 1 s", unit=" s", key="registry.seconds")
     report(
         "... over validator_for of 10,000 schemas",
         [a / b for a, b in zip(seconds, anchors, strict=True)],
         "(for scale)",
+        key="registry.over_validator_for",
     )
 
 
@@ -329,8 +339,22 @@ def case_import(options: argparse.Namespace) -> None:
             cpus[key] = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000
         over_wall.append(walls["first"] - walls["pass"])
         over_cpu.append(cpus["first"] - cpus["pass"])
-    report(f"wall, {options.pairs} pairs of processes", over_wall, "≤ 80 ms", " ms", 1)
-    report(f"CPU (user + system), {options.pairs} pairs", over_cpu, "≤ 80 ms", " ms", 1)
+    report(
+        f"wall, {options.pairs} pairs of processes",
+        over_wall,
+        "≤ 80 ms",
+        " ms",
+        1,
+        "import.wall_ms",
+    )
+    report(
+        f"CPU (user + system), {options.pairs} pairs",
+        over_cpu,
+        "≤ 80 ms",
+        " ms",
+        1,
+        "import.cpu_ms",
+    )
     if options.importtime:
         done = subprocess.run(
             [sys.executable, "-X", "importtime", "-c", FIRST_TOOL],
@@ -417,7 +441,7 @@ def case_structured(options: argparse.Namespace) -> None:
             json.dumps(echo_rows(**json.loads(payload)))
 
     found = ratios(ours, anchor, options.rounds, max(options.round_ms, 200) / 1000)
-    report(f"{len(payload) / 1e6:.2f} MB", found, "≤ 1.2x")
+    report(f"{len(payload) / 1e6:.2f} MB", found, "≤ 1.2x", key="structured")
 
 
 CASES = {
@@ -430,6 +454,8 @@ CASES = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    import _results  # beside this file: --json's format
+
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="whole runs (default 3)")
     parser.add_argument("--rounds", type=int, default=15, help="rounds per ratio (default 15)")
@@ -437,6 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=40, help="process pairs (default 40)")
     parser.add_argument("--only", choices=sorted(CASES), action="append", help="these cases")
     parser.add_argument("--importtime", action="store_true", help="where start-up time goes")
+    parser.add_argument("--json", metavar="PATH", help="also write each run's figures there")
     options = parser.parse_args(argv)
     options.rounds_slow = max(1, min(options.rounds, 3))
     chosen = options.only or list(CASES)
@@ -444,10 +471,15 @@ def main(argv: list[str] | None = None) -> int:
         f"nous_tools {nous_tools.__version__}, Python {sys.version.split()[0]}, "
         f"{os.cpu_count()} CPUs; figures are min - median - max over the rounds"
     )
+    runs = []
     for run in range(options.runs):
         print(f"\n== run {run + 1} of {options.runs}")
+        FIGURES.clear()
         for name in chosen:
             CASES[name](options)
+        runs.append(_results.run(FIGURES))
+    if options.json:
+        _results.dump(options.json, "schema", runs)
     return 0
 
 
