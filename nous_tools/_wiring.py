@@ -20,7 +20,7 @@ what it compiled (its validator, converter and limits) as before.
 from __future__ import annotations
 
 from nous_tools import content, tool
-from nous_tools.providers._tool_calls import _value_content
+from nous_tools._rendering import _value_content
 from nous_tools.registry._registry import redecorate
 from nous_tools.schema import _tool as _tool_schema
 

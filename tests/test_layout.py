@@ -57,7 +57,6 @@ def test_the_layers_contract_names_only_modules_that_exist() -> None:
     assert not gone, f"remove from the layers contract in pyproject.toml: {gone}"
 
 
-@pytest.mark.xfail(strict=False, reason="splits pending")
 def test_no_file_in_the_package_is_over_800_lines() -> None:
     long = {
         str(path.relative_to(ROOT)): n

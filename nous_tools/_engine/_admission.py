@@ -38,6 +38,7 @@ from nous_tools._util._clock import monotonic
 from nous_tools._util._log import log as _log
 from nous_tools._util._rates import NAMESPACE, ToolLimits, need_limits, tool_limits
 from nous_tools._util._scope import here
+from nous_tools._util._text import DEFAULT_MAX_RESULT_CHARS, clip_text
 from nous_tools.errors import RateLimited, ResultTooLarge, ToolError
 from nous_tools.results import Err
 
@@ -48,6 +49,7 @@ if t.TYPE_CHECKING:
 
     from nous_tools.run_context import RunContext
     from nous_tools.tool import Tool
+
 
 __all__ = [
     "DEFAULT_MAX_RESULT_CHARS",
@@ -61,10 +63,6 @@ __all__ = [
     "tool_limits",
 ]
 
-#: ``ToolExecutor(max_result_chars=...)``'s default: the longest text of a result a
-#: model gets, in characters.
-DEFAULT_MAX_RESULT_CHARS = 100_000
-
 #: ``Tool(max_result_chars=...)``'s default: the executor's limit applies.
 EXECUTOR = "executor"
 
@@ -77,7 +75,6 @@ RUN_BUDGET_SECONDS = 24 * 3600
 #: How many (tool, run) counts of ``max_calls_per_run`` an executor keeps in memory;
 #: past that the oldest run's count is forgotten.
 RUNS_REMEMBERED = 100_000
-
 
 _send = _signals.send
 _rate_limited = _signals.tool_rate_limited
@@ -494,39 +491,10 @@ def overflow(tool: Tool, result: object, limit: int | None) -> Err | None:
     ``limit`` (for a tool with ``on_result_overflow="error"``), else None."""
     if limit is None:
         return None
-    from nous_tools.providers._tool_calls import format_tool_result
+    from nous_tools._rendering import format_tool_result
 
     size = len(format_tool_result(t.cast(t.Any, result), tool.name, max_chars=None))
     if size <= limit:
         return None
     _log.warning("Tool '%s' returned a result over its max_result_chars", tool.name)
     return Err(ResultTooLarge(tool_name=tool.name, size=size, limit=limit))
-
-
-def _notice(omitted: int, size: int, limit: int) -> str:
-    return (
-        f"\n[... {omitted:,} characters omitted: the result was {size:,} characters; "
-        f"the tool's limit is {limit:,} ...]\n"
-    )
-
-
-def clip_text(text: str, limit: int | None) -> str:
-    """``text`` when it has at most ``limit`` characters (or ``limit`` is None); else
-    its head and its tail around a notice of what was left out, at most ``limit``
-    characters in all (only the notice when ``limit`` is shorter than it).
-
-    >>> clipped = clip_text("x" * 150 + "y" * 150, 200)
-    >>> len(clipped), clipped[:3], clipped[-3:]
-    (200, 'xxx', 'yyy')
-    >>> print(clipped.splitlines()[1])
-    [... 190 characters omitted: the result was 300 characters; the tool's limit is 200 ...]
-    """
-    size = len(text)
-    if limit is None or size <= limit:
-        return text
-    if text.startswith("\n[... ") and text.endswith(" ...]\n") and size < 256:
-        return text  # only a notice already: clipped before, at a limit shorter than it
-    keep = max(limit - len(_notice(size, size, limit)), 0)  # the longest the notice can be
-    tail = keep // 2
-    head = keep - tail
-    return text[:head] + _notice(size - keep, size, limit) + text[size - tail :]

@@ -6,7 +6,15 @@ import collections.abc as c
 import threading
 import typing as t
 
-__all__ = ["JSON_TYPES", "RENDER_SECONDS", "json_type", "render_bounded", "safe_str"]
+__all__ = [
+    "DEFAULT_MAX_RESULT_CHARS",
+    "JSON_TYPES",
+    "RENDER_SECONDS",
+    "clip_text",
+    "json_type",
+    "render_bounded",
+    "safe_str",
+]
 
 #: The JSON Schema type names.
 JSON_TYPES = frozenset({"null", "boolean", "integer", "number", "string", "array", "object"})
@@ -69,3 +77,37 @@ def render_bounded(
     if done.wait(seconds) and box:
         return box[0]
     return None
+
+
+#: ``ToolExecutor(max_result_chars=...)``'s default: the longest text of a result a
+#: model gets, in characters.
+DEFAULT_MAX_RESULT_CHARS = 100_000
+
+
+def _notice(omitted: int, size: int, limit: int) -> str:
+    return (
+        f"\n[... {omitted:,} characters omitted: the result was {size:,} characters; "
+        f"the tool's limit is {limit:,} ...]\n"
+    )
+
+
+def clip_text(text: str, limit: int | None) -> str:
+    """``text`` when it has at most ``limit`` characters (or ``limit`` is None); else
+    its head and its tail around a notice of what was left out, at most ``limit``
+    characters in all (only the notice when ``limit`` is shorter than it).
+
+    >>> clipped = clip_text("x" * 150 + "y" * 150, 200)
+    >>> len(clipped), clipped[:3], clipped[-3:]
+    (200, 'xxx', 'yyy')
+    >>> print(clipped.splitlines()[1])
+    [... 190 characters omitted: the result was 300 characters; the tool's limit is 200 ...]
+    """
+    size = len(text)
+    if limit is None or size <= limit:
+        return text
+    if text.startswith("\n[... ") and text.endswith(" ...]\n") and size < 256:
+        return text  # only a notice already: clipped before, at a limit shorter than it
+    keep = max(limit - len(_notice(size, size, limit)), 0)  # the longest the notice can be
+    tail = keep // 2
+    head = keep - tail
+    return text[:head] + _notice(size - keep, size, limit) + text[size - tail :]

@@ -353,7 +353,7 @@ def encode_outcome(result: Result, tool: str) -> dict[str, t.Any]:
     >>> encode_outcome(Err(ToolTimeout(tool_name="slow", timeout=2.0)), "slow")["error"]["text"]
     "Error: tool 'slow' timed out after 2.0 s and was not retried"
     """
-    from nous_tools.providers._tool_calls import format_tool_result
+    from nous_tools._rendering import format_tool_result
 
     if isinstance(result, Ok):
         tree: dict[str, t.Any] = {"v": OUTCOME_VERSION, "ok": True}

@@ -14,10 +14,10 @@ import json
 import typing as t
 import weakref
 
+from nous_tools._rendering import _clip
 from nous_tools._util._text import safe_str as _safe_str
 from nous_tools.errors import ToolError
 from nous_tools.executor import ToolCall
-from nous_tools.providers._results_out import _clip
 from nous_tools.results import Err
 
 if t.TYPE_CHECKING:

@@ -18,6 +18,7 @@ import attrs
 
 from nous_tools._engine import _journal
 from nous_tools._engine._admission import DEFAULT_MAX_RESULT_CHARS, result_limit
+from nous_tools._rendering import CallResult, _safe_repr
 from nous_tools._util import _canonical as _c
 from nous_tools._util._log import log as _log
 from nous_tools._util._scope import interrupts
@@ -25,7 +26,6 @@ from nous_tools.errors import ApprovalAlreadyUsed, BatchAlreadyResolved, ToolErr
 from nous_tools.executor import ToolCall
 from nous_tools.providers import _tool_calls
 from nous_tools.providers._calls_in import Provider
-from nous_tools.providers._results_out import CallResult, _safe_repr
 from nous_tools.providers._tool_calls import (
     ToolCallResults,
     _apply_updates,

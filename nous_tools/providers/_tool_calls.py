@@ -54,6 +54,11 @@ import attrs
 
 from nous_tools import content as _rich
 from nous_tools._engine._admission import DEFAULT_MAX_RESULT_CHARS, result_limit
+from nous_tools._rendering import CallResult, _safe_repr
+from nous_tools._rendering import _exception_text as _exception_text
+from nous_tools._rendering import _value_content as _value_content
+from nous_tools._rendering import clip_parts as clip_parts
+from nous_tools._rendering import format_tool_result as format_tool_result
 from nous_tools._util._log import log as _safe_log
 from nous_tools._util._text import safe_str as _safe_str
 from nous_tools.context_update import ContextUpdate
@@ -73,11 +78,6 @@ from nous_tools.providers._calls_in import (
     _whole_response,
 )
 from nous_tools.providers._calls_in import SKIPPED_TYPES as SKIPPED_TYPES
-from nous_tools.providers._results_out import CallResult, _safe_repr
-from nous_tools.providers._results_out import _exception_text as _exception_text
-from nous_tools.providers._results_out import _value_content as _value_content
-from nous_tools.providers._results_out import clip_parts as clip_parts
-from nous_tools.providers._results_out import format_tool_result as format_tool_result
 from nous_tools.results import Edit, Err, NeedsApproval, Ok, _new_id, _now
 from nous_tools.run_context import RunContext
 

@@ -1,4 +1,4 @@
-"""Tool results out (private): the text (and content parts) a model gets for a result.
+"""A result as a model reads it (private): the text (and content parts) a model gets for a result.
 
 :func:`format_tool_result`, what every provider message of a
 :class:`~nous_tools.ToolCallResults` and the MCP server carry, cut to the tool's
@@ -13,8 +13,12 @@ import typing as t
 import attrs
 
 from nous_tools import content as _rich
-from nous_tools._engine._admission import DEFAULT_MAX_RESULT_CHARS, clip_text
-from nous_tools._util._text import RENDER_SECONDS, render_bounded
+from nous_tools._util._text import (
+    DEFAULT_MAX_RESULT_CHARS,
+    RENDER_SECONDS,
+    clip_text,
+    render_bounded,
+)
 from nous_tools._util._text import safe_str as _safe_str
 from nous_tools.errors import RateLimited, ToolDenied, ToolError, ToolNotFound, ToolTimeout
 from nous_tools.results import Err, NeedsApproval, Ok, Result
