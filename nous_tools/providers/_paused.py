@@ -22,9 +22,11 @@ from nous_tools._rendering import CallResult, _safe_repr
 from nous_tools._util import _canonical as _c
 from nous_tools._util._log import log as _log
 from nous_tools._util._scope import interrupts
+from nous_tools._util._tokens import _new_id
 from nous_tools.errors import ApprovalAlreadyUsed, BatchAlreadyResolved, ToolError
 from nous_tools.executor import ToolCall
 from nous_tools.providers import _tool_calls
+from nous_tools.providers import _wire as _batch_wire
 from nous_tools.providers._calls_in import Provider
 from nous_tools.providers._tool_calls import (
     ToolCallResults,
@@ -73,6 +75,71 @@ _BATCH_FIELDS: tuple[tuple[str, tuple[type, ...]], ...] = (
     ("provider", (str, _NONE)),
     ("calls", (list,)),
 )
+
+
+# The slots' own setters, in field order: a batch whose every value is known good
+# (read and checked, or resolved) is built without attrs' __init__ (see _batch).
+_BATCH_SLOTS: tuple[str, ...] = (
+    "results",
+    "calls",
+    "context",
+    "skipped",
+    "kinds",
+    "provider",
+    "registry",
+    "id",
+    "issued_at",
+    "_contents",
+    "_max_chars",
+)
+if tuple(field.name for field in attrs.fields(ToolCallResults)) != _BATCH_SLOTS:
+    raise RuntimeError(
+        "ToolCallResults has other fields than _paused._batch fills"
+    )  # pragma: no cover
+(
+    _set_results,
+    _set_calls,
+    _set_context,
+    _set_skipped,
+    _set_kinds,
+    _set_provider,
+    _set_registry,
+    _set_id,
+    _set_issued_at,
+    _set_contents,
+    _set_max_chars,
+) = (ToolCallResults.__dict__[name].__set__ for name in _BATCH_SLOTS)
+_new = object.__new__
+
+
+def _batch(
+    results: list[CallResult],
+    calls: list[ToolCall],
+    context: RunContext[t.Any],
+    skipped: list[t.Any],
+    kinds: list[str],
+    provider: Provider | None,
+    registry: Registry,
+    batch_id: str,
+    issued_at: int,
+    contents: list[str | None],
+    max_chars: list[int | None],
+) -> ToolCallResults:
+    """``ToolCallResults(...)`` of values known good, every field given: what
+    attrs' ``__init__`` would make (it has no validator nor converter), faster."""
+    batch: ToolCallResults = _new(ToolCallResults)
+    _set_results(batch, results)
+    _set_calls(batch, calls)
+    _set_context(batch, context)
+    _set_skipped(batch, skipped)
+    _set_kinds(batch, kinds)
+    _set_provider(batch, provider)
+    _set_registry(batch, registry)
+    _set_id(batch, batch_id)
+    _set_issued_at(batch, issued_at)
+    _set_contents(batch, contents)
+    _set_max_chars(batch, max_chars)
+    return batch
 
 
 #: The context of a batch read back by from_dict (``RunContext.new()``).
@@ -256,8 +323,6 @@ def from_dict(
         raise _batch_refused(f"a batch must be a mapping, got {type(data).__name__}")
     version = _batch_field(data, "v", (int,))
     if version == BATCH_VERSION:
-        from nous_tools.providers import _wire as _batch_wire
-
         read = _batch_wire.read(
             data,
             registry,
@@ -268,14 +333,30 @@ def from_dict(
             ToolCall,
             _restored,
         )
+        context = (  # RunContext.new(): frozen, no deps, so one will do
+            _FRESH_CONTEXT if read.run_id is None else RunContext.new(run_id=read.run_id)
+        )
+        provider = t.cast("Provider | None", read.provider)
+        if cls is ToolCallResults:
+            return _batch(
+                read.results,
+                read.calls,
+                context,
+                [],
+                read.kinds,
+                provider,
+                registry,
+                read.id,
+                read.issued_at,
+                read.contents,
+                [],
+            )
         return cls(
             results=read.results,
             calls=read.calls,
-            context=(  # RunContext.new(): frozen, no deps, so one will do
-                _FRESH_CONTEXT if read.run_id is None else RunContext.new(run_id=read.run_id)
-            ),
+            context=context,
             kinds=read.kinds,
-            provider=t.cast("Provider | None", read.provider),
+            provider=provider,
             registry=registry,
             id=read.id,
             issued_at=read.issued_at,
@@ -416,7 +497,7 @@ def resolve(
         if decision == "edit":
             call = attrs.evolve(call, arguments=_c.thaw(na.arguments))
         token = _current_call.set(call)
-        seen = _observe_start(observer, tool, call)
+        seen = None if observer is None else _observe_start(observer, tool, call)
         result: Result | None = None
         try:
             if journal is not None and isinstance(run_ctx, RunContext):
@@ -439,7 +520,8 @@ def resolve(
                 result = registry._approved(na, run_ctx)
             return result
         finally:
-            _observe_end(observer, seen, result)
+            if seen is not None:
+                _observe_end(observer, seen, result)
             _current_call.reset(token)
 
     if len(plan) == 1:  # what run_jobs does with one job, without making the list
@@ -451,36 +533,37 @@ def resolve(
         ]
         outcomes = t.cast("list[Result]", registry.executor.run_jobs(jobs, ctx, run=run))
     results = list(batch.results)
-    contents = [
-        batch._contents[i] if i < len(batch._contents) else None for i in range(len(results))
-    ]
+    size = len(results)
+    contents = list(batch._contents[:size])  # one per call: None (format the result) if missing
+    if len(contents) < size:
+        contents += [None] * (size - len(contents))
     default = registry.executor.max_result_chars
-    limits = [
-        batch._max_chars[i] if i < len(batch._max_chars) else DEFAULT_MAX_RESULT_CHARS
-        for i in range(len(results))
-    ]
+    limits = list(batch._max_chars[:size])  # one per call: missing is the default, 100,000
+    if len(limits) < size:
+        limits += [DEFAULT_MAX_RESULT_CHARS] * (size - len(limits))
     for (index, _, na), outcome in zip(plan, outcomes, strict=True):
         results[index] = outcome
         contents[index] = None
         limits[index] = result_limit(na.tool, default)
     context = _apply_updates(
         ctx,
-        (
+        [
             (batch.calls[index], outcome)
             for (index, _, _), outcome in zip(plan, outcomes, strict=True)
-        ),
+        ],
     )
-    return ToolCallResults(
-        results=results,
-        calls=list(batch.calls),
-        context=context,
-        skipped=list(batch.skipped),
-        kinds=list(batch.kinds),
-        provider=batch.provider,
-        registry=registry,
-        issued_at=batch.issued_at,
-        _contents=contents,
-        _max_chars=limits,
+    return _batch(  # a new id: the batch resolved is another batch
+        results,
+        list(batch.calls),
+        context,
+        list(batch.skipped),
+        list(batch.kinds),
+        batch.provider,
+        registry,
+        _new_id(),
+        batch.issued_at,
+        contents,
+        limits,
     )
 
 

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import collections.abc as c
 import contextvars
+import functools
 import typing as t
 
 import attrs
@@ -377,11 +378,10 @@ class ToolCallResults:
         A batch that was already resolved is still read; :meth:`resolve` is what
         refuses it (``BatchAlreadyResolved``).
         """
-        from nous_tools.providers import _paused
-
-        return _paused.from_dict(
+        batch: ToolCallResults = _paused().from_dict(
             cls, data, registry, secret, max_age, allow_unsigned, max_clock_skew
         )
+        return batch
 
     def resolve(
         self,
@@ -436,9 +436,17 @@ class ToolCallResults:
         journal holds for its call raises :class:`~nous_tools.errors.JournalConflict`
         before anything runs.
         """
-        from nous_tools.providers import _paused
+        resolved: ToolCallResults = _paused().resolve(self, decisions, ctx, wait)
+        return resolved
 
-        return _paused.resolve(self, decisions, ctx, wait)
+
+@functools.cache
+def _paused() -> t.Any:
+    """``nous_tools.providers._paused`` (what ``from_dict`` and ``resolve`` run),
+    imported at the first of them, not with the package."""
+    from nous_tools.providers import _paused as module
+
+    return module
 
 
 class _CallObserver(t.Protocol):

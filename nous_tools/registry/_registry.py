@@ -33,6 +33,7 @@ Ok(value='hi', update=None)
 from __future__ import annotations
 
 import collections.abc as c
+import functools
 import threading
 import typing as t
 import weakref
@@ -91,6 +92,15 @@ _made_by_register: weakref.WeakKeyDictionary[Tool, weakref.ReferenceType[Registr
     weakref.WeakKeyDictionary()
 )
 _made_lock = threading.Lock()
+
+
+@functools.cache
+def _approvals() -> t.Any:
+    """The ``_approvals`` module, imported at the first approved call (approvals
+    only), then found without an import statement on each call."""
+    from nous_tools.registry import _approvals as module
+
+    return module
 
 
 def redecorate(made: Tool, options: c.Mapping[str, t.Any]) -> Tool:
@@ -701,7 +711,8 @@ class Registry:
         """``execute_approved(na, ctx)`` of a :class:`NeedsApproval` (what
         ``ToolCallResults.resolve`` runs); never raises."""
         try:
-            return self._execute_approval(na, None, ctx, None)
+            result: Result = _approvals().execute_approval(self, na, None, ctx, None)
+            return result
         except BaseException as exc:
             if interrupts(exc):
                 raise
@@ -717,6 +728,5 @@ class Registry:
     ) -> Result:
         """``execute_approved`` of a :class:`NeedsApproval`: check, claim, run once
         (``_approvals.execute_approval``; ``options``: its ``claim`` and ``wait``)."""
-        from nous_tools.registry._approvals import execute_approval  # approvals only
-
-        return execute_approval(self, na, arguments, ctx, call_id, **options)
+        result: Result = _approvals().execute_approval(self, na, arguments, ctx, call_id, **options)
+        return result
