@@ -561,15 +561,15 @@ class NeedsApproval:
         :class:`_Fingerprint`): the registry does not need it for an approval whose
         arguments came from a checked signature."""
         approval: NeedsApproval = _new(cls)
-        set_tool, set_arguments, set_id, set_fingerprint, *others = _APPROVAL_SLOTS
-        set_tool(approval, tool)
-        set_arguments(approval, arguments)
-        set_id(approval, approval_id)
-        set_fingerprint(approval, _Unhashed(tool.name, tree))
-        for set_slot, value in zip(
-            others, (issued_at, call_id, audience, accepted_under, True), strict=True
-        ):
-            set_slot(approval, value)
+        _set_tool(approval, tool)
+        _set_arguments(approval, arguments)
+        _set_id(approval, approval_id)
+        _set_fingerprint(approval, _Unhashed(tool.name, tree))
+        _set_issued_at(approval, issued_at)
+        _set_call_id(approval, call_id)
+        _set_audience(approval, audience)
+        _set_limits(approval, accepted_under)
+        _set_verified(approval, True)
         return approval
 
     def _claim_expiry(self, registry: object) -> float | None:
@@ -621,7 +621,7 @@ class _Fingerprint:
 
 setattr(NeedsApproval, "fingerprint", _Fingerprint(NeedsApproval.__dict__["fingerprint"]))  # noqa: B010
 
-# The slots' own setters, in the order _checked fills them (no frozen __setattr__).
+# The slots' own setters, that _checked fills (no frozen __setattr__).
 _APPROVAL_SLOTS: list[t.Callable[[object, object], None]] = [
     NeedsApproval.__dict__[name].__set__
     for name in (
@@ -636,3 +636,14 @@ _APPROVAL_SLOTS: list[t.Callable[[object, object], None]] = [
         "_verified",
     )
 ]
+(
+    _set_tool,
+    _set_arguments,
+    _set_id,
+    _set_fingerprint,
+    _set_issued_at,
+    _set_call_id,
+    _set_audience,
+    _set_limits,
+    _set_verified,
+) = _APPROVAL_SLOTS

@@ -58,11 +58,24 @@ def _same(expected: str, given: object) -> bool:
     """Constant-time comparison that is False (never an error) for a non-ASCII or non-str value."""
     if type(given) is not str:
         return False
+    compare = _compare_digest
+    if compare is None:
+        compare = _load_compare_digest()
+    if given.isascii() and expected.isascii():  # str compares in constant time when ASCII
+        return compare(expected, given)
+    return compare(expected.encode("utf-8"), given.encode("utf-8", "replace"))
+
+
+#: ``hmac.compare_digest``, once the first comparison imported ``hmac``.
+_compare_digest: c.Callable[[t.Any, t.Any], bool] | None = None
+
+
+def _load_compare_digest() -> c.Callable[[t.Any, t.Any], bool]:
+    global _compare_digest
     import hmac
 
-    if given.isascii() and expected.isascii():  # str compares in constant time when ASCII
-        return hmac.compare_digest(expected, given)
-    return hmac.compare_digest(expected.encode("utf-8"), given.encode("utf-8", "replace"))
+    _compare_digest = hmac.compare_digest
+    return _compare_digest
 
 
 def _new_id() -> str:

@@ -584,7 +584,7 @@ def _claim_expiry(
 def _plan(batch: ToolCallResults, decisions: object) -> list[tuple[int, str, NeedsApproval]]:
     """``(index, "approve" | "edit" | "reject", the approval to run)`` per decided
     call, in call order; ``ValueError`` for any decision that cannot be applied."""
-    if not isinstance(decisions, c.Mapping):
+    if type(decisions) is not dict and not isinstance(decisions, c.Mapping):
         raise TypeError(
             "resolve expects a mapping of call ids to 'approve', 'reject' or an Edit, "
             f"got {type(decisions).__name__}"
