@@ -321,9 +321,20 @@ def from_dict(
     """:meth:`ToolCallResults.from_dict <nous_tools.ToolCallResults.from_dict>`."""
     if type(data) is not dict and not isinstance(data, c.Mapping):
         raise _batch_refused(f"a batch must be a mapping, got {type(data).__name__}")
-    version = _batch_field(data, "v", (int,))
+    version = data.get("v") if type(data) is dict else None
+    if type(version) is not int:
+        version = _batch_field(data, "v", (int,))
     if version == BATCH_VERSION:
-        read = _batch_wire.read(
+        (
+            read_id,
+            read_issued_at,
+            read_provider,
+            read_run_id,
+            read_calls,
+            read_kinds,
+            read_results,
+            read_contents,
+        ) = _batch_wire.read(
             data,
             registry,
             secret,
@@ -334,33 +345,32 @@ def from_dict(
             _restored,
         )
         context = (  # RunContext.new(): frozen, no deps, so one will do
-            _FRESH_CONTEXT if read.run_id is None else RunContext.new(run_id=read.run_id)
+            _FRESH_CONTEXT if read_run_id is None else RunContext.new(run_id=read_run_id)
         )
-        provider = t.cast("Provider | None", read.provider)
         if cls is ToolCallResults:
             return _batch(
-                read.results,
-                read.calls,
+                read_results,
+                read_calls,
                 context,
                 [],
-                read.kinds,
-                provider,
+                read_kinds,
+                t.cast("Provider | None", read_provider),
                 registry,
-                read.id,
-                read.issued_at,
-                read.contents,
+                read_id,
+                read_issued_at,
+                read_contents,
                 [],
             )
         return cls(
-            results=read.results,
-            calls=read.calls,
+            results=read_results,
+            calls=read_calls,
             context=context,
-            kinds=read.kinds,
-            provider=provider,
+            kinds=read_kinds,
+            provider=t.cast("Provider | None", read_provider),
             registry=registry,
-            id=read.id,
-            issued_at=read.issued_at,
-            _contents=read.contents,
+            id=read_id,
+            issued_at=read_issued_at,
+            _contents=read_contents,
         )
     if version != 1:  # version 1: the format before, still read (batches in flight)
         raise _batch_refused(f"unknown batch version {version} (this library reads 1 and 2)")

@@ -276,46 +276,47 @@ def read(
     contents: list[str | None] = []
     tools: dict[str, tuple[Tool, str]] = {}  # name -> (tool, its digest), checked once
     for position, entry in enumerate(entries, 1):
-        where = f"call #{position}"
         if type(entry) is not dict:
-            raise refused(f"{where} must be an object, got {type(entry).__name__}")
+            raise refused(f"{_at(position)} must be an object, got {type(entry).__name__}")
         call_id: t.Any = entry.get("id")
         if (call_id is not None and type(call_id) is not str) or "id" not in entry:
-            _field(entry, "id", (str, _NONE), where)
+            _field(entry, "id", (str, _NONE), _at(position))
         name: t.Any = entry.get("name")
         if type(name) is not str:
-            _field(entry, "name", (str,), where)
+            _field(entry, "name", (str,), _at(position))
         kind: t.Any = entry.get("kind")
         if kind not in _KINDS or type(kind) is not str:
-            _field(entry, "kind", (str,), where)
-            raise refused(f"'kind' of {where} must be 'function' or 'custom'")
+            _field(entry, "kind", (str,), _at(position))
+            raise refused(f"'kind' of {_at(position)} must be 'function' or 'custom'")
         pending = "approval" in entry
         if ("output" in entry) == pending:
-            raise refused(f"{where} must have one of 'output' and 'approval'")
+            raise refused(f"{_at(position)} must have one of 'output' and 'approval'")
         if not pending:  # a finished call
             if "arguments" not in entry:
-                raise refused(f"{where} has no 'arguments'")
-            arguments = _decode(entry["arguments"], where, frozen=False)
-            output = _field(entry, "output", (dict,), where)
+                raise refused(f"{_at(position)} has no 'arguments'")
+            arguments = _decode(entry["arguments"], position, frozen=False)
+            output: t.Any = entry["output"]
+            if type(output) is not dict:
+                _field(entry, "output", (dict,), _at(position))
             content: t.Any = output.get("content")
             if type(content) is not str:
-                _field(output, "content", (str,), where)
+                _field(output, "content", (str,), _at(position))
             is_error: t.Any = output.get("is_error")
             if type(is_error) is not bool:
-                _field(output, "is_error", (bool,), where)
+                _field(output, "is_error", (bool,), _at(position))
             calls.append(make_call(call_id, name, arguments))
             results.append(restored(content, is_error, name))
             contents.append(content)
         else:
             approval = entry["approval"]
             if type(approval) is not dict:
-                _field(entry, "approval", (dict,), where)
+                _field(entry, "approval", (dict,), _at(position))
             try:
                 na = _pending(approval, name, call_id, issued_at, own, age, skew, registry, tools)
             except ValueError as exc:
                 raise refused(f"call {call_id!r}: {exc}") from None
             if "arguments" in entry:  # what the model sent, before the advice changed it
-                arguments = _decode(entry["arguments"], where, frozen=False)
+                arguments = _decode(entry["arguments"], position, frozen=False)
             else:  # the approved ones (read-only, shared with the approval)
                 arguments = na.arguments
             calls.append(make_call(call_id, name, arguments))
@@ -325,11 +326,16 @@ def read(
     return Read(batch_id, issued_at, provider, run_id, calls, kinds, results, contents)
 
 
-def _decode(tree: object, where: str, frozen: bool) -> t.Any:
+def _at(position: int) -> str:
+    """How a refusal names the call at ``position`` (made only for a refusal)."""
+    return f"call #{position}"
+
+
+def _decode(tree: object, position: int, frozen: bool) -> t.Any:
     try:
         return _c.decode(tree, frozen=frozen)
     except ValueError as exc:
-        raise refused(f"{where}: {exc}") from None
+        raise refused(f"{_at(position)}: {exc}") from None
 
 
 def _pending(
