@@ -219,10 +219,10 @@ def thaw(value: t.Any) -> t.Any:
     kind = type(value)
     if kind in _SCALARS:
         return value
-    if kind in _DICTS:
-        return {key: thaw(item) for key, item in value.items()}
+    if kind in _DICTS:  # (a scalar item is its own copy: kept without a call)
+        return {key: item if type(item) in _SCALARS else thaw(item) for key, item in value.items()}
     if kind in _LISTS:
-        return [thaw(item) for item in value]
+        return [item if type(item) in _SCALARS else thaw(item) for item in value]
     if kind is tuple:
         return tuple(thaw(item) for item in value)
     if kind in _SETS:
