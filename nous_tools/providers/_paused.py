@@ -599,13 +599,17 @@ def _plan(batch: ToolCallResults, decisions: object) -> list[tuple[int, str, Nee
             "resolve expects a mapping of call ids to 'approve', 'reject' or an Edit, "
             f"got {type(decisions).__name__}"
         )
-    where: dict[str, int] = {}
-    twice: set[str] = set()
+    where: dict[str, int] = {}  # call id -> the first call with it
+    twice: set[str] | None = None  # the call ids more than one call has
     for index, call in enumerate(batch.calls):
-        if call.id is not None:
-            if call.id in where:
-                twice.add(call.id)
-            where.setdefault(call.id, index)
+        its_id = call.id
+        if its_id is not None:
+            if its_id not in where:
+                where[its_id] = index
+            elif twice is None:
+                twice = {its_id}
+            else:
+                twice.add(its_id)
     plan: list[tuple[int, str, NeedsApproval]] = []
     for call_id, decision in decisions.items():
         found = where.get(call_id) if type(call_id) is str else None
@@ -620,7 +624,7 @@ def _plan(batch: ToolCallResults, decisions: object) -> list[tuple[int, str, Nee
                 f"cannot resolve: unknown call id {_short(call_id)} (waiting for a "
                 f"decision: {shown})"
             )
-        if call_id in twice:
+        if twice is not None and call_id in twice:
             raise ValueError(
                 f"cannot resolve: call id {call_id!r} names more than one call of the batch"
             )
