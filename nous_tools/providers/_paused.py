@@ -10,6 +10,7 @@ Imported at the first of them, not with the package.
 from __future__ import annotations
 
 import collections.abc as c
+import functools
 import hashlib
 import hmac
 import typing as t
@@ -498,49 +499,27 @@ def resolve(
             "(a replay or a second submit); nothing was run"
         )
     observer = _tool_calls._observer  # read now: instrument() sets it
-
-    def run(
-        tool: Tool, job: t.Any, run_ctx: RunContext[t.Any] | None, call_id: str | None
-    ) -> Result:
-        index, decision, na = job
-        call = batch.calls[index]
-        if decision == "edit":
-            call = attrs.evolve(call, arguments=_c.thaw(na.arguments))
-        token = _current_call.set(call)
-        seen = None if observer is None else _observe_start(observer, tool, call)
-        result: Result | None = None
-        try:
-            if journal is not None and isinstance(run_ctx, RunContext):
-                result = _resolve_journaled(
-                    registry,
-                    journal,
-                    t.cast(NeedsApproval, batch.results[index]),
-                    na,
-                    decision,
-                    decided[index],
-                    run_ctx,
-                    t.cast(str, call_id),
-                    wait,
-                )
-            elif decision == "reject":
-                result = _reject(registry, na)
-            else:  # registry.execute_approved(na, None, run_ctx), a call shorter
-                if run_ctx is _FRESH_CONTEXT:
-                    run_ctx = _FRESH_GATED  # what execute_approved would make, made once
-                result = registry._approved(na, run_ctx)
-            return result
-        finally:
-            if seen is not None:
-                _observe_end(observer, seen, result)
-            _current_call.reset(token)
-
     if len(plan) == 1:  # what run_jobs does with one job, without making the list
-        index = plan[0][0]
-        outcomes = [run(plan[0][2].tool, plan[0], ctx, batch.calls[index].id)]
+        step = plan[0]
+        outcomes = [
+            _run_step(
+                batch,
+                registry,
+                journal,
+                decided,
+                observer,
+                wait,
+                step[2].tool,
+                step,
+                ctx,
+                batch.calls[step[0]].id,
+            )
+        ]
     else:
         jobs: list[tuple[Tool, t.Any, str | None] | Err] = [
             (na.tool, step, batch.calls[step[0]].id) for step in plan for na in (step[2],)
         ]
+        run = functools.partial(_run_step, batch, registry, journal, decided, observer, wait)
         outcomes = t.cast("list[Result]", registry.executor.run_jobs(jobs, ctx, run=run))
     results = list(batch.results)
     size = len(results)
@@ -575,6 +554,53 @@ def resolve(
         contents,
         limits,
     )
+
+
+def _run_step(
+    batch: ToolCallResults,
+    registry: Registry,
+    journal: t.Any,
+    decided: dict[int, str],
+    observer: t.Any,
+    wait: float | None,
+    tool: Tool,
+    job: t.Any,
+    run_ctx: RunContext[t.Any] | None,
+    call_id: str | None,
+) -> Result:
+    """One decided call of ``resolve`` (``job``: its plan step), run, rejected or
+    journaled, as the current tool call, seen by the observer (when there is one)."""
+    index, decision, na = job
+    call = batch.calls[index]
+    if decision == "edit":
+        call = attrs.evolve(call, arguments=_c.thaw(na.arguments))
+    token = _current_call.set(call)
+    seen = None if observer is None else _observe_start(observer, tool, call)
+    result: Result | None = None
+    try:
+        if journal is not None and isinstance(run_ctx, RunContext):
+            result = _resolve_journaled(
+                registry,
+                journal,
+                t.cast(NeedsApproval, batch.results[index]),
+                na,
+                decision,
+                decided[index],
+                run_ctx,
+                t.cast(str, call_id),
+                wait,
+            )
+        elif decision == "reject":
+            result = _reject(registry, na)
+        else:  # registry.execute_approved(na, None, run_ctx), a call shorter
+            if run_ctx is _FRESH_CONTEXT:
+                run_ctx = _FRESH_GATED  # what execute_approved would make, made once
+            result = registry._approved(na, run_ctx)
+        return result
+    finally:
+        if seen is not None:
+            _observe_end(observer, seen, result)
+        _current_call.reset(token)
 
 
 def _claim_expiry(
