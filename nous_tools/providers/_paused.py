@@ -156,8 +156,7 @@ def _seal_batch(payload: c.Mapping[str, t.Any], secret: str | bytes | None) -> s
     return _HMAC + hmac.new(_key(secret), data, hashlib.sha256).hexdigest()
 
 
-def _batch_refused(why: str) -> ValueError:
-    return ValueError(f"tool call batch refused: {why}")
+_batch_refused = _batch_wire.refused
 
 
 def _type_names(kinds: tuple[type, ...]) -> str:
@@ -388,17 +387,7 @@ def from_dict(
     if not payload["id"]:
         raise _batch_refused("the batch has an empty id")
 
-    if secret is not None:
-        _key(secret)  # a bad secret is the program's error, said as such
-        if not signature.startswith(_HMAC):
-            raise _batch_refused("the batch is not signed (no HMAC signature)")
-    elif signature.startswith(_HMAC):
-        raise _batch_refused("the batch is signed, but no secret was given to check it")
-    elif not allow_unsigned:
-        raise _batch_refused(
-            "unsigned batches are refused: pass the secret it was signed with "
-            "(or allow_unsigned=True, for trusted storage only)"
-        )
+    _batch_wire.check_signed(signature, secret, allow_unsigned)
     try:
         expected = _seal_batch(payload, secret)
     except (TypeError, ValueError, RecursionError) as exc:  # not JSON, NaN, too deep

@@ -99,6 +99,22 @@ def refused(why: str) -> ValueError:
     return ValueError(f"tool call batch refused: {why}")
 
 
+def check_signed(signature: str, secret: str | bytes | None, allow_unsigned: bool) -> None:
+    """Refuse a batch whose signature does not match how it is read (both formats):
+    signed but no secret given, a secret but no HMAC, unsigned and not allowed."""
+    if secret is not None:
+        _key(secret)  # a bad secret is the program's error, said as such
+        if not signature.startswith(_HMAC):
+            raise refused("the batch is not signed (no HMAC signature)")
+    elif signature.startswith(_HMAC):
+        raise refused("the batch is signed, but no secret was given to check it")
+    elif not allow_unsigned:
+        raise refused(
+            "unsigned batches are refused: pass the secret it was signed with "
+            "(or allow_unsigned=True, for trusted storage only)"
+        )
+
+
 def _names(kinds: tuple[type, ...]) -> str:
     return " or ".join("None" if kind is _NONE else kind.__name__ for kind in kinds)
 
@@ -245,17 +261,7 @@ def read(
         _field(data, "run_id", (str,), where)
         if not run_id:
             raise refused("the batch has an empty run_id")
-    if secret is not None:
-        _key(secret)  # a bad secret is the program's error, said as such
-        if not signature.startswith(_HMAC):
-            raise refused("the batch is not signed (no HMAC signature)")
-    elif signature.startswith(_HMAC):
-        raise refused("the batch is signed, but no secret was given to check it")
-    elif not allow_unsigned:
-        raise refused(
-            "unsigned batches are refused: pass the secret it was signed with "
-            "(or allow_unsigned=True, for trusted storage only)"
-        )
+    check_signed(signature, secret, allow_unsigned)
     payload = {
         "v": VERSION,
         "type": _TYPE,
