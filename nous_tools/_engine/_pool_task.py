@@ -135,7 +135,10 @@ class _Abandoning:
                 if task.event is not None:
                     task.event.set()
         finally:
-            if claims.get("finish") is mine:
+            # No call before the release: CPython delivers an asynchronous exception
+            # (Ctrl-C, ToolCancelled) only as a call returns, at a function's start or
+            # a backward jump, so one landing here cannot skip it (a ``get`` could).
+            if "finish" in claims and claims["finish"] is mine:
                 task.done.release()
                 if task.notify is not None:
                     task.notify.put(task)
