@@ -513,6 +513,9 @@ def test_ok_content_is_the_string_or_json_with_safe_fallbacks() -> None:
     cycle: list[t.Any] = []
     cycle.append(cycle)
     assert format_tool_result(Ok(cycle)) == "[[...]]"
+    rows: dict[str, t.Any] = {"rows": [{"id": 1}]}
+    rows["rows"][0]["parent"] = rows  # a cycle deep in plain data: its repr, as before
+    assert format_tool_result(Ok(rows)) == "{'rows': [{'id': 1, 'parent': {...}}]}"
     assert format_tool_result(Ok({(1, 2): "tuple key"})) == "{(1, 2): 'tuple key'}"
 
 
