@@ -45,15 +45,15 @@ def _value_content(value: object) -> str:
     if isinstance(value, str):
         return value
     kind = type(value)
+    if kind in _PLAIN:
+        try:  # plain JSON data: the C encoder, which runs no code of the value's own
+            return _plain_json(value)  # (a list holding a content part is not plain)
+        except (TypeError, ValueError, RecursionError):
+            pass  # something inside is not plain (or a cycle): render it as below
     if kind in _CONTENT or kind is list or kind is tuple:
         parts = _rich.as_content(value)
         if parts is not None:  # images, audio, resources: text and placeholders
             return _rich.to_text(parts)
-    if type(value) in _PLAIN:
-        try:  # plain JSON data: the C encoder, which runs no code of the value's own
-            return _plain_json(value)
-        except (TypeError, ValueError, RecursionError):
-            pass  # something inside is not plain (or a cycle): render it as below
     # Anything else runs code of its own (repr, __str__, a converter, a Mapping's
     # items), which might hang: it is rendered with a bound, never past it.
     text = render_bounded(_rendered, value)
