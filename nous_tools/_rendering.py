@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import typing as t
 
 import attrs
@@ -75,11 +76,18 @@ def _plain_json(value: object) -> str:
     """``json.dumps(value, ensure_ascii=False)``, without its circular-reference
     markers (a dict of every container's id, about 15 % of writing 1 MB of rows):
     a value with a cycle is a ``RecursionError`` instead, and is rendered by the
-    slower path, which names the cycle as before."""
-    if _c_plain is None:  # pragma: no cover - not CPython
+    slower path, which names the cycle as before. Only while the recursion limit
+    is one a thread's C stack can take: past it, a cycle would recurse that deep
+    (a crash before the error), so the markers find it at once."""
+    if _c_plain is None or _getrecursionlimit() > _MARKERLESS_DEPTH:
         return json.dumps(value, ensure_ascii=False)
     return "".join(_c_plain(value, 0))
 
+
+#: The recursion limit up to which :func:`_plain_json` leaves the markers out
+#: (Python's default is 1,000; 50,000 levels of the encoder fit a thread's 8 MB).
+_MARKERLESS_DEPTH = 10_000
+_getrecursionlimit = sys.getrecursionlimit
 
 try:  # the C encoder json.dumps itself uses, made once instead of per call
     from _json import encode_basestring as _c_text
@@ -88,6 +96,7 @@ except ImportError:  # pragma: no cover - another Python: json.dumps
     _c_plain = None
 else:
     _c_plain = _c_make_encoder(None, _not_plain, _c_text, None, ": ", ", ", False, False, True)
+
 _CONTENT = frozenset({_rich.Text, _rich.Image, _rich.Audio, _rich.Resource})
 
 
