@@ -191,6 +191,7 @@ class Resource:
 Content = t.Union[Text, Image, Audio, Resource]  # noqa: UP007  (a runtime alias)
 
 _KINDS = (Text, Image, Audio, Resource)
+_KIND_SET = frozenset(_KINDS)
 
 
 def as_content(value: object) -> list[Content] | None:
@@ -210,7 +211,7 @@ def as_content(value: object) -> list[Content] | None:
     if kind is not list and kind is not tuple:
         return None
     items = t.cast("list[object]", value)
-    if not any(type(item) in _KINDS for item in items):
+    if _KIND_SET.isdisjoint(map(type, items)):  # in C: a big plain list is common
         return None
     parts: list[Content] = []
     for item in items:

@@ -118,6 +118,11 @@ def test_format_tool_result_and_chat_completions_carry_text_with_placeholders() 
     ]
 
 
+def test_a_content_part_after_plain_json_items_still_makes_the_result_content() -> None:
+    assert format_tool_result(Ok(({"a": 1}, [2], Text("x")))) == '{"a": 1}\n[2]\nx'
+    assert format_tool_result(Ok([{"a": 1}, [2]])) == '[{"a": 1}, [2]]'  # no part: JSON
+
+
 def rich_batch() -> t.Any:
     registry = Registry()
     registry.register(Tool(name="chart", function=lambda: MIXED, timeout=None))

@@ -7,6 +7,8 @@ import collections.abc as c
 import contextvars
 import json
 import logging
+import subprocess
+import sys
 import threading
 import types
 import typing as t
@@ -513,7 +515,27 @@ def test_ok_content_is_the_string_or_json_with_safe_fallbacks() -> None:
     cycle: list[t.Any] = []
     cycle.append(cycle)
     assert format_tool_result(Ok(cycle)) == "[[...]]"
+    rows: dict[str, t.Any] = {"rows": [{"id": 1}]}
+    rows["rows"][0]["parent"] = rows  # a cycle deep in plain data: its repr, as before
+    assert format_tool_result(Ok(rows)) == "{'rows': [{'id': 1, 'parent': {...}}]}"
     assert format_tool_result(Ok({(1, 2): "tuple key"})) == "{(1, 2): 'tuple key'}"
+
+
+def test_a_cyclic_result_is_its_repr_also_under_a_high_recursion_limit() -> None:
+    # A cycle must be found at once, not followed as deep as the limit allows (past
+    # what a thread's C stack takes): run apart, since a regression is a crash.
+    script = (
+        "import sys, threading\n"
+        "sys.setrecursionlimit(200_000)\n"
+        "from nous_tools import Ok, format_tool_result\n"
+        "rows = {'rows': []}; rows['rows'].append(rows)\n"
+        "worker = threading.Thread(target=lambda: print(format_tool_result(Ok(rows))))\n"
+        "worker.start(); worker.join()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert (done.returncode, done.stdout) == (0, "{'rows': [{...}]}\n"), done.stderr
 
 
 def test_err_content_for_a_returned_err() -> None:

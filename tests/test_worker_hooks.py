@@ -10,6 +10,7 @@ import sqlite3
 import threading
 import time
 import typing as t
+import weakref
 
 import pytest
 
@@ -93,6 +94,28 @@ def test_after_task_runs_after_the_caller_has_its_outcome() -> None:
     finally:
         release.set()
         executor.shutdown()
+
+
+def test_an_idle_worker_keeps_no_value_its_tool_returned() -> None:
+    """Once the caller has its outcome, the worker holds nothing of it: a big value
+    lives as long as the caller keeps it, not until the worker's next task."""
+
+    class Payload:
+        pass
+
+    idle = threading.Event()
+
+    @tool(timeout=5)
+    def make() -> Payload:
+        return Payload()
+
+    with ToolExecutor(max_workers=1, after_task=idle.set) as executor:
+        result = executor.execute(make)
+        assert isinstance(result, Ok)
+        gone = weakref.ref(result.value)
+        del result
+        assert idle.wait(20)  # the worker finished its task (after_task runs after that)
+        assert gone() is None
 
 
 def test_a_raising_hook_is_logged_and_changes_no_outcome(

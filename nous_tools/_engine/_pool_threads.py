@@ -37,6 +37,9 @@ Hook = t.Callable[[], object]
 #: Seconds an idle lane thread waits for another batch before it exits.
 _LANE_IDLE_SECONDS = 30.0
 
+#: A worker's outcome between tasks (it keeps no caller's value alive while idle).
+_NOTHING: Outcome = (RETURNED, None, None)
+
 
 class _Threads(_Abandoning):
     """The part of :class:`~nous_tools._engine._pool.WorkerPool` that runs its
@@ -119,7 +122,7 @@ class _Threads(_Abandoning):
         tasks = self._queue
         idle = self._idle
         lost = False
-        result: Outcome = (RETURNED, None, None)
+        result: Outcome = _NOTHING
         try:
             while True:
                 if task is None:
@@ -166,6 +169,7 @@ class _Threads(_Abandoning):
                         task.notify.put(task)
                     me.completed += 1
                     task = None
+                    result = _NOTHING  # the caller's now: not kept alive while idle
                     if after_task is not None:  # it won ``finish``: no cancellation is due
                         self._hook(after_task, "after_task")
                     ran = False
