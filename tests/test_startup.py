@@ -28,7 +28,7 @@ def add(a: int, b: int = 0) -> int:
     return a + b
 
 add_tool = nous_tools.Tool.from_function(add)
-later = ("jsonschema_rs", "datetime", "decimal", "uuid", "nous_tools.sandbox",
+later = ("jsonschema_rs", "datetime", "decimal", "uuid", "typing_extensions", "nous_tools.sandbox",
          "nous_tools.asking", "nous_tools.context_update", "nous_tools.providers")
 print(sorted(name for name in later if name in sys.modules))
 print(nous_tools.execute(add_tool, {"a": "x"}).reason.message)
