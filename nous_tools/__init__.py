@@ -20,9 +20,7 @@ from nous_tools import _wiring, signals
 from nous_tools.advice import Advice
 from nous_tools.approval._gate import check_approval
 from nous_tools.approval._store import ApprovalStore, InMemoryApprovalStore
-from nous_tools.asking import Elicitation
 from nous_tools.backend import Backend, ProcessBackend, ThreadBackend
-from nous_tools.context_update import ContextUpdate
 from nous_tools.errors import (
     ApprovalAlreadyUsed,
     BatchAlreadyResolved,
@@ -52,17 +50,23 @@ from nous_tools.executor import (
     execute_many,
     set_default_executor,
 )
-from nous_tools.providers._tool_calls import ToolCallResults, execute_tool_calls, format_tool_result
-from nous_tools.providers._web import parse_decisions
 from nous_tools.registry._registry import Registry
 from nous_tools.results import ApprovalRequest, Edit, Err, NeedsApproval, Ok, Result
 from nous_tools.run_context import RunContext
-from nous_tools.sandbox import SandboxPolicy
 from nous_tools.tool import Tool, ToolOptions, tool
 from nous_tools.usage import Usage
 
 if t.TYPE_CHECKING:
+    from nous_tools.asking import Elicitation
+    from nous_tools.context_update import ContextUpdate
     from nous_tools.journal import Journal, JournalRecord, PostgresJournal, SQLiteJournal
+    from nous_tools.providers._tool_calls import (
+        ToolCallResults,
+        execute_tool_calls,
+        format_tool_result,
+    )
+    from nous_tools.providers._web import parse_decisions
+    from nous_tools.sandbox import SandboxPolicy
 
 # The values get what they need of the layers above them (see nous_tools._wiring).
 _wiring.wire()
@@ -134,12 +138,34 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> t.Any:
-    # The call journal's classes, imported on first use (see nous_tools.journal).
-    if name in ("Journal", "JournalRecord", "PostgresJournal", "SQLiteJournal"):
-        from nous_tools import journal
+#: The names imported on first use, by module: what only some programs use (the
+#: call journal, provider tool calls, elicitation, context updates, the sandbox),
+#: so that ``import nous_tools`` stays quick for a program that makes tools.
+_LAZY = {
+    "Elicitation": "nous_tools.asking",
+    "ContextUpdate": "nous_tools.context_update",
+    "Journal": "nous_tools.journal",
+    "JournalRecord": "nous_tools.journal",
+    "PostgresJournal": "nous_tools.journal",
+    "SQLiteJournal": "nous_tools.journal",
+    "ToolCallResults": "nous_tools.providers._tool_calls",
+    "execute_tool_calls": "nous_tools.providers._tool_calls",
+    "format_tool_result": "nous_tools.providers._tool_calls",
+    "parse_decisions": "nous_tools.providers._web",
+    "SandboxPolicy": "nous_tools.sandbox",
+}
 
-        value = getattr(journal, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def __getattr__(name: str) -> t.Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -33,7 +33,6 @@ import json
 import typing as t
 
 import attrs
-from typing_extensions import TypeVar
 
 from nous_tools._util import _canonical as _c
 
@@ -71,7 +70,14 @@ __all__ = ["ApprovalRequest", "Edit", "Err", "NeedsApproval", "Ok", "Result", "t
 T = t.TypeVar("T")
 #: The type of an ``Err``'s reason: ``Err[ToolError]`` for what the executor
 #: reports; a bare ``Err`` is ``Err[Any]``.
-E = TypeVar("E", default=t.Any)
+if t.TYPE_CHECKING:
+    from typing_extensions import TypeVar
+
+    E = TypeVar("E", default=t.Any)
+else:
+    # typing's at run time: the defaults are for type checkers, and importing
+    # typing_extensions would cost every program's start-up.
+    E = t.TypeVar("E")
 
 
 @attrs.frozen(slots=True)

@@ -43,7 +43,6 @@ import threading
 import typing as t
 
 import attrs
-from typing_extensions import TypeVar
 
 from nous_tools._types import ReportSink
 from nous_tools._util._clock import monotonic
@@ -58,7 +57,14 @@ __all__ = ["ApprovalHandler", "RunContext"]
 
 #: The type of ``ctx.deps`` (``RunContext[MyDeps]``); a bare ``RunContext`` is
 #: ``RunContext[Any]``.
-DepsT = TypeVar("DepsT", default=t.Any)
+if t.TYPE_CHECKING:
+    from typing_extensions import TypeVar
+
+    DepsT = TypeVar("DepsT", default=t.Any)
+else:
+    # typing's at run time: the defaults are for type checkers, and importing
+    # typing_extensions would cost every program's start-up.
+    DepsT = t.TypeVar("DepsT")
 
 #: An approval handler: called with an :class:`ApprovalRequest`, returns
 #: ``"approve"``, ``"reject"`` or an :class:`Edit`.

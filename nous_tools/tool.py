@@ -37,12 +37,12 @@ import threading
 import typing as t
 
 import attrs
-from typing_extensions import ParamSpec, TypedDict, TypeVar, Unpack
 
 from nous_tools._util._rates import ToolLimits, parse_rate, tool_limits
 
 if t.TYPE_CHECKING:
     import referencing
+    from typing_extensions import ParamSpec, TypeVar, Unpack
 
     from nous_tools._types import Converter, SchemaCode, Validator
 
@@ -98,13 +98,19 @@ OnResultOverflow = t.Literal["truncate", "error"]
 #: The wrapped function's parameters and return type, for type checkers: ``@tool``
 #: on ``def f(a: int) -> str`` gives a ``Tool[[int], str]`` that is called like ``f``.
 #: A bare ``Tool`` is ``Tool[..., Any]``.
-P = ParamSpec("P", default=...)
-R = TypeVar("R", default=t.Any)
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
+if t.TYPE_CHECKING:
+    P = ParamSpec("P", default=...)
+    R = TypeVar("R", default=t.Any)
+else:
+    # typing's at run time: the defaults are for type checkers, and importing
+    # typing_extensions would cost every program's start-up.
+    P = t.ParamSpec("P")
+    R = t.TypeVar("R")
+_P = t.ParamSpec("_P")
+_R = t.TypeVar("_R")
 
 
-class ToolOptions(TypedDict, total=False):
+class ToolOptions(t.TypedDict, total=False):
     """The keyword options of :func:`tool` and :meth:`Tool.from_function` (the fields
     of :class:`Tool` but ``function``), so that type checkers flag a misspelt one."""
 

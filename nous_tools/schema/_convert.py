@@ -64,17 +64,11 @@ The rules:
 from __future__ import annotations
 
 import collections.abc as c
-import dataclasses
-import datetime as dt
-import decimal
 import enum
 import functools
 import inspect
-import ipaddress
-import pathlib
 import types
 import typing as t
-import uuid
 
 import attrs
 
@@ -243,11 +237,10 @@ _AS_GIVEN = (t.Any, str, int, float, bool, object, type(None))
 def _is_known(cls: type) -> bool:
     """A class conversion builds (everything but the JSON kinds handled above)."""
     return (
-        issubclass(cls, (tuple, c.Set, bytes, dt.date, dt.time, dt.timedelta, decimal.Decimal))
-        or issubclass(cls, (uuid.UUID, pathlib.PurePath, ipaddress.IPv4Address))
-        or issubclass(cls, ipaddress.IPv6Address)
+        issubclass(cls, (tuple, c.Set, bytes))
+        or _types.string_format(cls) is not None  # dates, UUID, Decimal, Path, addresses
         or attrs.has(cls)
-        or dataclasses.is_dataclass(cls)
+        or _types.is_dataclass(cls)
         or _types.is_pydantic_type(cls)
     )
 

@@ -7,11 +7,11 @@ of your own) that those errors are found with.
 from __future__ import annotations
 
 import collections.abc as c
+import functools
 import math
 import typing as t
 
 import attrs
-import jsonschema_rs
 
 from nous_tools._util._text import json_type as _json_type
 from nous_tools._util._wording import unknown_properties
@@ -226,21 +226,39 @@ def _listed(entries: list[str]) -> str:
     return shown
 
 
-_Kind = jsonschema_rs.ValidationErrorKind
-_REQUIRED = _Kind.Required
-_TYPE = _Kind.Type
-_FORMAT = _Kind.Format
-_BACKTRACKED = _Kind.BacktrackLimitExceeded
-_FALSE = _Kind.FalseSchema
-_ADDITIONAL = _Kind.AdditionalProperties
-_ENUM = _Kind.Enum
-_CONST = _Kind.Constant
+@functools.cache
+def _kinds() -> tuple[t.Any, ...]:
+    """The jsonschema-rs error kinds :func:`describe` tells apart (looked up with the
+    first errors: jsonschema-rs is not imported with the package)."""
+    import jsonschema_rs
+
+    kind = jsonschema_rs.ValidationErrorKind
+    return (
+        kind.Required,
+        kind.Type,
+        kind.Format,
+        kind.BacktrackLimitExceeded,
+        kind.FalseSchema,
+        kind.AdditionalProperties,
+        kind.Enum,
+        kind.Constant,
+    )
 
 
 def describe(
     arguments: object, errors: list[t.Any], schema: dict[str, t.Any], opaque: list[Opaque]
 ) -> ValidationFailure:
     """jsonschema-rs's errors in Nous's words (see the module's notes)."""
+    (
+        required_kind,
+        type_kind,
+        format_kind,
+        backtracked_kind,
+        false_kind,
+        additional_kind,
+        enum_kind,
+        const_kind,
+    ) = _kinds()
     missing: list[str] = []
     mismatches: list[tuple[str, str, str]] = []
     invalid: list[tuple[str, str]] = []
@@ -254,7 +272,7 @@ def describe(
         place = opaque_at(opaque, path) if opaque else None
         if place is not None:  # a value JSON cannot carry, where one was not accepted
             expected = "a JSON value"
-            if kind_type is _TYPE and len(path) == len(place.path):
+            if kind_type is type_kind and len(path) == len(place.path):
                 expected = " or ".join(_expected_types(kind, error, schema))
             mismatch = (
                 shorten(_path_text(arguments, place.path)),
@@ -265,20 +283,20 @@ def describe(
                 seen.add(mismatch)
                 mismatches.append(mismatch)
             continue
-        if kind_type is _REQUIRED:
+        if kind_type is required_kind:
             where = _path_text(arguments, path)
             name = str(kind.property)
             full = shorten(name if not path else f"{where}.{name}")
             if ("m", full) not in seen:
                 seen.add(("m", full))
                 missing.append(full)
-        elif kind_type is _TYPE or kind_type is _FORMAT:
+        elif kind_type is type_kind or kind_type is format_kind:
             # A string that is not a date-time is the wrong type of value for the
             # tool, worded as conversion words it: "expected date-time, got string".
             where, value = locate(arguments, path)
             if type(value) is float and not math.isfinite(value):
                 raise NotJson
-            if kind_type is _TYPE:
+            if kind_type is type_kind:
                 expected = " or ".join(_expected_types(kind, error, schema))
             else:
                 expected = str(kind.format)
@@ -287,20 +305,20 @@ def describe(
                 seen.add(mismatch)
                 mismatches.append(mismatch)
         else:
-            if kind_type is _BACKTRACKED:
+            if kind_type is backtracked_kind:
                 where, value = locate(arguments, path)
                 text = (
                     f"{shorten(repr(value), 60)} could not be matched within "
                     f"{BACKTRACK_LIMIT} backtracking steps"
                 )
-            elif kind_type is _ADDITIONAL or (
-                kind_type is _FALSE and error.schema_path[-1:] == ["additionalProperties"]
+            elif kind_type is additional_kind or (
+                kind_type is false_kind and error.schema_path[-1:] == ["additionalProperties"]
             ):
                 where, value = locate(arguments, path)
                 node = schema_at(schema, error.schema_path[:-1])
                 text = _unknown_keys(value, node, path) or shorten(error.message)
             else:
-                if kind_type is _ENUM or kind_type is _CONST:
+                if kind_type is enum_kind or kind_type is const_kind:
                     where, value = locate(arguments, path)
                     if type(value) is float and not math.isfinite(value):
                         raise NotJson

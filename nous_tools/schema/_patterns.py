@@ -13,8 +13,6 @@ import collections.abc as c
 import functools
 import typing as t
 
-import jsonschema_rs
-
 from nous_tools.schema._schema_walk import each_subschema_at
 
 #: The most backtracking steps one match of a pattern that needs backtracking
@@ -28,16 +26,24 @@ def pattern_options(trusted: bool) -> t.Any:
     untrusted schema (a pattern that needs backtracking does not compile), and
     ``fancy-regex`` for a trusted one, which hands every pattern without lookaround
     or backreferences to ``regex`` too and bounds the backtracking of the others."""
-    return _TRUSTED_PATTERNS if trusted else _UNTRUSTED_PATTERNS
+    return _options()[0 if trusted else 1]
 
 
-_TRUSTED_PATTERNS = jsonschema_rs.FancyRegexOptions(backtrack_limit=BACKTRACK_LIMIT)
-_UNTRUSTED_PATTERNS = jsonschema_rs.RegexOptions()
+@functools.cache
+def _options() -> tuple[t.Any, t.Any]:
+    # Made when the first schema is compiled: jsonschema-rs is imported then, not
+    # with the package.
+    import jsonschema_rs
+
+    trusted = jsonschema_rs.FancyRegexOptions(backtrack_limit=BACKTRACK_LIMIT)
+    return trusted, jsonschema_rs.RegexOptions()
 
 
 @functools.lru_cache(maxsize=1024)
 def is_regex(pattern: str, trusted: bool) -> bool:
     """Whether ``pattern`` compiles with the engine that trust allows."""
+    import jsonschema_rs
+
     try:
         jsonschema_rs.validator_for({"pattern": pattern}, pattern_options=pattern_options(trusted))
     except Exception:

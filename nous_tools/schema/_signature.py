@@ -49,7 +49,12 @@ from nous_tools.schema._type_schemas import (
     undescribable_message,
 )
 
-__all__ = ["description_from_docstring", "detect_takes_ctx", "parameters_schema"]
+__all__ = [
+    "description_from_docstring",
+    "detect_takes_ctx",
+    "parameters_schema",
+    "signature_schema",
+]
 
 _log = _safe_log
 
@@ -110,10 +115,19 @@ def parameters_schema(fn: c.Callable[..., t.Any], *, takes_ctx: bool) -> dict[st
     receive the context, or for a required parameter whose type has no JSON Schema
     (see ``_type_schemas``).
     """
+    return signature_schema(fn, takes_ctx=takes_ctx)[0]
+
+
+def signature_schema(
+    fn: c.Callable[..., t.Any], *, takes_ctx: bool
+) -> tuple[dict[str, t.Any], bool]:
+    """:func:`parameters_schema`, and whether nous_tools made all of it (True), so that
+    it is a valid schema without a check: False when a part came from pydantic or
+    from ``Annotated`` constraints (a ``pattern``, bounds)."""
     try:
         signature = signature_of(fn)
     except (TypeError, ValueError):
-        return {"type": "object", "properties": {}, "required": []}
+        return {"type": "object", "properties": {}, "required": []}, True
     parameters = list(signature.parameters.values())
     if takes_ctx and parameters:
         first = parameters[0]
@@ -167,7 +181,7 @@ def parameters_schema(fn: c.Callable[..., t.Any], *, takes_ctx: bool) -> dict[st
         schema["additionalProperties"] = extra
     if build.defs:
         schema["$defs"] = build.defs
-    return schema
+    return schema, not build.borrowed
 
 
 def _is_run_context(annotation: object) -> bool:

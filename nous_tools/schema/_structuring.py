@@ -420,7 +420,7 @@ def _expected_name(annotation: t.Any) -> str:
         return str(annotation)
     if issubclass(cls, decimal.Decimal):
         return "decimal"
-    for kind, schema in _types.STRING_FORMATS:
+    for kind, schema in _types.string_formats():
         if issubclass(cls, kind):
             return str(schema.get("format", "string"))
     for kinds, name in _JSON_NAMES:

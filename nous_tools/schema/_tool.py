@@ -10,6 +10,7 @@ as ``Tool`` did itself before: ``import nous_tools`` loads none of them.
 from __future__ import annotations
 
 import collections.abc as c
+import threading
 import typing as t
 
 if t.TYPE_CHECKING:
@@ -33,14 +34,24 @@ def detect_takes_ctx(function: c.Callable[..., t.Any]) -> bool:
     return detect(function)
 
 
+#: The schema :func:`function_options` last made from a signature in this thread,
+#: all of it nous_tools's own (so valid), until the tool being made takes it.
+_made = threading.local()
+
+
 def validator(
     parameters: c.Mapping[str, t.Any], registry: t.Any, trusted: bool
 ) -> ArgumentValidator:
     """The (shared) compiled validator of ``parameters``; compiling checks the schema
-    (a ``ValueError`` naming ``parameters``)."""
-    from nous_tools.schema._validation import shared_validator
+    (a ``ValueError`` naming ``parameters``). A schema made from the signature of the
+    tool's function (by :func:`function_options`, just before) needs no check: it
+    is compiled when it first checks arguments."""
+    from nous_tools.schema import _validation
 
-    return shared_validator(parameters, registry=registry, trusted=trusted)
+    made, _made.schema = getattr(_made, "schema", None), None
+    if made is parameters and registry is None:
+        return _validation.generated_validator(parameters, trusted=trusted)
+    return _validation.shared_validator(parameters, registry=registry, trusted=trusted)
 
 
 def converter(function: c.Callable[..., t.Any], takes_ctx: bool) -> ArgumentConverter | None:
@@ -65,6 +76,7 @@ def function_options(
     from its signature, each unless given."""
     from nous_tools.schema import _signature as _schema
 
+    _made.schema = None
     if "name" not in options:
         options["name"] = getattr(function, "__name__", None) or type(function).__name__
     if "description" not in options:
@@ -72,7 +84,10 @@ def function_options(
     if options.get("takes_ctx") is None:
         options["takes_ctx"] = _schema.detect_takes_ctx(function)
     if "parameters" not in options:
-        options["parameters"] = _schema.parameters_schema(function, takes_ctx=options["takes_ctx"])
+        schema, own = _schema.signature_schema(function, takes_ctx=options["takes_ctx"])
+        options["parameters"] = schema
+        if own:  # (the tool made of these options takes it: see validator)
+            _made.schema = schema
     return options
 
 

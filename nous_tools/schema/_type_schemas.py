@@ -26,17 +26,13 @@ from __future__ import annotations
 
 import collections.abc as c
 import contextlib
-import dataclasses
-import datetime
-import decimal
 import enum
+import functools
 import inspect
-import ipaddress
 import json
-import pathlib
+import sys
 import types
 import typing as t
-import uuid
 
 import attrs
 
@@ -65,18 +61,52 @@ _KEY_QUALIFIERS = frozenset({"Required", "NotRequired", "ReadOnly"})
 #: A decimal number written as a string (``"12.50"``, ``"-3"``, ``".5"``, ``"1e-3"``).
 DECIMAL_PATTERN = r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$"
 
-#: Classes written as a formatted string, most specific first (datetime is a date).
-STRING_FORMATS: tuple[tuple[type, Schema], ...] = (
-    (datetime.datetime, {"type": "string", "format": "date-time"}),
-    (datetime.date, {"type": "string", "format": "date"}),
-    (datetime.time, {"type": "string", "format": "time"}),
-    (datetime.timedelta, {"type": "string", "format": "duration"}),
-    (uuid.UUID, {"type": "string", "format": "uuid"}),
-    (decimal.Decimal, {"type": "string", "pattern": DECIMAL_PATTERN}),
-    (pathlib.PurePath, {"type": "string", "format": "path"}),
-    (ipaddress.IPv4Address, {"type": "string", "format": "ipv4"}),
-    (ipaddress.IPv6Address, {"type": "string", "format": "ipv6"}),
+#: Classes written as a formatted string, most specific first (datetime is a date),
+#: by module and name: a class can only be one of them (or a subclass) once its
+#: module is imported, so telling does not import them (see :func:`string_format`).
+_STRING_FORMATS: tuple[tuple[str, str, Schema], ...] = (
+    ("datetime", "datetime", {"type": "string", "format": "date-time"}),
+    ("datetime", "date", {"type": "string", "format": "date"}),
+    ("datetime", "time", {"type": "string", "format": "time"}),
+    ("datetime", "timedelta", {"type": "string", "format": "duration"}),
+    ("uuid", "UUID", {"type": "string", "format": "uuid"}),
+    ("decimal", "Decimal", {"type": "string", "pattern": DECIMAL_PATTERN}),
+    ("pathlib", "PurePath", {"type": "string", "format": "path"}),
+    ("ipaddress", "IPv4Address", {"type": "string", "format": "ipv4"}),
+    ("ipaddress", "IPv6Address", {"type": "string", "format": "ipv6"}),
 )
+
+
+@functools.cache
+def string_formats() -> tuple[tuple[type, Schema], ...]:
+    """The classes written as a formatted string and their schemas, most specific
+    first (imports their modules)."""
+    import importlib
+
+    return tuple(
+        (getattr(importlib.import_module(module), name), schema)
+        for module, name, schema in _STRING_FORMATS
+    )
+
+
+def string_format(cls: type) -> Schema | None:
+    """The schema of a class written as a formatted string (``datetime``, ``UUID``,
+    ``Decimal``, ``Path``...) or of a subclass of one; None for any other class.
+    Imports none of their modules."""
+    modules = sys.modules
+    for module, name, schema in _STRING_FORMATS:
+        loaded = modules.get(module)
+        kind = getattr(loaded, name, None) if loaded is not None else None
+        if kind is not None and issubclass(cls, kind):
+            return schema
+    return None
+
+
+def is_dataclass(cls: type) -> bool:
+    """``dataclasses.is_dataclass`` of a class, without importing ``dataclasses``
+    (which a dataclass has imported)."""
+    return hasattr(cls, "__dataclass_fields__")
+
 
 #: ``annotated_types`` (and pydantic ``Field``) constraints → JSON Schema keywords.
 _BOUNDS = {
@@ -107,16 +137,21 @@ class Undescribable(Exception):
 
 class Build:
     """What the description of one signature shares: the classes being expanded
-    (``seen``) and the ``$defs`` collected from pydantic models."""
+    (``seen``), the ``$defs`` collected from pydantic models, and what parts of the
+    schema came from elsewhere than nous_tools (``borrowed``: pydantic's schemas,
+    ``Annotated`` constraints), whose validity is not ours to vouch for."""
 
-    __slots__ = ("defs", "seen")
+    __slots__ = ("borrowed", "defs", "seen")
 
-    def __init__(self, defs: dict[str, Schema], seen: tuple[type, ...] = ()) -> None:
+    def __init__(
+        self, defs: dict[str, Schema], seen: tuple[type, ...] = (), borrowed: set[str] | None = None
+    ) -> None:
         self.defs = defs
         self.seen = seen
+        self.borrowed: set[str] = set() if borrowed is None else borrowed
 
     def entering(self, cls: type) -> Build:
-        return Build(self.defs, (*self.seen, cls))
+        return Build(self.defs, (*self.seen, cls), self.borrowed)
 
 
 def undescribable_message(fn: object, name: str, error: Undescribable) -> str:
@@ -173,7 +208,10 @@ def type_schema(annotation: object, build: Build) -> Schema:
         if is_pydantic_type(args[0]):  # pydantic reads its own metadata
             return _pydantic_schema(annotation, build)
         schema = type_schema(args[0], build)
-        _apply_metadata(schema, annotation.__metadata__)  # type: ignore[attr-defined]
+        metadata = annotation.__metadata__  # type: ignore[attr-defined]
+        if any(not isinstance(note, str) for note in metadata):  # more than a description
+            build.borrowed.add("Annotated")
+        _apply_metadata(schema, metadata)
         return schema
     if origin is t.Literal:
         return _enum_schema([literal_value(value) for value in args])
@@ -198,12 +236,12 @@ def _class_schema(cls: type, annotation: object, args: tuple[t.Any, ...], build:
         return {"type": "number"}
     if issubclass(cls, (str, bytes)):
         return {"type": "string"}
-    for kind, formatted in STRING_FORMATS:
-        if issubclass(cls, kind):
-            return dict(formatted)
+    formatted = string_format(cls)
+    if formatted is not None:
+        return dict(formatted)
     if is_pydantic_type(cls):
         return _pydantic_schema(annotation, build)
-    if is_typeddict(cls) or attrs.has(cls) or dataclasses.is_dataclass(cls):
+    if is_typeddict(cls) or attrs.has(cls) or is_dataclass(cls):
         if cls in build.seen:
             return {}
         return _object_schema(cls, build.entering(cls))
@@ -359,6 +397,7 @@ def is_pydantic_type(annotation: object) -> bool:
 def _pydantic_schema(annotation: object, build: Build) -> Schema:
     """pydantic's own JSON Schema for ``annotation``, its ``$defs`` moved to the root
     of the parameters schema (renamed where two different ones share a name)."""
+    build.borrowed.add("pydantic")
     try:
         from pydantic import TypeAdapter
 
@@ -470,7 +509,9 @@ def class_fields(cls: type) -> list[tuple[str, t.Any, object]]:
             (name, hints.get(name, _EMPTY), defaults.get(name, _EMPTY))
             for name in getattr(cls, "_fields", ())
         ]
-    if dataclasses.is_dataclass(cls):
+    if is_dataclass(cls):
+        import dataclasses  # imported already: cls is a dataclass
+
         hints = _class_hints(cls)
         result = []
         for data_field in dataclasses.fields(cls):

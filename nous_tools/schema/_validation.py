@@ -79,9 +79,6 @@ import threading
 import typing as t
 import weakref
 
-import jsonschema_rs
-
-from nous_tools._util import _iso
 from nous_tools.schema._failures import (
     PLACEHOLDERS,
     TOO_DEEP,
@@ -226,6 +223,8 @@ def _refuse_retrieval(uri: str) -> t.NoReturn:
 
 def _native_registry(registry: referencing.Registry[t.Any]) -> t.Any:
     """``registry``'s schemas as a jsonschema-rs registry."""
+    import jsonschema_rs
+
     return jsonschema_rs.Registry([(uri, registry[uri].contents) for uri in registry])
 
 
@@ -239,6 +238,8 @@ def _compile(
     has one), with every ``format`` it names checked as :data:`CHECKED_FORMATS` says
     (or not at all); raises ``ValueError`` worded for the tool option ``parameters``
     when ``source`` is not a valid schema."""
+    import jsonschema_rs  # with the first schema compiled, not with the package
+
     options: dict[str, t.Any] = {
         "retriever": _refuse_retrieval,
         "pattern_options": pattern_options(trusted),
@@ -246,8 +247,9 @@ def _compile(
     used = used_formats(_tree(source, text)) if text is None or '"format"' in text else set()
     if used:  # custom formats make every check slower: only when needed
         options["validate_formats"] = True
+        iso = _iso_formats()
         options["formats"] = {
-            name: _ISO_FORMATS.get(name, _any_value) for name in used if name not in _NATIVE_FORMATS
+            name: iso.get(name, _any_value) for name in used if name not in _NATIVE_FORMATS
         }
     else:
         options["validate_formats"] = False
@@ -276,12 +278,20 @@ def _any_value(value: object) -> bool:
 #: argument conversion reads them (``_iso``); the others are jsonschema-rs's checks.
 CHECKED_FORMATS = ("date", "date-time", "duration", "email", "ipv4", "ipv6", "time", "uri", "uuid")
 
-_ISO_FORMATS: dict[str, c.Callable[[object], bool]] = {
-    "date": _iso.is_date,
-    "date-time": _iso.is_datetime,
-    "duration": _iso.is_duration,
-    "time": _iso.is_time,
-}
+
+def _iso_formats() -> dict[str, c.Callable[[object], bool]]:
+    """The checks of the formats read as argument conversion reads them (``_iso``,
+    imported with the first schema that uses a format)."""
+    from nous_tools._util import _iso
+
+    return {
+        "date": _iso.is_date,
+        "date-time": _iso.is_datetime,
+        "duration": _iso.is_duration,
+        "time": _iso.is_time,
+    }
+
+
 _NATIVE_FORMATS = frozenset({"email", "ipv4", "ipv6", "uri", "uuid"})
 
 
@@ -315,7 +325,16 @@ class ArgumentValidator:
     immutable and safe to share between threads.
     """
 
-    __slots__ = ("__weakref__", "_engine", "_max_depth", "_native", "_plain", "_text", "_valid")
+    __slots__ = (
+        "__weakref__",
+        "_engine",
+        "_max_depth",
+        "_native",
+        "_plain",
+        "_text",
+        "_trusted",
+        "_valid",
+    )
 
     def __init__(
         self,
@@ -334,9 +353,15 @@ class ArgumentValidator:
         registry: referencing.Registry[t.Any] | None,
         trusted: bool,
         text: str | None,
+        *,
+        known_valid: bool = False,
     ) -> None:
-        native = _compile(source, registry, trusted, text)
+        # A schema known to be valid (one made from a signature: see
+        # generated_validator) is compiled when it first checks arguments.
+        lazy = known_valid and registry is None and text is not None
+        native = None if lazy else _compile(source, registry, trusted, text)
         self._native: t.Any = native
+        self._trusted = trusted
         # The schema as it was compiled, to walk: loaded from its text when needed.
         self._text = text
         self._plain: dict[str, t.Any] | None = None if text is not None else source
@@ -347,6 +372,8 @@ class ArgumentValidator:
         self._valid: c.Callable[[t.Any], bool]
         if accepts_every_mapping(source):
             self._valid, self._engine = _is_mapping, "mapping"
+        elif native is None:
+            self._valid, self._engine = self._compile_and_check, "jsonschema-rs"
         elif self._max_depth is None:
             self._valid, self._engine = native.is_valid, "jsonschema-rs"
         else:
@@ -379,6 +406,27 @@ class ArgumentValidator:
         (a schema that accepts any mapping: an ``isinstance`` test)."""
         return self._engine
 
+    def _compiled(self) -> t.Any:
+        """jsonschema-rs's validator of the schema: compiled here, once (whichever
+        thread comes first), for a schema known to be valid."""
+        native = self._native
+        if native is None:
+            with _COMPILE_LOCK:
+                native = self._native
+                if native is None:
+                    native = _compile(self._schema(), None, self._trusted, self._text)
+                    self._native = native
+                    if self._engine != "mapping":  # (whose quick check needs none)
+                        self._valid = (
+                            native.is_valid if self._max_depth is None else self._shallow_and_valid
+                        )
+        return native
+
+    def _compile_and_check(self, arguments: t.Any) -> bool:
+        """The quick check of a validator not compiled yet: compiles, then checks."""
+        self._compiled()
+        return bool(self._valid(arguments))
+
     def _shallow_and_valid(self, arguments: t.Any) -> bool:
         return not _deeper_than(arguments, MAX_RECURSIVE_DEPTH) and bool(
             self._native.is_valid(arguments)
@@ -390,7 +438,7 @@ class ArgumentValidator:
             if self._max_depth is not None and _deeper_than(arguments, self._max_depth):
                 return failure_at_root(TOO_DEEP)
             try:
-                errors = list(self._native.iter_errors(arguments))
+                errors = list(self._compiled().iter_errors(arguments))
             except ValueError:  # a value (or a key) jsonschema-rs cannot read
                 return self._explain_view(arguments)
             if not errors:
@@ -414,7 +462,7 @@ class ArgumentValidator:
         for placeholder in PLACEHOLDERS if opaque else (None,):
             if opaque:
                 view = with_placeholder(view, opaque, placeholder)
-            errors = list(self._native.iter_errors(view))
+            errors = list(self._compiled().iter_errors(view))
             if errors:
                 for error in errors:
                     place = opaque_at(opaque, error.instance_path)
@@ -438,6 +486,8 @@ def compile_validator(
 #: tool holding its validator does.
 _SHARED: weakref.WeakValueDictionary[str, ArgumentValidator] = weakref.WeakValueDictionary()
 _SHARED_LOCK = threading.Lock()
+#: Held while a validator known to be valid is compiled at its first check.
+_COMPILE_LOCK = threading.Lock()
 
 
 def shared_validator(
@@ -460,8 +510,27 @@ def shared_validator(
     True
     """
     check_registry(registry)
+    return _shared(schema, registry, bool(trusted), known_valid=False)
+
+
+def generated_validator(
+    schema: c.Mapping[str, t.Any], *, trusted: bool = True
+) -> ArgumentValidator:
+    """:func:`shared_validator` of a schema nous_tools made from a signature
+    (``schema._signature``), which needs no check against its metaschema: it is
+    compiled when it first checks arguments, not now. (jsonschema-rs is imported
+    then too: making a tool of a function costs no compilation.)"""
+    return _shared(schema, None, bool(trusted), known_valid=True)
+
+
+def _shared(
+    schema: c.Mapping[str, t.Any],
+    registry: referencing.Registry[t.Any] | None,
+    trusted: bool,
+    *,
+    known_valid: bool,
+) -> ArgumentValidator:
     source, text = _read(schema)
-    trusted = bool(trusted)
     if text is None or registry is not None:
         validator = ArgumentValidator.__new__(ArgumentValidator)
         validator._build(source, registry, trusted, text)
@@ -473,6 +542,6 @@ def shared_validator(
         return found
     # Compiled outside the lock; the first one stays.
     validator = ArgumentValidator.__new__(ArgumentValidator)
-    validator._build(source, None, trusted, text)
+    validator._build(source, None, trusted, text, known_valid=known_valid)
     with _SHARED_LOCK:
         return _SHARED.setdefault(key, validator)
