@@ -619,11 +619,12 @@ class _Fingerprint:
         self.slot.__delete__(instance)
 
 
-setattr(NeedsApproval, "fingerprint", _Fingerprint(NeedsApproval.__dict__["fingerprint"]))  # noqa: B010
+_fingerprint_slot = NeedsApproval.__dict__["fingerprint"]
+setattr(NeedsApproval, "fingerprint", _Fingerprint(_fingerprint_slot))  # noqa: B010
 
 # The slots' own setters, that _checked fills (no frozen __setattr__).
 _APPROVAL_SLOTS: list[t.Callable[[object, object], None]] = [
-    NeedsApproval.__dict__[name].__set__
+    (_fingerprint_slot if name == "fingerprint" else NeedsApproval.__dict__[name]).__set__
     for name in (
         "tool",
         "arguments",

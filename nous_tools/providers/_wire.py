@@ -88,10 +88,15 @@ _hmac_new = _openssl_hmac()
 
 def seal(payload: c.Mapping[str, t.Any], secret: str | bytes | None) -> str:
     """The signature of a version 2 payload (every field but ``signature``)."""
+    return _sealed(payload, None if secret is None else _key(secret))
+
+
+def _sealed(payload: c.Mapping[str, t.Any], key: bytes | None) -> str:
+    """:func:`seal` with the secret's key (``_key(secret)``), or None: unsigned."""
     data = _DOMAIN + _c.dumps(payload)
-    if secret is None:
+    if key is None:
         return _CHECKSUM + hashlib.sha256(data).hexdigest()
-    signature: str = _hmac_new(_key(secret), data, hashlib.sha256).hexdigest()
+    signature: str = _hmac_new(key, data, hashlib.sha256).hexdigest()
     return _HMAC + signature
 
 
@@ -99,20 +104,23 @@ def refused(why: str) -> ValueError:
     return ValueError(f"tool call batch refused: {why}")
 
 
-def check_signed(signature: str, secret: str | bytes | None, allow_unsigned: bool) -> None:
+def check_signed(signature: str, secret: str | bytes | None, allow_unsigned: bool) -> bytes | None:
     """Refuse a batch whose signature does not match how it is read (both formats):
-    signed but no secret given, a secret but no HMAC, unsigned and not allowed."""
+    signed but no secret given, a secret but no HMAC, unsigned and not allowed.
+    Returns the secret's HMAC key (None: no secret)."""
     if secret is not None:
-        _key(secret)  # a bad secret is the program's error, said as such
+        key = _key(secret)  # a bad secret is the program's error, said as such
         if not signature.startswith(_HMAC):
             raise refused("the batch is not signed (no HMAC signature)")
-    elif signature.startswith(_HMAC):
+        return key
+    if signature.startswith(_HMAC):
         raise refused("the batch is signed, but no secret was given to check it")
-    elif not allow_unsigned:
+    if not allow_unsigned:
         raise refused(
             "unsigned batches are refused: pass the secret it was signed with "
             "(or allow_unsigned=True, for trusted storage only)"
         )
+    return None
 
 
 def _names(kinds: tuple[type, ...]) -> str:
@@ -261,7 +269,7 @@ def read(
         _field(data, "run_id", (str,), where)
         if not run_id:
             raise refused("the batch has an empty run_id")
-    check_signed(signature, secret, allow_unsigned)
+    key = check_signed(signature, secret, allow_unsigned)
     payload = {
         "v": VERSION,
         "type": _TYPE,
@@ -274,7 +282,7 @@ def read(
     if run_id is not None:
         payload["run_id"] = run_id
     try:
-        expected = seal(payload, secret)
+        expected = _sealed(payload, key)
     except (TypeError, ValueError, RecursionError) as exc:  # not JSON, NaN, too deep
         raise refused(f"the batch cannot be read ({type(exc).__name__})") from None
     if not _same(expected, signature):
