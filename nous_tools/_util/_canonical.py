@@ -230,11 +230,9 @@ def thaw(value: t.Any) -> t.Any:
         return mapping
     if kind is FrozenList or kind is list:
         elements = list(value)
-        index = 0
-        for item in value:
+        for index, item in enumerate(value):
             if type(item) not in _SCALAR_KINDS:
                 elements[index] = thaw(item)
-            index += 1
         return elements
     if kind is tuple:
         return tuple(thaw(item) for item in value)
@@ -446,12 +444,10 @@ def _plain(tree: t.Any, depth: int, frozen: bool) -> t.Any:
     if kind is list:
         elements = _new_list(FrozenList) if frozen else []
         _extend(elements, tree)  # list's own extend: FrozenList refuses it
-        index = 0
-        for item in tree:
+        for index, item in enumerate(tree):
             of = type(item)
             if of is not str and (of is not int or not -_SAFE_INT <= item <= _SAFE_INT):
                 _set_element(elements, index, _plain(item, depth, frozen))
-            index += 1
         return elements
     raise _NotPlain
 

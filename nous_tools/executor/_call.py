@@ -126,7 +126,13 @@ class Calls(HandOffs):
             )
         try:
             return self._execute(
-                tool, arguments, ctx, call_id, skip_approval=skip_approval, journal=journal, wait=wait
+                tool,
+                arguments,
+                ctx,
+                call_id,
+                skip_approval=skip_approval,
+                journal=journal,
+                wait=wait,
             )
         except BaseException as exc:  # a bug of ours must not reach the caller either
             if interrupts(exc):

@@ -545,7 +545,10 @@ def resolve(
     if updated:
         context = _apply_updates(
             ctx,
-            [(calls[index], outcome) for (index, _, _), outcome in zip(plan, outcomes, strict=True)],
+            [
+                (calls[index], outcome)
+                for (index, _, _), outcome in zip(plan, outcomes, strict=True)
+            ],
         )
     return _batch(  # a new id: the batch resolved is another batch
         results,
@@ -614,11 +617,16 @@ def _claim_expiry(
 ) -> float | None:
     """Until when the store must remember that this batch was resolved: the
     batch's own expiry, or its approvals' when one is later."""
-    latest = claim_expiry(batch.issued_at, *limits(registry, None, None))
+    max_age, skew = limits(registry, None, None)
+    latest = claim_expiry(batch.issued_at, max_age, skew)
     for _, _, na in plan:
         if latest is None:
             break  # never expires: nothing is later
-        expiry = na._claim_expiry(registry)
+        accepted = na._limits  # what from_dict accepted it under, else the registry's
+        if accepted is not None:
+            expiry = claim_expiry(na.issued_at, *accepted)
+        else:
+            expiry = claim_expiry(na.issued_at, max_age, skew)
         latest = None if expiry is None else max(latest, expiry)
     return latest
 
