@@ -25,7 +25,7 @@ from nous_tools._util._log import log as _log
 from nous_tools._util._scope import interrupts
 from nous_tools._util._tokens import _new_id
 from nous_tools.errors import ApprovalAlreadyUsed, BatchAlreadyResolved, ToolError
-from nous_tools.executor import ToolCall, default_executor
+from nous_tools.executor import ToolCall
 from nous_tools.providers import _tool_calls
 from nous_tools.providers import _wire as _batch_wire
 from nous_tools.providers._calls_in import Provider
@@ -529,7 +529,7 @@ def resolve(
     contents = list(batch._contents[:size])  # one per call: None (format the result) if missing
     if len(contents) < size:
         contents += [None] * (size - len(contents))
-    default = (registry._executor or default_executor()).max_result_chars
+    default = registry.executor.max_result_chars
     limits = list(batch._max_chars[:size])  # one per call: missing is the default, 100,000
     if len(limits) < size:
         limits += [DEFAULT_MAX_RESULT_CHARS] * (size - len(limits))

@@ -224,6 +224,9 @@ class Read(t.NamedTuple):
     contents: list[str | None]
 
 
+_new_read = tuple.__new__  # Read(...) without its Python-level __new__
+
+
 def read(
     data: c.Mapping[str, t.Any],
     registry: Registry,
@@ -352,7 +355,7 @@ def read(
             results.append(na)
             contents.append(None)
         kinds.append(kind)
-    return Read(batch_id, issued_at, provider, run_id, calls, kinds, results, contents)
+    return _new_read(Read, (batch_id, issued_at, provider, run_id, calls, kinds, results, contents))
 
 
 def _refuse_fields(data: c.Mapping[str, t.Any]) -> t.NoReturn:
