@@ -564,7 +564,7 @@ class NeedsApproval:
         _set_tool(approval, tool)
         _set_arguments(approval, arguments)
         _set_id(approval, approval_id)
-        _set_fingerprint(approval, _Unhashed(tool.name, tree))
+        _set_fingerprint(approval, _unhashed(_Unhashed, (tool.name, tree)))
         _set_issued_at(approval, issued_at)
         _set_call_id(approval, call_id)
         _set_audience(approval, audience)
@@ -583,15 +583,15 @@ class NeedsApproval:
         return known if known is not None else limits(registry, None, None)
 
 
-class _Unhashed:
+class _Unhashed(tuple[str, object]):
     """What a read-back approval's ``fingerprint`` slot holds until it is first read:
-    the tool name and the canonical tree of the arguments it is the hash of."""
+    ``(name, tree)``, the tool name and the canonical tree of the arguments it is the
+    hash of (a tuple, made in C: ``_unhashed(_Unhashed, (name, tree))``)."""
 
-    __slots__ = ("name", "tree")
+    __slots__ = ()
 
-    def __init__(self, name: str, tree: object) -> None:
-        self.name = name
-        self.tree = tree
+
+_unhashed = tuple.__new__
 
 
 class _Fingerprint:
@@ -608,7 +608,7 @@ class _Fingerprint:
             return self
         value = self.slot.__get__(instance, owner)
         if type(value) is _Unhashed:
-            value = _fingerprint_of_tree(value.name, value.tree)
+            value = _fingerprint_of_tree(*value)
             self.slot.__set__(instance, value)
         return value
 
