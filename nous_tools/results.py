@@ -570,7 +570,7 @@ class NeedsApproval:
         _set_tool(approval, tool)
         _set_arguments(approval, arguments)
         _set_id(approval, approval_id)
-        _set_fingerprint(approval, _Unhashed(tool.name, tree))
+        _set_fingerprint(approval, _unhashed(_Unhashed, (tool.name, tree)))
         _set_issued_at(approval, issued_at)
         _set_call_id(approval, call_id)
         _set_audience(approval, audience)
@@ -589,15 +589,15 @@ class NeedsApproval:
         return known if known is not None else limits(registry, None, None)
 
 
-class _Unhashed:
+class _Unhashed(tuple[str, object]):
     """What a read-back approval's ``fingerprint`` slot holds until it is first read:
-    the tool name and the canonical tree of the arguments it is the hash of."""
+    ``(name, tree)``, the tool name and the canonical tree of the arguments it is the
+    hash of (a tuple, made in C: ``_unhashed(_Unhashed, (name, tree))``)."""
 
-    __slots__ = ("name", "tree")
+    __slots__ = ()
 
-    def __init__(self, name: str, tree: object) -> None:
-        self.name = name
-        self.tree = tree
+
+_unhashed = tuple.__new__
 
 
 class _Fingerprint:
@@ -614,7 +614,7 @@ class _Fingerprint:
             return self
         value = self.slot.__get__(instance, owner)
         if type(value) is _Unhashed:
-            value = _fingerprint_of_tree(value.name, value.tree)
+            value = _fingerprint_of_tree(*value)
             self.slot.__set__(instance, value)
         return value
 
@@ -625,11 +625,12 @@ class _Fingerprint:
         self.slot.__delete__(instance)
 
 
-setattr(NeedsApproval, "fingerprint", _Fingerprint(NeedsApproval.__dict__["fingerprint"]))  # noqa: B010
+_fingerprint_slot = NeedsApproval.__dict__["fingerprint"]
+setattr(NeedsApproval, "fingerprint", _Fingerprint(_fingerprint_slot))  # noqa: B010
 
 # The slots' own setters, that _checked fills (no frozen __setattr__).
 _APPROVAL_SLOTS: list[t.Callable[[object, object], None]] = [
-    NeedsApproval.__dict__[name].__set__
+    (_fingerprint_slot if name == "fingerprint" else NeedsApproval.__dict__[name]).__set__
     for name in (
         "tool",
         "arguments",

@@ -831,3 +831,34 @@ def test_decoding_straight_to_plain_values_is_thawing_the_frozen_ones(
     plain = canonical.decode(tree, frozen=False)
     assert _exact(plain) == _exact(canonical.thaw(frozen))
     assert canonical.encode(plain) == tree
+
+
+def _containers(value: t.Any) -> list[t.Any]:
+    """Every list, dict and set in ``value`` (keys included), depth first."""
+    found: list[t.Any] = []
+    if isinstance(value, dict):
+        found.append(value)
+        for key, item in value.items():
+            found += _containers(key) + _containers(item)
+    elif isinstance(value, (list, set, tuple, frozenset)):
+        if not isinstance(value, (tuple, frozenset)):
+            found.append(value)
+        for item in value:
+            found += _containers(item)
+    return found
+
+
+@PROPERTY
+@given(arguments=argument_trees)
+def test_thawing_makes_every_mutable_container_anew(arguments: dict[str, t.Any]) -> None:
+    """What the tool gets is its own: no list, dict or set of it is one of the
+    approval's, so the tool changing its arguments never changes what was approved."""
+    assume(all(not (type(v) is float and v != v) for v in arguments.values()))
+    frozen = canonical.decode(json.loads(json.dumps(canonical.encode(arguments))))
+    thawed = canonical.thaw(frozen)
+    approved = {id(container) for container in _containers(frozen)}
+    assert all(id(container) not in approved for container in _containers(thawed))
+    assert all(type(container) in (dict, list, set) for container in _containers(thawed)), (
+        "thaw leaves no read-only container"
+    )
+    assert _exact(canonical.thaw(frozen)) == _exact(thawed)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import threading
 import typing as t
 
@@ -642,3 +643,39 @@ def test_a_name_whose_hash_raises_is_an_err_on_every_path(refunds: Refunds, name
     batch = execute_tool_calls(registry, [ToolCall("c1", name, {"order": 1})])
     assert isinstance(batch.results[0], Err)
     assert refunds.calls == []
+
+
+def test_approval_ids_are_random_version_4_uuids_never_repeated() -> None:
+    import uuid
+
+    from nous_tools._util._tokens import _new_id
+
+    ids = [_new_id() for _ in range(1000)]  # several reads of os.urandom
+    assert len(set(ids)) == len(ids)
+    for made in ids:
+        parsed = uuid.UUID(hex=made)
+        assert (parsed.version, parsed.variant, parsed.hex) == (4, uuid.RFC_4122, made)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_process_never_hands_out_the_ids_its_parent_will() -> None:
+    """Ids are read from os.urandom several at a time: a child made by fork must not
+    inherit the ones its parent has ready (two approvals with one id would let one
+    decision use up the other)."""
+    from nous_tools._util._tokens import _new_id
+
+    _new_id()  # the parent has ids ready
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child
+        try:
+            os.write(write, "".join(_new_id() for _ in range(3)).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        received = pipe.read().decode()
+    os.waitpid(child, 0)
+    theirs = {received[i : i + 32] for i in range(0, len(received), 32)}
+    ours = {_new_id() for _ in range(3)}
+    assert len(theirs) == 3 and not theirs & ours

@@ -155,8 +155,11 @@ _new_dict = dict.__new__
 _update = dict.update
 _new_list = list.__new__
 _extend = list.extend
+_set_item = dict.__setitem__
+_set_element = list.__setitem__
 
 _SCALARS = (type(None), bool, int, float, str, bytes)
+_SCALAR_KINDS = frozenset(_SCALARS)  # (a type in a set: one hash, not up to six ==)
 _DICTS = (dict, FrozenDict)
 _LISTS = (list, FrozenList)
 _SETS = (set, FrozenSet)
@@ -217,12 +220,20 @@ def freeze(value: t.Any, path: Path = "arguments", depth: int = 0) -> t.Any:
 def thaw(value: t.Any) -> t.Any:
     """A plain, mutable deep copy of a frozen value (dicts, lists and sets made anew)."""
     kind = type(value)
-    if kind in _SCALARS:
+    if kind in _SCALAR_KINDS:
         return value
-    if kind in _DICTS:  # (a scalar item is its own copy: kept without a call)
-        return {key: item if type(item) in _SCALARS else thaw(item) for key, item in value.items()}
-    if kind in _LISTS:
-        return [item if type(item) in _SCALARS else thaw(item) for item in value]
+    if kind is FrozenDict or kind is dict:  # a copy in C, then its containers copied
+        mapping = dict(value)
+        for key, item in mapping.items():
+            if type(item) not in _SCALAR_KINDS:  # (a scalar is its own copy)
+                mapping[key] = thaw(item)
+        return mapping
+    if kind is FrozenList or kind is list:
+        elements = list(value)
+        for index, item in enumerate(value):
+            if type(item) not in _SCALAR_KINDS:
+                elements[index] = thaw(item)
+        return elements
     if kind is tuple:
         return tuple(thaw(item) for item in value)
     if kind in _SETS:
@@ -420,33 +431,24 @@ def _plain(tree: t.Any, depth: int, frozen: bool) -> t.Any:
     if depth >= MAX_DEPTH:
         raise _NotPlain
     depth += 1
-    if kind is dict:
-        mapping = {}
+    if kind is dict:  # a copy in C, then the items that are not a str or an int replaced
+        mapping = _new_dict(FrozenDict) if frozen else {}
+        _update(mapping, tree)  # dict's own update: FrozenDict refuses it
         for key, item in tree.items():
             if type(key) is not str or key[:1] == "$":
                 raise _NotPlain
-            of = type(item)  # strings and small ints here, without a call
-            if of is str or (of is int and -_SAFE_INT <= item <= _SAFE_INT):
-                mapping[key] = item
-            else:
-                mapping[key] = _plain(item, depth, frozen)
-        if not frozen:
-            return mapping
-        frozen_dict = _new_dict(FrozenDict)
-        _update(frozen_dict, mapping)
-        return frozen_dict
+            of = type(item)
+            if of is not str and (of is not int or not -_SAFE_INT <= item <= _SAFE_INT):
+                _set_item(mapping, key, _plain(item, depth, frozen))
+        return mapping
     if kind is list:
-        elements = [
-            item
-            if type(item) is str or (type(item) is int and -_SAFE_INT <= item <= _SAFE_INT)
-            else _plain(item, depth, frozen)
-            for item in tree
-        ]
-        if not frozen:
-            return elements
-        frozen_list = _new_list(FrozenList)
-        _extend(frozen_list, elements)
-        return frozen_list
+        elements = _new_list(FrozenList) if frozen else []
+        _extend(elements, tree)  # list's own extend: FrozenList refuses it
+        for index, item in enumerate(tree):
+            of = type(item)
+            if of is not str and (of is not int or not -_SAFE_INT <= item <= _SAFE_INT):
+                _set_element(elements, index, _plain(item, depth, frozen))
+        return elements
     raise _NotPlain
 
 

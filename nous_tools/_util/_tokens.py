@@ -8,6 +8,7 @@ on the approval path, not with the package.
 
 from __future__ import annotations
 
+import collections
 import collections.abc as c
 import math
 import os
@@ -78,12 +79,34 @@ def _load_compare_digest() -> c.Callable[[t.Any, t.Any], bool]:
     return _compare_digest
 
 
+#: Ids made ahead from one ``os.urandom`` read (the system call costs more than
+#: making the ids): taken with ``popleft`` (atomic, whichever thread), made again
+#: when none is left, and dropped in a forked child, which must not hand out the
+#: ids its parent will.
+_ready: collections.deque[str] = collections.deque()
+_AHEAD = 64
+_VERSION = bytes((byte & 0x0F) | 0x40 for byte in range(256))  # version 4
+_VARIANT = bytes((byte & 0x3F) | 0x80 for byte in range(256))  # the RFC 4122 variant
+if hasattr(os, "register_at_fork"):  # (not on Windows, which does not fork)
+    os.register_at_fork(after_in_child=_ready.clear)
+
+
 def _new_id() -> str:
-    """A random (version 4) UUID in hex, as ``uuid.uuid4().hex`` writes it, faster."""
-    raw = bytearray(os.urandom(16))
-    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
-    raw[8] = (raw[8] & 0x3F) | 0x80  # the RFC 4122 variant
-    return raw.hex()
+    """A random (version 4) UUID in hex, as ``uuid.uuid4().hex`` writes it, faster:
+    the same 122 bits of ``os.urandom``, read 64 ids at a time."""
+    try:
+        return _ready.popleft()
+    except IndexError:
+        return _make_ids()
+
+
+def _make_ids() -> str:
+    raw = bytearray(os.urandom(16 * _AHEAD))
+    raw[6::16] = raw[6::16].translate(_VERSION)
+    raw[8::16] = raw[8::16].translate(_VARIANT)
+    text = raw.hex()
+    _ready.extend([text[i : i + 32] for i in range(32, 32 * _AHEAD, 32)])
+    return text[:32]
 
 
 def _now() -> int:

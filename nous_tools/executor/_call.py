@@ -120,12 +120,20 @@ class Calls(HandOffs):
     ) -> Result:
         """:meth:`execute` (or :meth:`execute_approved`) with another journal than
         the executor's: a registry's, or a :class:`~nous_tools._engine._journal.Claim`."""
-        if skip_approval or here.nested:
+        if here.nested:
             return self._shielded(
                 tool, arguments, ctx, call_id, skip_approval, journal=journal, wait=wait
             )
         try:
-            return self._execute(tool, arguments, ctx, call_id, journal=journal, wait=wait)
+            return self._execute(
+                tool,
+                arguments,
+                ctx,
+                call_id,
+                skip_approval=skip_approval,
+                journal=journal,
+                wait=wait,
+            )
         except BaseException as exc:  # a bug of ours must not reach the caller either
             if interrupts(exc):
                 raise

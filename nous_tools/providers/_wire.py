@@ -88,10 +88,15 @@ _hmac_new = _openssl_hmac()
 
 def seal(payload: c.Mapping[str, t.Any], secret: str | bytes | None) -> str:
     """The signature of a version 2 payload (every field but ``signature``)."""
+    return _sealed(payload, None if secret is None else _key(secret))
+
+
+def _sealed(payload: c.Mapping[str, t.Any], key: bytes | None) -> str:
+    """:func:`seal` with the secret's key (``_key(secret)``), or None: unsigned."""
     data = _DOMAIN + _c.dumps(payload)
-    if secret is None:
+    if key is None:
         return _CHECKSUM + hashlib.sha256(data).hexdigest()
-    signature: str = _hmac_new(_key(secret), data, hashlib.sha256).hexdigest()
+    signature: str = _hmac_new(key, data, hashlib.sha256).hexdigest()
     return _HMAC + signature
 
 
@@ -99,20 +104,23 @@ def refused(why: str) -> ValueError:
     return ValueError(f"tool call batch refused: {why}")
 
 
-def check_signed(signature: str, secret: str | bytes | None, allow_unsigned: bool) -> None:
+def check_signed(signature: str, secret: str | bytes | None, allow_unsigned: bool) -> bytes | None:
     """Refuse a batch whose signature does not match how it is read (both formats):
-    signed but no secret given, a secret but no HMAC, unsigned and not allowed."""
+    signed but no secret given, a secret but no HMAC, unsigned and not allowed.
+    Returns the secret's HMAC key (None: no secret)."""
     if secret is not None:
-        _key(secret)  # a bad secret is the program's error, said as such
+        key = _key(secret)  # a bad secret is the program's error, said as such
         if not signature.startswith(_HMAC):
             raise refused("the batch is not signed (no HMAC signature)")
-    elif signature.startswith(_HMAC):
+        return key
+    if signature.startswith(_HMAC):
         raise refused("the batch is signed, but no secret was given to check it")
-    elif not allow_unsigned:
+    if not allow_unsigned:
         raise refused(
             "unsigned batches are refused: pass the secret it was signed with "
             "(or allow_unsigned=True, for trusted storage only)"
         )
+    return None
 
 
 def _names(kinds: tuple[type, ...]) -> str:
@@ -216,6 +224,9 @@ class Read(t.NamedTuple):
     contents: list[str | None]
 
 
+_new_read = tuple.__new__  # Read(...) without its Python-level __new__
+
+
 def read(
     data: c.Mapping[str, t.Any],
     registry: Registry,
@@ -229,39 +240,37 @@ def read(
     """Check a version 2 batch (``data["v"] == 2``, checked) and read it; every
     refusal is a ``ValueError`` saying why, raised before anything is returned.
 
-    (Each field's exact type is tested inline, and :func:`_field` called only to
-    say what is wrong: this runs for every batch a person decides.)"""
-    get = data.get
-    where = "the batch"
-    if get("type") != _TYPE:
-        _field(data, "type", (str,), where)  # missing, or not a str: says which
-        raise refused(f"'type' must be {_TYPE!r}")
-    batch_id: t.Any = get("id")
-    if type(batch_id) is not str:
-        _field(data, "id", (str,), where)
-    issued_at: t.Any = get("issued_at")
-    if type(issued_at) is not int:
-        _field(data, "issued_at", (int,), where)
-    audience: t.Any = get("audience")
-    if (audience is not None and type(audience) is not str) or "audience" not in data:
-        _field(data, "audience", (str, _NONE), where)
-    provider: t.Any = get("provider")
-    if (provider is not None and type(provider) is not str) or "provider" not in data:
-        _field(data, "provider", (str, _NONE), where)
-    entries: t.Any = get("calls")
-    if type(entries) is not list:
-        _field(data, "calls", (list,), where)
-    signature: t.Any = get("signature")
-    if type(signature) is not str:
-        _field(data, "signature", (str,), where)
+    (The fields are read and their exact types tested at once, and
+    :func:`_refuse_fields` called only to say what is wrong: this runs for every
+    batch a person decides.)"""
+    try:
+        well_typed = data["type"] == _TYPE
+        batch_id: t.Any = data["id"]
+        issued_at: t.Any = data["issued_at"]
+        audience: t.Any = data["audience"]
+        provider: t.Any = data["provider"]
+        entries: t.Any = data["calls"]
+        signature: t.Any = data["signature"]
+    except KeyError:
+        well_typed = False
+    if not (
+        well_typed
+        and type(batch_id) is str
+        and type(issued_at) is int
+        and (audience is None or type(audience) is str)
+        and (provider is None or type(provider) is str)
+        and type(entries) is list
+        and type(signature) is str
+    ):
+        _refuse_fields(data)
     if not batch_id:
         raise refused("the batch has an empty id")
-    run_id: t.Any = get("run_id")
+    run_id: t.Any = data.get("run_id")
     if run_id is not None or "run_id" in data:
-        _field(data, "run_id", (str,), where)
+        _field(data, "run_id", (str,), "the batch")
         if not run_id:
             raise refused("the batch has an empty run_id")
-    check_signed(signature, secret, allow_unsigned)
+    key = check_signed(signature, secret, allow_unsigned)
     payload = {
         "v": VERSION,
         "type": _TYPE,
@@ -274,7 +283,7 @@ def read(
     if run_id is not None:
         payload["run_id"] = run_id
     try:
-        expected = seal(payload, secret)
+        expected = _sealed(payload, key)
     except (TypeError, ValueError, RecursionError) as exc:  # not JSON, NaN, too deep
         raise refused(f"the batch cannot be read ({type(exc).__name__})") from None
     if not _same(expected, signature):
@@ -346,7 +355,23 @@ def read(
             results.append(na)
             contents.append(None)
         kinds.append(kind)
-    return Read(batch_id, issued_at, provider, run_id, calls, kinds, results, contents)
+    return _new_read(Read, (batch_id, issued_at, provider, run_id, calls, kinds, results, contents))
+
+
+def _refuse_fields(data: c.Mapping[str, t.Any]) -> t.NoReturn:
+    """The refusal of a batch whose fields :func:`read` found missing or of the wrong
+    type: the first of them, in the order of the format."""
+    where = "the batch"
+    if data.get("type") != _TYPE:
+        _field(data, "type", (str,), where)  # missing, or not a str: says which
+        raise refused(f"'type' must be {_TYPE!r}")
+    _field(data, "id", (str,), where)
+    _field(data, "issued_at", (int,), where)
+    _field(data, "audience", (str, _NONE), where)
+    _field(data, "provider", (str, _NONE), where)
+    _field(data, "calls", (list,), where)
+    _field(data, "signature", (str,), where)
+    raise AssertionError("a batch read refused for no reason")  # pragma: no cover
 
 
 def _at(position: int) -> str:

@@ -116,7 +116,10 @@ def execute_approval(
     if refused is not None:
         return refused
     tool, name = na.tool, na.tool.name
-    journal = registry._effective_journal() if claim is None else None
+    # (the journal answers only a call of a run: no run id, nothing to look up)
+    journal = None
+    if claim is None and ctx is not None and ctx.run_id is not None:
+        journal = registry._effective_journal()
     if journal is not None:
         # The journal first: a call it holds is answered, the approval not used.
         answered = _journal_peek(
