@@ -28,6 +28,7 @@ import collections.abc as c
 import contextlib
 import importlib
 import json
+import math
 import pickle
 import threading
 import traceback
@@ -231,11 +232,29 @@ class Events:
         """Call ``call`` (its sequence number, from the parent's frame) begins."""
         self.call = call
 
-    def reply(self, payload: bytes) -> None:
-        """Answer the call being served, which ends it (no event of it is sent after)."""
+    def reply(
+        self, payload: bytes, following: int = 0, deadline: float = _pipe.NO_DEADLINE
+    ) -> None:
+        """Answer the call being served, which ends it (no event of it is sent after);
+        with ``following``, also say what became of the queued call taken meanwhile
+        (its ``deadline``; NaN: not started)."""
         with self._lock:
             call, self.call = self.call, 0
-            self._conn.send_bytes(_pipe.frame(call, _pipe.RESULT, payload))
+            if following:
+                self._conn.send_bytes(_pipe.result_next_frame(call, payload, following, deadline))
+            else:
+                self._conn.send_bytes(_pipe.frame(call, _pipe.RESULT, payload))
+
+    def notice(self, call: int, deadline: float) -> None:
+        """Between calls: say that the queued call ``call`` started with ``deadline``
+        (NaN: it did not start, its wait was over)."""
+        with self._lock:
+            if math.isnan(deadline):
+                self._conn.send_bytes(_pipe.frame(call, _pipe.SKIPPED, b""))
+            else:
+                self._conn.send_bytes(
+                    _pipe.frame(call, _pipe.STARTED, _pipe.pack_deadline(deadline))
+                )
 
     def event(self, call: int, kind: int, payload: bytes) -> bool:
         """Send an event of ``call`` while it runs; False (nothing sent) once it ended."""

@@ -12,20 +12,18 @@ from __future__ import annotations
 
 import collections
 import collections.abc as c
-import contextlib
 import itertools
-import math
 import threading
-import time
 import typing as t
 
 from nous_tools._engine import _isolation, _pipe
-from nous_tools._engine._outcome import QUEUE_TIMED_OUT, RAISED, SHUT_DOWN, TIMED_OUT
-from nous_tools._engine._process_handle import _ENDED, _LATE, _MAX_WAIT, _Child, _wait_reply
+from nous_tools._engine._outcome import RAISED, SHUT_DOWN, TIMED_OUT
+from nous_tools._engine._process_handle import _ENDED, _LATE, _Child, _wait_reply
 from nous_tools._engine._process_keeper import _Keeper
+from nous_tools._engine._process_session import _REPLY, _Call, _Sent, _Session, _unstarted
 from nous_tools._util._clock import monotonic
 from nous_tools._util._log import log as _log
-from nous_tools._util._scope import Scope, here
+from nous_tools._util._scope import here
 
 if t.TYPE_CHECKING:
     from nous_tools.run_context import RunContext
@@ -34,305 +32,6 @@ if t.TYPE_CHECKING:
 __all__: list[str] = []
 
 _DRIVER_IDLE = 30.0  # seconds an idle driver waits for another submitted call
-_REFILL = 0.02  # seconds between a session's looks for idle children for its queued calls
-
-_REPLY = "reply"  # a submitted call's end: the child's reply, decoded by the caller
-_POLLIN = 1  # select.POLLIN (the same everywhere poll(2) exists)
-_CALL_PREFIX = 17  # the bytes of a call frame before its request: seq, kind, deadline
-
-
-class _Call(Scope):
-    """A submitted call (see :meth:`ProcessPool.submit`): a scope of the batch
-    that submitted it, so cancelling the batch stops it. Its fields are written
-    under the pool's lock; ``ended`` is decided once, by whoever comes first."""
-
-    __slots__ = (
-        "budget",
-        "cap",
-        "child",
-        "ended",
-        "notify",
-        "pool",
-        "queue_timeout",
-        "queue_until",
-        "request",
-        "seq",
-        "session",
-        "tool",
-        "waiting",
-    )
-
-    def __init__(
-        self,
-        pool: _Batches,
-        tool: Tool,
-        seq: int,
-        request: bytes,
-        cap: float,
-        budget: float,
-        queue_until: float,
-    ) -> None:
-        super().__init__(min(cap, queue_until))  # when its caller looks at it (expire)
-        self.pool = pool
-        self.tool = tool
-        self.seq = seq
-        self.request = request
-        self.cap = cap  # no attempt runs past it (the enclosing deadline; inf: none)
-        self.budget = budget  # seconds the attempt may run once a child has it
-        self.queue_until = queue_until
-        self.queue_timeout = 0.0
-        self.notify: c.Callable[[t.Any], object] = _ignore
-        self.waiting = True  # in the pool's queue: no driver has it yet
-        self.child: _Child | None = None  # the child running it
-        self.ended: tuple[str, t.Any] | None = None
-        self.session: _Session | None = None  # whose thread reads its reply, if not a driver's
-
-    def end(self, outcome: tuple[str, t.Any]) -> None:
-        """Decide the call's end, unless it has one; tell its caller."""
-        with self.pool._lock:
-            if self.ended is not None:
-                return
-            self.ended = outcome
-        self.notify(self)
-
-    def stop(self, kind: str, value: t.Any = None) -> None:
-        """Cancel the call (its batch was cancelled): one still waiting never
-        starts; a running one's child is killed (its driver then takes it out
-        of service). Its end is ``(kind, value)`` unless it had one already."""
-        pool = self.pool
-        with pool._lock:
-            if self.ended is not None:
-                return
-            self.ended = (kind, value)
-            if self.waiting:
-                self.waiting = False
-                queue = pool._submitted if self.session is None else self.session.queued
-                with contextlib.suppress(ValueError):  # (not queued yet: it never will be)
-                    queue.remove(self)
-            child = self.child
-        if child is not None:
-            child.kill()
-        self.notify(self)
-
-
-def _ignore(_: object) -> None:
-    pass
-
-
-class _Sent:
-    """A call a session sent: the child running it, its deadline, a stray seen."""
-
-    __slots__ = ("call", "child", "ends", "stray")
-
-    def __init__(self, call: _Call, child: _Child, ends: float) -> None:
-        self.call, self.child, self.ends, self.stray = call, child, ends, False
-
-
-class _Session:
-    """Submitted calls whose replies one thread reads itself (a batch's
-    coordinator, while it waits for nothing else): it sends each call to a child
-    and polls those children's pipes, so no driver thread stands between it and
-    them. A child that answers goes on at once with the session's next queued
-    call. Only its owner's thread uses it; the pool's lock guards what a call
-    shares with :meth:`_Call.stop` (which may come from another thread).
-    :meth:`detach` hands everything to the pool's drivers when the owner must
-    wait for something else; :meth:`close` settles what is left at the end."""
-
-    __slots__ = ("open", "poller", "pool", "queued", "running", "sentinels")
-
-    def __init__(self, pool: _Batches) -> None:
-        import select
-
-        self.pool = pool
-        self.open = True
-        self.poller = select.poll()
-        self.running: dict[int, _Sent] = {}  # by the child's pipe fd
-        self.sentinels: dict[int, int] = {}  # a child's sentinel fd -> its pipe fd
-        self.queued: collections.deque[_Call] = collections.deque()
-
-    def send(self, call: _Call, child: _Child) -> None:
-        """Send ``call`` to ``child`` (taken for it, busy): its deadline starts now."""
-        pool = self.pool
-        with pool._lock:
-            if call.ended is not None:  # stopped before it was sent: the child goes back
-                call.child = None
-                pool._put_back(child, False, False)
-                return
-        message = _pipe.call_frame(call.seq, call.request)
-        call.request = b""
-        ends = monotonic() + call.budget
-        if ends > call.cap:
-            ends = call.cap
-        _pipe.set_deadline(message, ends)
-        try:
-            child.conn.send_bytes(message)
-        except OSError:  # it died while idle: the tool never started; a driver takes it
-            with pool._lock:
-                call.child = None
-                call.session = None
-            pool._end(child, "died")
-            call.request = bytes(message[_CALL_PREFIX:])
-            if not pool._redo(call):
-                call.end((SHUT_DOWN, None))
-            return
-        fd = child.conn.fileno()
-        self.running[fd] = _Sent(call, child, ends)
-        self.sentinels[child.sentinel] = fd
-        self.poller.register(fd, _POLLIN)
-        self.poller.register(child.sentinel, _POLLIN)
-
-    def _drop(self, fd: int) -> None:
-        child = self.running.pop(fd).child
-        del self.sentinels[child.sentinel]
-        self.poller.unregister(fd)
-        self.poller.unregister(child.sentinel)
-
-    def wait(self, timeout: float) -> _Call | None:
-        """Wait up to ``timeout`` seconds for one of the running calls to end (its
-        reply, its child's end, or its deadline: the child is killed); that call,
-        or None. Queued calls take idle children first."""
-        if self.queued:
-            self._fill()
-        running = self.running
-        until = monotonic() + timeout
-        while running:
-            now = monotonic()
-            soonest = min(sent.ends for sent in running.values())
-            if soonest <= now:
-                for fd, sent in running.items():
-                    if sent.ends <= now:
-                        return self._late(fd)
-            if until <= now:
-                return None
-            wait = (soonest if soonest < until else until) - now
-            if self.queued and wait > _REFILL:
-                wait = _REFILL  # look for idle children for them now and then
-            milliseconds = math.floor(min(wait, _MAX_WAIT) * 1000)
-            if milliseconds == 0:
-                time.sleep(wait)  # poll(2) counts whole milliseconds: a kill is not late
-            events = self.poller.poll(milliseconds)
-            for fd, _ in events:
-                fd = self.sentinels.get(fd, fd)
-                if fd in running:
-                    ended = self._read(fd)
-                    if ended is not None:
-                        return ended
-            if not events and self.queued:
-                self._fill()
-        return None
-
-    def _read(self, fd: int) -> _Call | None:
-        """A running call's pipe is readable (or its child ended): its end, or None
-        (an event or a stray, read and dropped)."""
-        sent = self.running[fd]
-        call, child = sent.call, sent.child
-        try:
-            message = child.conn.recv_bytes()
-        except (EOFError, OSError):
-            message = None
-        if message is not None:
-            parsed = _pipe.unframe(message)
-            if parsed is not None and parsed[0] == call.seq and parsed[1] in _pipe.REPLY_KINDS:
-                return self._answered(fd, parsed[2])
-            if parsed is not None and parsed[0] == call.seq and parsed[1] in _pipe.EVENT_KINDS:
-                return None  # nobody listens (a listener's call runs in a lane)
-            sent.stray = True
-            _log.warning(
-                "nous_tools: child process %s wrote to its pipe out of turn (%s, while "
-                "it served call %s); discarded, and the child will be replaced",
-                child.pid,
-                _pipe.describe(message),
-                call.seq,
-            )
-            return None
-        self._drop(fd)  # the child ended without answering
-        pool = self.pool
-        with pool._lock:
-            stopped = call.ended is not None
-            call.child = None
-        if stopped:
-            pool._end(child, "interrupted")
-        else:
-            call.end((RAISED, pool._died(child, call.tool)))
-        return call
-
-    def _answered(self, fd: int, reply: memoryview) -> _Call:
-        sent = self.running[fd]
-        call, child, stray = sent.call, sent.child, sent.stray
-        pool = self.pool
-        following: _Call | None = None
-        with pool._lock:
-            stopped = call.ended is not None  # stop() killed the child, or is about to
-            call.child = None
-            if not stopped:
-                call.ended = (_REPLY, reply)
-                following = pool._answered(child, stray, self.queued)
-                if following is not None:
-                    following.child = child
-        self._drop(fd)
-        if stopped:
-            pool._end(child, "interrupted")
-            return call
-        if following is not None:
-            self.send(following, child)
-        return call
-
-    def _late(self, fd: int) -> _Call:
-        """A running call's deadline passed: kill its child, end it as timed out."""
-        sent = self.running[fd]
-        call, child = sent.call, sent.child
-        child.kill()  # first: the kill is at the deadline, the bookkeeping after
-        self._drop(fd)
-        pool = self.pool
-        with pool._lock:
-            stopped = call.ended is not None
-            call.child = None
-        pool._end(child, "interrupted" if stopped else "timed_out")
-        call.end((TIMED_OUT, None))
-        return call
-
-    def _fill(self) -> None:
-        """Queued calls take idle children (they appear as spares start)."""
-        pool = self.pool
-        while self.queued:
-            with pool._lock:
-                if pool._waiting or pool._shutdown:
-                    return
-                child = pool._pop_idle()
-                if child is None:
-                    return
-                call = self.queued.popleft()
-                call.waiting = False
-                call.child = child
-            self.send(call, child)
-
-    def detach(self) -> None:
-        """The owner must wait for something else: drivers take over what runs
-        (waiting for its reply) and what is queued (waiting for a child)."""
-        self.open = False
-        pool = self.pool
-        for fd in list(self.running):
-            sent = self.running[fd]
-            self._drop(fd)
-            with pool._lock:
-                sent.call.session = None
-            pool._adopt(sent.call, sent.child, sent.ends, sent.stray)
-        while self.queued:
-            with pool._lock:
-                if not self.queued:
-                    break
-                call = self.queued.popleft()
-                call.session = None
-            call.waiting = False
-            if not pool._redo(call):  # shut down: it never starts
-                call.end((SHUT_DOWN, None))
-
-    def close(self) -> None:
-        """The owner is done (its batch ended, or was interrupted and its calls
-        stopped): settle every child the session still holds."""
-        if self.running or self.queued:
-            self.detach()
-        self.open = False
 
 
 class _Batches(_Keeper):
@@ -427,6 +126,43 @@ class _Batches(_Keeper):
             self._drivers += 1
         self._start_driver((call, child, ends, stray))
 
+    def _adopt_ahead(self, sent: _Sent) -> None:
+        """A driver of its own for a child that holds a call sent ahead (or has not
+        said whether it took one): it serves that child's calls as the session would
+        have (a session's owner had to wait for something else)."""
+        with self._lock:
+            self._drivers += 1
+        try:
+            threading.Thread(
+                target=self._drive_ahead,
+                args=(sent,),
+                name=f"{self._name}-driver-{next(self._numbers)}",
+                daemon=True,
+            ).start()
+        except BaseException:
+            with self._lock:
+                self._drivers -= 1
+            sent.child.kill()
+            for call in (sent.call, *sent.ahead):
+                call.stop(_isolation.UNPICKLABLE, "no thread could be started to wait for it")
+            self._end(sent.child, "interrupted")
+            raise
+
+    def _drive_ahead(self, sent: _Sent) -> None:
+        """:meth:`_adopt_ahead`'s driver: a driven session for ``sent``'s child, then
+        an ordinary driver's life."""
+        session = _Session(self, driven=True)
+        try:
+            session._hold(sent)
+            session.drive()
+        except BaseException as exc:  # a bug of ours: the calls still end
+            _log.exception("nous_tools: a process call's driver failed")
+            why = f"its driver failed: {_isolation._describe(exc)}"
+            for held in list(session.running.values()):
+                for call in (held.call, *held.ahead):
+                    call.stop(_isolation.UNPICKLABLE, why)
+        self._drive(None)
+
     def _start_driver(self, sent: tuple[_Call, _Child, float, bool] | None) -> None:
         try:
             threading.Thread(
@@ -493,12 +229,7 @@ class _Batches(_Keeper):
                 else:
                     self._submitted.remove(call)
                 call.waiting = False
-                if call.queue_until < call.cap:
-                    self._counts["not_started"] += 1
-                    call.ended = (QUEUE_TIMED_OUT, (call.queue_timeout, self.max_workers))
-                else:
-                    self._counts["timed_out"] += 1
-                    call.ended = (TIMED_OUT, None)
+                call.ended = _unstarted(self, call)
         return self.outcome(call)
 
     @staticmethod
@@ -615,11 +346,17 @@ class _Batches(_Keeper):
         return None, None
 
     def _answered(
-        self, child: _Child, stray: bool, queue: collections.deque[_Call] | None = None
+        self,
+        child: _Child,
+        stray: bool,
+        queue: collections.deque[_Call] | None = None,
+        *,
+        counted: bool = True,
     ) -> _Call | None:  # with the lock
         """A submitted call's child answered: the next call of ``queue`` (default:
         the submitted calls) it serves at once (it stays busy), or None when it is
-        released."""
+        released. ``counted=False``: the child ran nothing (a call sent ahead of it
+        did not start)."""
         if queue is None:
             queue = self._submitted
         limit = self.max_tasks_per_child
@@ -630,10 +367,11 @@ class _Batches(_Keeper):
             and not self._shutdown
             and (limit is None or child.tasks + 1 < limit)
         ):
-            self._counts["completed"] += 1
-            child.tasks += 1
+            if counted:
+                self._counts["completed"] += 1
+                child.tasks += 1
             following = queue.popleft()
             following.waiting = False
             return following
-        self._put_back(child, stray, True)
+        self._put_back(child, stray, counted)
         return None

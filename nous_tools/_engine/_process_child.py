@@ -16,6 +16,7 @@ import os
 import typing as t
 
 from nous_tools._engine import _isolation, _pipe
+from nous_tools._util._clock import monotonic
 
 if t.TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -38,14 +39,47 @@ def _child_main(conn: Connection) -> None:
     run = _isolation.run_request
     unframe = _pipe.unframe
     parts = _pipe.call_parts
+    message: bytes | None = None  # read ahead, while answering the call before
+    closed = False  # ... and the pipe closed then
     while True:
-        try:
-            message = conn.recv_bytes()
-        except (EOFError, OSError):
-            return
+        if message is None:
+            if closed:
+                return
+            try:
+                message = conn.recv_bytes()
+            except (EOFError, OSError):
+                return
         call = unframe(message)
-        if call is None or call[1] != _pipe.CALL:
+        message = None
+        if call is None:
             continue  # only the parent writes to this end, and only calls
-        events.begin(call[0])
-        deadline, request = parts(call[2])
-        events.reply(run(request, deadline))
+        seq, kind, payload = call
+        if kind == _pipe.CALL:
+            deadline, request = parts(payload)
+        elif kind == _pipe.QUEUED:  # sent ahead: say whether it starts, first
+            taken = _pipe.take_queued(payload, monotonic())
+            events.notice(seq, _pipe.NO_DEADLINE if taken is None else taken[0])
+            if taken is None:
+                continue
+            deadline, request = taken
+        else:
+            continue
+        while True:  # this call, then each queued call taken while answering the one before
+            events.begin(seq)
+            result = run(request, deadline)
+            following, taken = 0, None
+            if conn.poll():  # the next call is here already: take it now, say so in the reply
+                try:
+                    message = conn.recv_bytes()
+                except (EOFError, OSError):
+                    closed = True
+                ahead = None if message is None else unframe(message)
+                if ahead is not None and ahead[1] == _pipe.QUEUED:
+                    message = None
+                    following = ahead[0]
+                    taken = _pipe.take_queued(ahead[2], monotonic())
+            if taken is None:
+                events.reply(result, following, _pipe.NO_DEADLINE)
+                break
+            events.reply(result, following, taken[0])
+            seq, (deadline, request) = following, taken

@@ -101,8 +101,9 @@ import typing as t
 
 from nous_tools._engine import _isolation, _pipe
 from nous_tools._engine._outcome import QUEUE_TIMED_OUT, RAISED, SHUT_DOWN, TIMED_OUT
-from nous_tools._engine._process_batch import _Batches, _Call
+from nous_tools._engine._process_batch import _Batches
 from nous_tools._engine._process_handle import _ENDED, _LATE, _Child, _Gate, _wait_reply
+from nous_tools._engine._process_session import _Call
 from nous_tools._util._clock import monotonic
 
 if t.TYPE_CHECKING:

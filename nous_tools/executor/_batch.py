@@ -44,6 +44,7 @@ class _Batch:
     """Where a batch run by :meth:`ToolExecutor._run_batch` stands."""
 
     __slots__ = (
+        "ahead",
         "channels",
         "ctx",
         "deadlines",
@@ -87,6 +88,7 @@ class _Batch:
         # nothing else (see ProcessPool.session); off for good once it must.
         self.session: t.Any = None
         self.direct = True
+        self.ahead: Tool | None = None  # the tool of the last call handed to the session
 
 
 class Batches(Lanes):
@@ -153,7 +155,11 @@ class Batches(Lanes):
         gated = isinstance(ctx, RunContext) and ctx.approval_gated
         journaled = self._journal is not None  # its calls run whole, in lanes
         while True:
-            while pending and len(waiting) + state.lanes < limit and not batch.cancelled:
+            while (
+                pending
+                and (len(waiting) + state.lanes < limit or self._ahead(state, jobs[pending[0]]))
+                and not batch.cancelled
+            ):
                 i = pending.popleft()
                 tool, arguments, call_id = t.cast(tuple[Tool, t.Any, "str | None"], jobs[i])
                 job = _Job(i, contextvars.copy_context(), notify)
@@ -178,6 +184,7 @@ class Batches(Lanes):
                     continue
                 if job.process is not None and state.direct:
                     job.session = self._session_of(state, job.process)
+                    state.ahead = tool
                 result = job.context.run(self._call, tool, arguments, ctx, call_id, job)
                 if result is _PENDING:
                     task = job.task
@@ -229,8 +236,8 @@ class Batches(Lanes):
             session = state.session
             if session is not None and session.open:
                 if (
-                    session.running
-                    and len(waiting) == len(session.running) + len(session.queued)
+                    (session.running or session.done)
+                    and len(waiting) == session.holds()
                     and not state.lanes
                     and not state.timers
                 ):  # only its own process calls are under way: read their pipes
@@ -292,6 +299,20 @@ class Batches(Lanes):
             if interrupts(exc):
                 raise
             return _internal_error(tool, exc)
+
+    @staticmethod
+    def _ahead(state: _Batch, job: t.Any) -> bool:
+        """Whether the batch hands over one more call beyond its ``limit``: a call of
+        the tool whose calls its session runs, when that call would go ahead to a busy
+        child at once (quick calls: see ``_Session.room``)."""
+        session = state.session
+        return (
+            session is not None
+            and state.direct
+            and type(job) is tuple
+            and job[0] is state.ahead
+            and session.room()
+        )
 
     @staticmethod
     def _session_of(state: _Batch, process: ProcessBackend) -> t.Any:
