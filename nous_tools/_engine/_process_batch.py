@@ -1,8 +1,9 @@
 """Submitted calls of the process pool: a batch's, run without a thread each (private).
 
-:class:`_Call` is one submitted call (a scope of the batch that submitted it);
-a :class:`_Session` lets the batch's own thread send calls to children and read
-their replies; otherwise *drivers*, threads of the pool, take the calls in turn.
+A submitted call (``_process_session._Call``, a scope of the batch that submitted
+it) goes to a *session*, whose owner (the batch's own thread) sends calls to
+children and reads their replies (:mod:`nous_tools._engine._process_session`), or
+else to *drivers*, threads of the pool, which take the calls in turn.
 :class:`_Batches` is the part of :class:`~nous_tools._engine._process_pool.ProcessPool`
 that takes submitted calls (:meth:`_Batches.submit`). The design is in
 :mod:`nous_tools._engine._process_pool`.

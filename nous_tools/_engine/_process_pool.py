@@ -62,7 +62,10 @@ How it works:
   replies itself while it waits for nothing else; otherwise *drivers* (at most
   ``max_workers`` pool threads) take submitted calls in turn. Either way a child
   that answers goes on at once with the next waiting call, so consecutive calls
-  are not handed between threads.
+  are not handed between threads. A session also sends calls *ahead* to busy
+  children, to wait in their pipes (``_process_session`` says how, and what a
+  call sent ahead keeps of the rules above), so a child never waits for the
+  caller between two calls of a batch.
 * **Exit.** Children are killed by an ``atexit`` hook that runs before
   ``multiprocessing``'s own (and by a ``multiprocessing`` finalizer that runs
   first inside it, whatever order the hooks were registered in), so a hung or
@@ -84,7 +87,8 @@ would mean reaching into its private manager, for a pool whose whole
 mechanism here is a pipe per child, one ``poll`` and one ``killpg``.
 
 The parts: :class:`ProcessPool` (here) runs one call and holds the pool's state;
-``_process_batch`` runs submitted calls (sessions, drivers), ``_process_keeper``
+``_process_batch`` runs submitted calls (drivers), ``_process_session`` the
+calls a batch's own thread reads (sessions, calls sent ahead), ``_process_keeper``
 lends children to calls and takes them back, starts and reaps them,
 ``_process_handle`` is the parent's end of one child (its pipe, the wait, the
 kill) and ``_process_child`` what runs in the child.

@@ -141,6 +141,38 @@ def _ignore(_: object) -> None:
 
 
 _LENGTH = struct.Struct("!i")  # a multiprocessing message's header: its length
+_LONG = struct.Struct("!Q")  # ... after a length of -1: the length of a message of 2 GiB or more
+_READ = 1 << 16  # bytes read from a child's pipe at once (all the replies waiting there)
+
+
+def _message(buffer: bytearray) -> bytes | None:
+    """The first whole ``multiprocessing`` message in ``buffer``, taken out of it, or
+    None when none is whole yet (the pipe is read in chunks: many replies a read)."""
+    if len(buffer) < 4:
+        return None
+    (size,) = _LENGTH.unpack_from(buffer)
+    start = 4
+    if size == -1:
+        if len(buffer) < 12:
+            return None
+        (size,) = _LONG.unpack_from(buffer, 4)
+        start = 12
+    end = start + size
+    if len(buffer) < end:
+        return None
+    message = bytes(buffer[start:end])
+    del buffer[:end]
+    return message
+
+
+def _whole(buffer: bytearray) -> bool:
+    """Whether ``buffer`` holds a whole message."""
+    if len(buffer) < 4:
+        return False
+    size = int(_LENGTH.unpack_from(buffer)[0])
+    if size == -1:
+        return len(buffer) >= 12 and len(buffer) >= 12 + int(_LONG.unpack_from(buffer, 4)[0])
+    return len(buffer) >= 4 + size
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -165,13 +197,14 @@ class _Sent:
     said it took: ``taken`` False, ``ends`` inf), that call's deadline, a stray
     seen, and the calls sent ahead behind it, in order."""
 
-    __slots__ = ("ahead", "bytes", "call", "child", "ends", "stray", "taken")
+    __slots__ = ("ahead", "buffer", "bytes", "call", "child", "ends", "stray", "taken")
 
     def __init__(self, call: _Call, child: _Child, ends: float) -> None:
         self.call, self.child, self.ends, self.stray = call, child, ends, False
         self.taken = True
         self.ahead: collections.deque[_Call] = collections.deque()
         self.bytes = 0  # of the requests sent ahead (a bound: taken ones are not subtracted)
+        self.buffer = bytearray()  # read from its pipe, not yet taken as messages
 
 
 class _Session:
@@ -351,6 +384,13 @@ class _Session:
         running = self.running
         until = monotonic() + timeout
         while running:
+            for fd in [fd for fd, sent in running.items() if sent.buffer and _whole(sent.buffer)]:
+                if fd in running:  # replies read already, with an earlier one
+                    ended = self._read(fd)
+                    if ended is not None:
+                        return ended
+            if self.done:
+                return self.done.popleft()
             now = monotonic()
             soonest = min(sent.ends for sent in running.values())
             if soonest <= now:
@@ -383,10 +423,17 @@ class _Session:
         or None (an event, a notice or a stray, read)."""
         sent = self.running[fd]
         call, child = sent.call, sent.child
-        try:
-            message = child.conn.recv_bytes()
-        except (EOFError, OSError):
-            message = None
+        message = _message(sent.buffer)
+        if message is None:  # (only when poll said so: the read does not block)
+            try:
+                data = os.read(fd, _READ)
+            except OSError:
+                data = b""
+            if data:
+                sent.buffer += data
+                message = _message(sent.buffer)
+                if message is None:
+                    return None  # not whole yet: the rest comes
         if message is not None:
             parsed = _pipe.unframe(message)
             if parsed is not None and parsed[0] == call.seq:
@@ -441,8 +488,8 @@ class _Session:
             call.child = None
             if not stopped:
                 call.ended = (_REPLY, reply)
-                if not ahead:
-                    queued = pool._answered(child, stray, self.queued)
+                if not ahead:  # (anything it wrote after its reply is out of turn)
+                    queued = pool._answered(child, stray or bool(sent.buffer), self.queued)
                     if queued is not None:
                         queued.child = child
                 else:
@@ -451,7 +498,7 @@ class _Session:
         if stopped:
             self._drop(fd)
             child.kill()  # (stop() kills it too), before its pipe is read to the end
-            self._let_go(child, ahead, {following: deadline} if following else {})
+            self._let_go(child, sent, {following: deadline} if following else {})
             pool._end(child, "interrupted")
             return call
         if not ahead:
@@ -493,7 +540,7 @@ class _Session:
         if started:  # stopped while it waited in the pipe: its child goes
             self._drop(fd)
             child.kill()
-            self._let_go(child, sent.ahead)
+            self._let_go(child, sent)
             pool._end(child, "interrupted")
         elif sent.ahead:  # the child takes the next one by itself, and says so
             sent.call, sent.taken, sent.ends = sent.ahead.popleft(), False, math.inf
@@ -501,8 +548,9 @@ class _Session:
                 self._send_ahead(sent)
         else:
             self._drop(fd)
+            stray = sent.stray or bool(sent.buffer)
             with pool._lock:
-                queued = pool._answered(child, sent.stray, self.queued, counted=False)
+                queued = pool._answered(child, stray, self.queued, counted=False)
                 if queued is not None:
                     queued.child = child
             if queued is not None:
@@ -519,17 +567,16 @@ class _Session:
             stopped = call.ended is not None
             call.child = None
         call.end((TIMED_OUT, None))
-        self._let_go(child, sent.ahead)
+        self._let_go(child, sent)
         pool._end(child, "interrupted" if stopped else "timed_out")
         return call
 
-    def _let_go(
-        self, child: _Child, ahead: c.Sequence[_Call], known: dict[int, float] | None = None
-    ) -> None:
-        """``child`` was killed with calls sent ahead in its pipe: read what it said
-        of them before it ended, and end each call as that says, or queue it again
-        when the child never took it (see :meth:`_settle`). ``known``: what the last
-        reply said (a call's ``seq`` and its deadline)."""
+    def _let_go(self, child: _Child, sent: _Sent, known: dict[int, float] | None = None) -> None:
+        """``child`` was killed with calls sent ahead in its pipe (``sent.ahead``): read
+        what it said of them before it ended, and end each call as that says, or
+        queue it again when the child never took it (see :meth:`_settle`).
+        ``known``: what the last reply said (a call's ``seq`` and its deadline)."""
+        ahead = sent.ahead
         if not ahead:
             return
         fates: dict[int, t.Any] = dict(known or {})
@@ -538,22 +585,25 @@ class _Session:
             for seq in seqs:
                 fates.setdefault(seq, _UNKNOWN)
         else:
-            conn = child.conn
-            with contextlib.suppress(EOFError, OSError):  # (read to the end, or cut short)
-                os.set_blocking(conn.fileno(), False)  # what it wrote before it died, no more
-                while True:
-                    parsed = _pipe.unframe(conn.recv_bytes())
-                    if parsed is None:
-                        continue
-                    seq, kind, payload = parsed
-                    if kind in _pipe.REPLY_KINDS:
-                        following, deadline, result = _pipe.next_parts(kind, payload)
-                        if seq in seqs:
-                            fates[seq] = result  # it even answered
-                        if following in seqs:
-                            fates[following] = deadline
-                    elif seq in seqs and kind in _pipe.NOTICE_KINDS:
-                        fates[seq] = _pipe.deadline_of(kind, payload)
+            buffer = sent.buffer
+            fd = child.conn.fileno()
+            with contextlib.suppress(OSError):  # (read to the end)
+                os.set_blocking(fd, False)  # what it wrote before it died, no more
+                while data := os.read(fd, _READ):
+                    buffer += data
+            while (message := _message(buffer)) is not None:  # (a message cut short: not)
+                parsed = _pipe.unframe(message)
+                if parsed is None:
+                    continue
+                seq, kind, payload = parsed
+                if kind in _pipe.REPLY_KINDS:
+                    following, deadline, result = _pipe.next_parts(kind, payload)
+                    if seq in seqs:
+                        fates[seq] = result  # it even answered
+                    if following in seqs:
+                        fates[following] = deadline
+                elif seq in seqs and kind in _pipe.NOTICE_KINDS:
+                    fates[seq] = _pipe.deadline_of(kind, payload)
         for call in reversed(ahead):  # (those queued again keep their order)
             self._settle(call, fates.get(call.seq), child)
 
@@ -647,7 +697,7 @@ class _Session:
                 sent.call.session = None
                 for call in sent.ahead:
                     call.session = None
-            if sent.taken and not sent.ahead:
+            if sent.taken and not sent.ahead and not sent.buffer:
                 pool._adopt(sent.call, sent.child, sent.ends, sent.stray)
             else:
                 pool._adopt_ahead(sent)
