@@ -182,6 +182,17 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
+_SAID = 1.0  # seconds of grace past the latest a child must have said whether it took a call
+
+
+def _said_by(call: _Call) -> float:
+    """The latest a child must have said what became of ``call``, sent ahead to it
+    and taken after its last reply: it takes it before its wait ends, or not at all,
+    and its attempt ends by its deadline (plus :data:`_SAID`)."""
+    wait_end = min(call.queue_until, call.cap)
+    return min(call.cap, wait_end + call.budget) + _SAID
+
+
 def _unstarted(pool: _Batches, call: _Call) -> tuple[str, t.Any]:  # with the lock
     """The end of a submitted call whose wait for a child is over: it never started
     (:data:`QUEUE_TIMED_OUT`, or ``TIMED_OUT`` at the enclosing deadline)."""
@@ -194,7 +205,7 @@ def _unstarted(pool: _Batches, call: _Call) -> tuple[str, t.Any]:  # with the lo
 
 class _Sent:
     """A child a session holds: the call it runs (or was sent ahead and has not
-    said it took: ``taken`` False, ``ends`` inf), that call's deadline, a stray
+    said it took: ``taken`` False, ``ends`` :func:`_said_by`), that call's deadline, a stray
     seen, and the calls sent ahead behind it, in order."""
 
     __slots__ = ("ahead", "buffer", "bytes", "call", "child", "ends", "stray", "taken")
@@ -510,7 +521,7 @@ class _Session:
         if following == sent.call.seq:  # the child took it, and says how
             self._next(fd, deadline)
         else:  # the child takes it by itself, and says so
-            sent.taken, sent.ends = False, math.inf
+            sent.taken, sent.ends = False, _said_by(sent.call)
             if self.queued and self.open:
                 self._send_ahead(sent)
         return call
@@ -543,7 +554,8 @@ class _Session:
             self._let_go(child, sent)
             pool._end(child, "interrupted")
         elif sent.ahead:  # the child takes the next one by itself, and says so
-            sent.call, sent.taken, sent.ends = sent.ahead.popleft(), False, math.inf
+            sent.call = sent.ahead.popleft()
+            sent.taken, sent.ends = False, _said_by(sent.call)
             if self.queued and self.open:
                 self._send_ahead(sent)
         else:
@@ -556,13 +568,24 @@ class _Session:
             if queued is not None:
                 self.send(queued, child)
 
-    def _late(self, fd: int) -> _Call:
-        """A running call's deadline passed: kill its child, end it as timed out."""
+    def _late(self, fd: int) -> _Call | None:
+        """A running call's deadline passed: kill its child, end it as timed out. (A
+        call the child has not said it took, past :func:`_said_by`: unless the child
+        has written since, it is out of order: killed, and the call never started.)"""
         sent = self.running[fd]
         call, child = sent.call, sent.child
+        pool = self.pool
+        if not sent.taken:
+            if (sent.buffer and _whole(sent.buffer)) or child.conn.poll():
+                return self._read(fd)  # (it did say: the caller was late to read it)
+            child.kill()
+            self._drop(fd)
+            sent.ahead.appendleft(call)
+            self._let_go(child, sent)
+            pool._end(child, "interrupted")
+            return self.done.popleft() if self.done else None
         child.kill()  # first: the kill is at the deadline, the bookkeeping after
         self._drop(fd)
-        pool = self.pool
         with pool._lock:
             stopped = call.ended is not None
             call.child = None
