@@ -39,6 +39,7 @@ def _child_main(conn: Connection) -> None:
     run = _isolation.run_request
     unframe = _pipe.unframe
     parts = _pipe.call_parts
+    waiting = _reader(conn)  # whether the next call is here already (a cheap look)
     message: bytes | None = None  # read ahead, while answering the call before
     closed = False  # ... and the pipe closed then
     while True:
@@ -68,7 +69,7 @@ def _child_main(conn: Connection) -> None:
             events.begin(seq)
             result = run(request, deadline)
             following, taken = 0, None
-            if conn.poll():  # the next call is here already: take it now, say so in the reply
+            if waiting():  # the next call is here already: take it now, say so in the reply
                 try:
                     message = conn.recv_bytes()
                 except (EOFError, OSError):
@@ -83,3 +84,20 @@ def _child_main(conn: Connection) -> None:
                 break
             events.reply(result, following, taken[0])
             seq, (deadline, request) = following, taken
+
+
+def _reader(conn: Connection) -> t.Callable[[], bool]:
+    """Whether ``conn`` has something to read, without waiting: one ``poll(2)``
+    object made once (``Connection.poll`` builds a selector each time)."""
+    try:
+        import select
+
+        poller = select.poll()
+        poller.register(conn.fileno(), select.POLLIN)
+    except (ImportError, AttributeError, OSError):
+        return conn.poll
+
+    def waiting() -> bool:
+        return bool(poller.poll(0))
+
+    return waiting
