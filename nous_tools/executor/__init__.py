@@ -362,14 +362,7 @@ class ToolExecutor(Batches):
         already approved this call. Even a ``"deny"`` tool runs, as in Minga's
         ``execute_approved``; validation, attempts, signals and the journal are
         unchanged."""
-        if here.nested:  # inside a pool worker: shield our own code from cancellation
-            return self._shielded(tool, arguments, ctx, call_id, True, wait=wait)
-        try:  # as execute: outside a worker there is nothing to shield from
-            return self._execute(tool, arguments, ctx, call_id, skip_approval=True, wait=wait)
-        except BaseException as exc:  # a bug of ours must not reach the caller either
-            if interrupts(exc):
-                raise
-            return _internal_error(tool, exc)
+        return self._run_with(tool, arguments, ctx, call_id, True, None, wait)
 
     def execute_many(
         self,

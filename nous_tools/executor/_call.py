@@ -118,8 +118,9 @@ class Calls(HandOffs):
         journal: t.Any,
         wait: float | None,
     ) -> Result:
-        """:meth:`execute` (or :meth:`execute_approved`) with another journal than
-        the executor's: a registry's, or a :class:`~nous_tools._engine._journal.Claim`."""
+        """:meth:`execute` (or :meth:`execute_approved`) with ``journal`` as
+        :meth:`_execute` takes it: None for the executor's own, a registry's, or a
+        :class:`~nous_tools._engine._journal.Claim`."""
         if here.nested:
             return self._shielded(
                 tool, arguments, ctx, call_id, skip_approval, journal=journal, wait=wait
