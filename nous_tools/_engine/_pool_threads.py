@@ -18,11 +18,11 @@ import typing as t
 from nous_tools._engine._outcome import RAISED, RETURNED, SHUT_DOWN, Outcome
 from nous_tools._engine._pool_task import _Abandoning, _Task
 from nous_tools._engine._pool_worker import (
-    _clear_async_exc,
     _ring,
     _sleep,
     _spare_fds,
     _Worker,
+    withdraw_own,
 )
 from nous_tools._util._log import log as _log
 from nous_tools._util._scope import Scope, here
@@ -190,7 +190,8 @@ class _Threads(_Abandoning):
         while True:
             try:
                 with self._lock:
-                    _clear_async_exc(me.ident, None)
+                    if me.cancelled:  # (sent only with the lock held: none comes now)
+                        withdraw_own(me)
                     if lost and task is not None:
                         self._count_abandoned(task)  # if its abandoner could not
                     if not me.gone:

@@ -19,7 +19,7 @@ import typing as t
 from nous_tools._util._scope import here
 from nous_tools.errors import ToolCancelled
 
-__all__ = ["shield", "unshield"]
+__all__ = ["shield", "unshield", "withdraw_own"]
 
 # PyThreadState_SetAsyncExc(thread_id, exc) schedules ``exc`` in that thread;
 # with exc=NULL it clears a scheduled exception that has not been delivered yet.
@@ -31,6 +31,36 @@ _clear_async_exc = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_ulong, ctypes.c_void
 )
 
 _allocate_lock = _thread.allocate_lock
+
+
+class _Settle(BaseException):
+    """Sent by a thread to itself and caught at once (:func:`withdraw_own`)."""
+
+
+def withdraw_own(me: _Worker) -> None:
+    """Withdraw a cancellation sent to this thread (``me``'s) and not delivered yet,
+    and leave the interpreter as if none had been sent.
+
+    ``PyThreadState_SetAsyncExc(id, NULL)`` clears the thread's pending exception,
+    but it also raises the interpreter's "an asynchronous exception is pending"
+    flag, which only a thread that takes one lowers again. Left raised, every
+    thread looks for pending work at every call and loop, and on CPython 3.11 a
+    thread under ``sys.settrace`` (a debugger, coverage) spins for ever at the next
+    function it enters. So the thread sends itself a private exception instead —
+    it replaces whatever was pending — and takes it at once, which lowers the flag.
+    Call it with ``me.lock`` or the pool's lock held, so nothing is sent meanwhile.
+    """
+    ident = me.ident
+    try:
+        _set_async_exc(ident, _Settle)
+        # Delivered as the call returns (the eval-breaker check after a call);
+        # the loop's backward jumps are further checks, should that one be skipped.
+        for _ in range(8):
+            pass
+    except _Settle:
+        return
+    _clear_async_exc(ident, None)  # never delivered (not seen): at least never later
+
 
 _hook_lock = threading.Lock()
 _hook_installed = False
@@ -160,7 +190,8 @@ def shield() -> _Worker | None:
     if me is None:
         return None
     with me.lock:
-        _clear_async_exc(me.ident, None)  # one sent a moment ago is re-raised on the way out
+        if me.cancelled:  # one may have been sent a moment ago: raised on the way out
+            withdraw_own(me)
         me.shield += 1
     return me
 
