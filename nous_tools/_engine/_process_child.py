@@ -42,6 +42,7 @@ def _child_main(conn: Connection) -> None:
     waiting = _reader(conn)  # whether the next call is here already (a cheap look)
     message: bytes | None = None  # read ahead, while answering the call before
     closed = False  # ... and the pipe closed then
+    me = os.getpid()
     while True:
         if message is None:
             if closed:
@@ -68,6 +69,11 @@ def _child_main(conn: Connection) -> None:
         while True:  # this call, then each queued call taken while answering the one before
             events.begin(seq)
             result = run(request, deadline)
+            if os.getpid() != me:
+                # A copy the tool forked returned here: its original answers the
+                # call. Leave at once, without a word, before it reads the pipe
+                # (it would take the original's calls) or runs the parent's exit hooks.
+                os._exit(0)
             following, taken = 0, None
             if waiting():  # the next call is here already: take it now, say so in the reply
                 try:

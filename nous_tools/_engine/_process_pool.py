@@ -32,9 +32,10 @@ How it works:
   number of the call it belongs to, and its kind (:mod:`nous_tools._engine._pipe`
   describes the frames and how to add kinds: progress and log events during a
   call, requests the parent answers). A caller takes only the reply of its own
-  call; anything else -- a forked copy's second reply, a message a helper
-  thread wrote -- is a stray: it is discarded and logged, and the child that
-  wrote it out of turn is replaced (after the call; at once if it is idle).
+  call; anything else -- a message a helper thread wrote -- is a stray: it is
+  discarded and logged, and the child that wrote it out of turn is replaced
+  (after the call; if it wrote while idle, when it is next taken). A copy a tool
+  forked that returns into the child's loop leaves at once: its original answers.
 * **Spares.** A background thread (the *keeper*) starts children and reaps
   ended ones. It keeps one idle child ready beyond the children in use (at most
   ``max_workers + 1`` processes, at most ``max_workers`` attempts at once), so a
