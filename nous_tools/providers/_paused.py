@@ -18,7 +18,7 @@ import typing as t
 import attrs
 
 from nous_tools._engine import _journal
-from nous_tools._engine._admission import DEFAULT_MAX_RESULT_CHARS, result_limit
+from nous_tools._engine._admission import DEFAULT_MAX_RESULT_CHARS, EXECUTOR
 from nous_tools._rendering import CallResult, _safe_repr
 from nous_tools._util import _canonical as _c
 from nous_tools._util._log import log as _log
@@ -368,7 +368,7 @@ def from_dict(
                 context,
                 [],
                 read_kinds,
-                t.cast("Provider | None", read_provider),
+                read_provider,
                 registry,
                 read_id,
                 read_issued_at,
@@ -380,7 +380,7 @@ def from_dict(
             calls=read_calls,
             context=context,
             kinds=read_kinds,
-            provider=t.cast("Provider | None", read_provider),
+            provider=read_provider,
             registry=registry,
             id=read_id,
             issued_at=read_issued_at,
@@ -556,7 +556,8 @@ def resolve(
     for (index, _, na), outcome in zip(plan, outcomes, strict=True):
         results[index] = outcome
         contents[index] = None
-        limits[index] = result_limit(na.tool, default)
+        own = na.tool.max_result_chars  # result_limit(na.tool, default), a call fewer
+        limits[index] = default if own == EXECUTOR else own
         if not updated and type(outcome) is not Err:
             updated = getattr(outcome, "update", None) is not None
     context = ctx
@@ -637,10 +638,6 @@ def _claim_expiry(
     batch's own expiry, or its approvals' when one is later."""
     max_age, skew = limits(registry, None, None)
     latest = claim_expiry(batch.issued_at, max_age, skew)
-    if len(plan) == 1 and latest is not None:  # the common case, without the loop
-        na = plan[0][2]
-        expiry = claim_expiry(na.issued_at, *(na._limits or (max_age, skew)))
-        return None if expiry is None else max(latest, expiry)
     for _, _, na in plan:
         if latest is None:
             break  # never expires: nothing is later

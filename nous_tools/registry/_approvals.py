@@ -18,7 +18,7 @@ from nous_tools._util._log import log as _safe_log
 from nous_tools._util._scope import interrupts
 from nous_tools.errors import ApprovalAlreadyUsed, ToolDenied, ToolError, ToolNotFound
 from nous_tools.executor import ToolExecutor, default_executor
-from nous_tools.results import Err, NeedsApproval, Result, claim_expiry, refusal
+from nous_tools.results import Err, NeedsApproval, Result, claim_expiry, limits, refusal
 from nous_tools.run_context import RunContext
 from nous_tools.tool import Tool
 
@@ -132,7 +132,8 @@ def execute_approval(
         )
         if answered is not None:
             return answered
-    max_age, skew = na._limits_in(registry)
+    accepted = na._limits  # na._limits_in(registry), a call fewer
+    max_age, skew = accepted if accepted is not None else limits(registry, None, None)
     why = refusal(na.issued_at, max_age, skew)
     if why is not None:
         return Err(ToolError(f"Tool '{name}' was not run: its approval {why}", tool_name=name))
