@@ -557,7 +557,7 @@ def resolve(
         results[index] = outcome
         contents[index] = None
         own = na.tool.max_result_chars  # result_limit(na.tool, default), a call fewer
-        limits[index] = default if own == EXECUTOR else own
+        limits[index] = default if own == EXECUTOR else own  # type: ignore[assignment]
         if not updated and type(outcome) is not Err:
             updated = getattr(outcome, "update", None) is not None
     context = ctx

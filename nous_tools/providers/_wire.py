@@ -42,7 +42,6 @@ from nous_tools._util._tokens import (
     _key,
     _refused,
     _safe_repr,
-    _same,
     limits,
     refusal,
 )
@@ -86,6 +85,7 @@ def _openssl_hmac() -> t.Callable[[bytes, bytes, t.Any], t.Any]:
 #: ``hmac.new(key, data, hashlib.sha256)``: the same digest, a few calls sooner.
 _hmac_new = _openssl_hmac()
 _sha256 = hashlib.sha256
+_compare_digest = hmac.compare_digest
 
 
 def seal(payload: c.Mapping[str, t.Any], secret: str | bytes | None) -> str:
@@ -294,7 +294,9 @@ def read(
             expected = _sealed(payload, key)
     except (TypeError, ValueError, RecursionError) as exc:  # not JSON, NaN, too deep
         raise refused(f"the batch cannot be read ({type(exc).__name__})") from None
-    if not _same(expected, signature):
+    # _same(expected, signature) of a str signature (checked) and an ASCII expected
+    # one, a call fewer: a signature that is not ASCII is not it.
+    if not (signature.isascii() and _compare_digest(expected, signature)):
         raise refused(
             "the signature does not match (the batch was changed, forged, or signed "
             "with another secret)"
@@ -440,7 +442,7 @@ def _pending(
         tools[name] = (tool, current)
     else:
         tool, current = known
-    if not _same(current, digest):
+    if not (digest.isascii() and _compare_digest(current, digest)):  # _same, as above
         raise _refused(
             name,
             f"tool '{name}' is not the tool that was approved (its code, the values "
