@@ -419,20 +419,10 @@ def _plain(tree: t.Any, depth: int, frozen: bool) -> t.Any:
     :class:`_NotPlain` for anything else (the full decoder then reads it, and says
     what is wrong, where)."""
     kind = type(tree)
-    if kind is str or kind is bool or tree is None:
-        return tree
-    if kind is int:
-        if _MIN_SAFE_INT <= tree <= _SAFE_INT:
-            return tree
-        raise _NotPlain
-    if kind is float:
-        if math.isfinite(tree) and not tree.is_integer():
-            return tree
-        raise _NotPlain
-    if depth >= MAX_DEPTH:
-        raise _NotPlain
-    depth += 1
     if kind is dict:  # a copy in C, then the items that are not a str or an int replaced
+        if depth >= MAX_DEPTH:
+            raise _NotPlain
+        depth += 1
         mapping = _new_dict(FrozenDict) if frozen else {}
         _update(mapping, tree)  # dict's own update: FrozenDict refuses it
         for key, item in tree.items():
@@ -444,6 +434,9 @@ def _plain(tree: t.Any, depth: int, frozen: bool) -> t.Any:
             _set_item(mapping, key, _plain(item, depth, frozen))
         return mapping
     if kind is list:
+        if depth >= MAX_DEPTH:
+            raise _NotPlain
+        depth += 1
         elements = _new_list(FrozenList) if frozen else []
         _extend(elements, tree)  # list's own extend: FrozenList refuses it
         index = -1
@@ -454,6 +447,16 @@ def _plain(tree: t.Any, depth: int, frozen: bool) -> t.Any:
                 continue
             _set_element(elements, index, _plain(item, depth, frozen))
         return elements
+    if kind is str or kind is bool or tree is None:
+        return tree
+    if kind is int:
+        if _MIN_SAFE_INT <= tree <= _SAFE_INT:
+            return tree
+        raise _NotPlain
+    if kind is float:
+        if math.isfinite(tree) and not tree.is_integer():
+            return tree
+        raise _NotPlain
     raise _NotPlain
 
 

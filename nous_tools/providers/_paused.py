@@ -636,12 +636,16 @@ def _claim_expiry(
 ) -> float | None:
     """Until when the store must remember that this batch was resolved: the
     batch's own expiry, or its approvals' when one is later."""
-    max_age, skew = limits(registry, None, None)
-    latest = claim_expiry(batch.issued_at, max_age, skew)
+    known = limits(registry, None, None)
+    max_age, skew = known
+    issued_at = batch.issued_at
+    latest = claim_expiry(issued_at, max_age, skew)
     for _, _, na in plan:
         if latest is None:
             break  # never expires: nothing is later
         accepted = na._limits  # what from_dict accepted it under, else the registry's
+        if na.issued_at == issued_at and (accepted is None or accepted is known):
+            continue  # (the batch's own expiry: the same limits, the same time)
         if accepted is not None:
             expiry = claim_expiry(na.issued_at, *accepted)
         else:

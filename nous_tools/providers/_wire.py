@@ -37,6 +37,7 @@ import hmac
 import typing as t
 
 from nous_tools._util import _canonical as _c
+from nous_tools._util._canonical import _NotPlain, _plain
 from nous_tools._util._tokens import (
     _HMAC,
     _key,
@@ -302,7 +303,8 @@ def read(
             "with another secret)"
         )
     # Signed by this server (or, unsigned, trusted): now whether it still holds.
-    age, skew = limits(registry, max_age, max_clock_skew)
+    accepted = limits(registry, max_age, max_clock_skew)  # (each approval's, as is)
+    age, skew = accepted
     why = refusal(issued_at, age, skew)
     if why is not None:
         raise refused(f"the batch {why}")
@@ -354,7 +356,7 @@ def read(
             if type(approval) is not dict:
                 _field(entry, "approval", (dict,), _at(position))
             try:
-                na = _pending(approval, name, call_id, issued_at, own, age, skew, registry, tools)
+                na = _pending(approval, name, call_id, issued_at, own, accepted, registry, tools)
             except ValueError as exc:
                 raise refused(f"call {call_id!r}: {exc}") from None
             if "arguments" in entry:  # what the model sent, before the advice changed it
@@ -402,8 +404,7 @@ def _pending(
     call_id: str | None,
     issued_at: int,
     own: str | None,
-    age: float | None,
-    skew: float,
+    accepted: tuple[float | None, float],
     registry: Registry,
     tools: dict[str, tuple[Tool, str]],
 ) -> NeedsApproval:
@@ -421,7 +422,7 @@ def _pending(
         issued_at = approval["issued_at"]
         if type(issued_at) is not int:
             raise _refused(name, f"'issued_at' must be int, got {type(issued_at).__name__}")
-        why = refusal(issued_at, age, skew)
+        why = refusal(issued_at, *accepted)
         if why is not None:
             raise _refused(name, f"the token {why}")
     if "audience" in approval:
@@ -454,9 +455,12 @@ def _pending(
     if type(tree) is not dict:
         raise _refused(name, "'arguments' must be an object")
     try:
-        arguments = _c.decode(tree)
-    except ValueError as exc:
-        raise _refused(name, str(exc)) from None
+        arguments = _plain(tree, 0, True)  # decode's common case, a call fewer
+    except (_NotPlain, RecursionError):
+        try:
+            arguments = _c.decode(tree)
+        except ValueError as exc:
+            raise _refused(name, str(exc)) from None
     if type(arguments) is not _c.FrozenDict:
         raise _refused(name, "'arguments' must be an object")
     if "$dict" in tree:  # the only tree whose keys may be something else than str
@@ -468,5 +472,5 @@ def _pending(
                     f"{_safe_repr(key)}",
                 )
     return NeedsApproval._checked(
-        tool, arguments, tree, approval_id, issued_at, call_id, own, (age, skew)
+        tool, arguments, tree, approval_id, issued_at, call_id, own, accepted
     )
