@@ -218,6 +218,34 @@ def test_a_batch_and_its_approvals_are_claimed_until_they_expire(refunds: Refund
     assert refunds.calls == []
 
 
+def test_a_registry_subclass_whose_max_age_property_says_otherwise_is_obeyed(
+    refunds: Refunds,
+) -> None:
+    # A Registry reads its approval limits at once, unless a subclass overrides them.
+    class ShortLived(Registry):
+        @property
+        def approval_max_age(self) -> float | None:
+            return 60.0
+
+    tool = Tool(name="refund", function=refunds, approval="ask", timeout=None)
+    registry = ShortLived([tool], name="shop", approval_max_age=600)
+    with freezegun.freeze_time(T0):
+        batch = execute_tool_calls(registry, [call("c1", "refund", {"order": 1})])
+        wire = json.loads(json.dumps(batch.to_dict(SECRET)))
+        pending = registry.execute("refund", {"order": 2})
+        assert isinstance(pending, NeedsApproval)
+        token = pending.to_dict(SECRET)
+    with freezegun.freeze_time("2030-01-01 12:01:01"):  # 61 s: past the subclass's 60 s
+        with pytest.raises(ValueError, match="has expired"):
+            ToolCallResults.from_dict(wire, registry, SECRET)
+        with pytest.raises(ValueError, match="has expired"):
+            NeedsApproval.from_dict(token, registry, SECRET)
+        outcome = registry.execute_approved(pending)
+    assert isinstance(outcome, Err)
+    assert "its approval has expired" in outcome.reason.message
+    assert refunds.calls == []
+
+
 def test_an_approval_past_its_max_age_does_not_run_even_from_memory(refunds: Refunds) -> None:
     registry = refund_registry(refunds, approval_max_age=600)
     with freezegun.freeze_time(T0):

@@ -59,6 +59,7 @@ MAX_DEPTH = 100
 
 #: Integers beyond this magnitude are written as strings (JavaScript rounds them).
 _SAFE_INT = 2**53
+_MIN_SAFE_INT = -_SAFE_INT  # (made once: -_SAFE_INT is a new int each time)
 
 _TAGS = frozenset({"$int", "$float", "$bytes", "$tuple", "$set", "$frozenset", "$dict"})
 
@@ -283,7 +284,7 @@ def encode(value: t.Any, path: Path = "arguments", depth: int = 0) -> t.Any:
     if value is None or kind is bool or kind is str:
         return value
     if kind is int:
-        return value if -_SAFE_INT <= value <= _SAFE_INT else {"$int": str(value)}
+        return value if _MIN_SAFE_INT <= value <= _SAFE_INT else {"$int": str(value)}
     if kind is float:
         if math.isfinite(value) and not value.is_integer():
             return value
@@ -342,7 +343,7 @@ def _decode(tree: t.Any, path: Path, depth: int, tagged: list[bool], frozen: boo
     if tree is None or kind is bool or kind is str:
         return tree
     if kind is int:
-        if not -_SAFE_INT <= tree <= _SAFE_INT:
+        if not _MIN_SAFE_INT <= tree <= _SAFE_INT:
             raise _malformed(path, "a big integer must be written as {'$int': ...}")
         return tree
     if kind is float:
@@ -418,37 +419,44 @@ def _plain(tree: t.Any, depth: int, frozen: bool) -> t.Any:
     :class:`_NotPlain` for anything else (the full decoder then reads it, and says
     what is wrong, where)."""
     kind = type(tree)
-    if kind is str or kind is bool or tree is None:
-        return tree
-    if kind is int:
-        if -_SAFE_INT <= tree <= _SAFE_INT:
-            return tree
-        raise _NotPlain
-    if kind is float:
-        if math.isfinite(tree) and not tree.is_integer():
-            return tree
-        raise _NotPlain
-    if depth >= MAX_DEPTH:
-        raise _NotPlain
-    depth += 1
     if kind is dict:  # a copy in C, then the items that are not a str or an int replaced
+        if depth >= MAX_DEPTH:
+            raise _NotPlain
+        depth += 1
         mapping = _new_dict(FrozenDict) if frozen else {}
         _update(mapping, tree)  # dict's own update: FrozenDict refuses it
         for key, item in tree.items():
             if type(key) is not str or key[:1] == "$":
                 raise _NotPlain
             of = type(item)
-            if of is not str and (of is not int or not -_SAFE_INT <= item <= _SAFE_INT):
-                _set_item(mapping, key, _plain(item, depth, frozen))
+            if of is str or (of is int and _MIN_SAFE_INT <= item <= _SAFE_INT):
+                continue  # (its own copy)
+            _set_item(mapping, key, _plain(item, depth, frozen))
         return mapping
     if kind is list:
+        if depth >= MAX_DEPTH:
+            raise _NotPlain
+        depth += 1
         elements = _new_list(FrozenList) if frozen else []
         _extend(elements, tree)  # list's own extend: FrozenList refuses it
-        for index, item in enumerate(tree):
+        index = -1
+        for item in tree:
+            index += 1
             of = type(item)
-            if of is not str and (of is not int or not -_SAFE_INT <= item <= _SAFE_INT):
-                _set_element(elements, index, _plain(item, depth, frozen))
+            if of is str or (of is int and _MIN_SAFE_INT <= item <= _SAFE_INT):
+                continue
+            _set_element(elements, index, _plain(item, depth, frozen))
         return elements
+    if kind is str or kind is bool or tree is None:
+        return tree
+    if kind is int:
+        if _MIN_SAFE_INT <= tree <= _SAFE_INT:
+            return tree
+        raise _NotPlain
+    if kind is float:
+        if math.isfinite(tree) and not tree.is_integer():
+            return tree
+        raise _NotPlain
     raise _NotPlain
 
 

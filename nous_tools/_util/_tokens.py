@@ -147,6 +147,10 @@ def check_clock_skew(value: object) -> float:
 def limits(registry: object, max_age: object, max_clock_skew: object) -> tuple[float | None, float]:
     """The ``max_age`` and ``max_clock_skew`` that apply: the ones given (checked),
     else the registry's ``approval_max_age`` / ``approval_max_clock_skew``."""
+    if max_age is None and max_clock_skew is None:
+        known = getattr(registry, "_approval_limits", None)  # a Registry's: both, read once
+        if known is not None:
+            return known  # type: ignore[no-any-return]
     age = getattr(registry, "approval_max_age", None) if max_age is None else check_max_age(max_age)
     if max_clock_skew is None:
         skew = getattr(registry, "approval_max_clock_skew", DEFAULT_MAX_CLOCK_SKEW)

@@ -57,13 +57,23 @@ class ApprovalStore(t.Protocol):
         ...
 
 
-def _takes_expiry(claim: c.Callable[..., t.Any]) -> bool:
+def _takes_expiry(claim: c.Callable[..., t.Any]) -> bool | t.Literal["second"]:
+    """Whether ``claim`` takes ``expires_at``: ``"second"`` when it is its second
+    parameter, positional or keyword (then ``claim(id, expires_at)`` is the call)."""
     import inspect  # once per registry, not with the package
 
     try:
-        parameters = inspect.signature(claim).parameters.values()
+        parameters = list(inspect.signature(claim).parameters.values())
     except (TypeError, ValueError):  # no signature to read (a builtin, say)
         return False
+    if (
+        len(parameters) >= 2
+        and parameters[0].kind
+        in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        and parameters[1].name == "expires_at"
+        and parameters[1].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+    ):
+        return "second"
     return any(
         p.kind is p.VAR_KEYWORD
         or (p.name == "expires_at" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
@@ -76,7 +86,10 @@ def claimer(store: t.Any) -> c.Callable[[str, float | None], object]:
     ``claim`` speaks: the expiry is passed when it takes one, else dropped (with a
     warning, once, at the first claim)."""
     claim: c.Callable[..., object] = store.claim
-    if _takes_expiry(claim):
+    takes = _takes_expiry(claim)
+    if takes == "second":  # claim(approval_id, expires_at) itself: a call fewer a claim
+        return claim
+    if takes:
 
         def with_expiry(approval_id: str, expires_at: float | None) -> object:
             return claim(approval_id, expires_at=expires_at)

@@ -18,14 +18,14 @@ import typing as t
 import attrs
 
 from nous_tools._engine import _journal
-from nous_tools._engine._admission import DEFAULT_MAX_RESULT_CHARS, result_limit
+from nous_tools._engine._admission import DEFAULT_MAX_RESULT_CHARS, EXECUTOR
 from nous_tools._rendering import CallResult, _safe_repr
 from nous_tools._util import _canonical as _c
 from nous_tools._util._log import log as _log
 from nous_tools._util._scope import interrupts
 from nous_tools._util._tokens import _new_id
 from nous_tools.errors import ApprovalAlreadyUsed, BatchAlreadyResolved, ToolError
-from nous_tools.executor import ToolCall
+from nous_tools.executor import ToolCall, default_executor
 from nous_tools.providers import _tool_calls
 from nous_tools.providers import _wire as _batch_wire
 from nous_tools.providers._calls_in import Provider
@@ -368,7 +368,7 @@ def from_dict(
                 context,
                 [],
                 read_kinds,
-                t.cast("Provider | None", read_provider),
+                read_provider,
                 registry,
                 read_id,
                 read_issued_at,
@@ -380,7 +380,7 @@ def from_dict(
             calls=read_calls,
             context=context,
             kinds=read_kinds,
-            provider=t.cast("Provider | None", read_provider),
+            provider=read_provider,
             registry=registry,
             id=read_id,
             issued_at=read_issued_at,
@@ -504,8 +504,17 @@ def resolve(
     observer = _tool_calls._observer  # read now: instrument() sets it
     if len(plan) == 1:  # what run_jobs does with one job, without making the list
         step = plan[0]
-        outcomes = [
-            _run_step(
+        if journal is None and observer is None and step[1] == "approve":
+            # _run_step's approved call, unjournaled and unobserved, a frame fewer
+            token = _current_call.set(batch.calls[step[0]])
+            try:
+                outcome = registry._approved(
+                    step[2], _FRESH_GATED if ctx is _FRESH_CONTEXT else ctx
+                )
+            finally:
+                _current_call.reset(token)
+        else:
+            outcome = _run_step(
                 batch,
                 registry,
                 journal,
@@ -517,7 +526,7 @@ def resolve(
                 ctx,
                 batch.calls[step[0]].id,
             )
-        ]
+        outcomes = [outcome]
     else:
         jobs: list[tuple[Tool, t.Any, str | None] | Err] = [
             (na.tool, step, batch.calls[step[0]].id) for step in plan for na in (step[2],)
@@ -526,19 +535,29 @@ def resolve(
         outcomes = t.cast("list[Result]", registry.executor.run_jobs(jobs, ctx, run=run))
     results = list(batch.results)
     size = len(results)
-    contents = list(batch._contents[:size])  # one per call: None (format the result) if missing
-    if len(contents) < size:
+    contents = batch._contents
+    if len(contents) == size:  # one per call: None (format the result) if missing
+        contents = list(contents)
+    else:
+        contents = contents[:size]
         contents += [None] * (size - len(contents))
-    default = registry.executor.max_result_chars
-    limits = list(batch._max_chars[:size])  # one per call: missing is the default, 100,000
-    if len(limits) < size:
+    executor = registry._executor  # registry.executor, without the property
+    default = (executor if executor is not None else default_executor()).max_result_chars
+    limits = batch._max_chars  # one per call: missing is the default, 100,000
+    if not limits:
+        limits = [DEFAULT_MAX_RESULT_CHARS] * size
+    elif len(limits) == size:
+        limits = list(limits)
+    else:
+        limits = limits[:size]
         limits += [DEFAULT_MAX_RESULT_CHARS] * (size - len(limits))
     calls = batch.calls
     updated = False  # an Ok with a context update among the outcomes
     for (index, _, na), outcome in zip(plan, outcomes, strict=True):
         results[index] = outcome
         contents[index] = None
-        limits[index] = result_limit(na.tool, default)
+        own = na.tool.max_result_chars  # result_limit(na.tool, default), a call fewer
+        limits[index] = default if own == EXECUTOR else own  # type: ignore[assignment]
         if not updated and type(outcome) is not Err:
             updated = getattr(outcome, "update", None) is not None
     context = ctx
@@ -617,12 +636,16 @@ def _claim_expiry(
 ) -> float | None:
     """Until when the store must remember that this batch was resolved: the
     batch's own expiry, or its approvals' when one is later."""
-    max_age, skew = limits(registry, None, None)
-    latest = claim_expiry(batch.issued_at, max_age, skew)
+    known = limits(registry, None, None)
+    max_age, skew = known
+    issued_at = batch.issued_at
+    latest = claim_expiry(issued_at, max_age, skew)
     for _, _, na in plan:
         if latest is None:
             break  # never expires: nothing is later
         accepted = na._limits  # what from_dict accepted it under, else the registry's
+        if na.issued_at == issued_at and (accepted is None or accepted is known):
+            continue  # (the batch's own expiry: the same limits, the same time)
         if accepted is not None:
             expiry = claim_expiry(na.issued_at, *accepted)
         else:
@@ -639,6 +662,18 @@ def _plan(batch: ToolCallResults, decisions: object) -> list[tuple[int, str, Nee
             "resolve expects a mapping of call ids to 'approve', 'reject' or an Edit, "
             f"got {type(decisions).__name__}"
         )
+    calls = batch.calls
+    if len(calls) == 1 and len(decisions) == 1:  # one call, its decision: no table
+        for call_id, decision in decisions.items():
+            na = batch.results[0]
+            if (
+                type(call_id) is str
+                and call_id == calls[0].id
+                and type(na) is NeedsApproval
+                and type(decision) is str
+                and decision in ("approve", "reject")
+            ):
+                return [(0, decision, na)]
     where: dict[str, int] = {}  # call id -> the first call with it
     twice: set[str] | None = None  # the call ids more than one call has
     for index, call in enumerate(batch.calls):

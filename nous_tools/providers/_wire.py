@@ -37,18 +37,19 @@ import hmac
 import typing as t
 
 from nous_tools._util import _canonical as _c
+from nous_tools._util._canonical import _NotPlain, _plain
 from nous_tools._util._tokens import (
     _HMAC,
     _key,
     _refused,
     _safe_repr,
-    _same,
     limits,
     refusal,
 )
 from nous_tools.results import Err, NeedsApproval, tool_digest
 
 if t.TYPE_CHECKING:
+    from nous_tools.providers._calls_in import Provider
     from nous_tools.providers._tool_calls import ToolCallResults
     from nous_tools.registry._registry import Registry
     from nous_tools.tool import Tool
@@ -84,6 +85,8 @@ def _openssl_hmac() -> t.Callable[[bytes, bytes, t.Any], t.Any]:
 
 #: ``hmac.new(key, data, hashlib.sha256)``: the same digest, a few calls sooner.
 _hmac_new = _openssl_hmac()
+_sha256 = hashlib.sha256
+_compare_digest = hmac.compare_digest
 
 
 def seal(payload: c.Mapping[str, t.Any], secret: str | bytes | None) -> str:
@@ -216,7 +219,7 @@ class Read(t.NamedTuple):
 
     id: str
     issued_at: int
-    provider: str | None
+    provider: Provider | None
     run_id: str | None
     calls: list[t.Any]  # ToolCall
     kinds: list[str]
@@ -270,7 +273,10 @@ def read(
         _field(data, "run_id", (str,), "the batch")
         if not run_id:
             raise refused("the batch has an empty run_id")
-    key = check_signed(signature, secret, allow_unsigned)
+    if secret is not None and signature.startswith(_HMAC):  # check_signed's common case
+        key: bytes | None = _key(secret)  # a bad secret is the program's error
+    else:
+        key = check_signed(signature, secret, allow_unsigned)
     payload = {
         "v": VERSION,
         "type": _TYPE,
@@ -283,16 +289,22 @@ def read(
     if run_id is not None:
         payload["run_id"] = run_id
     try:
-        expected = _sealed(payload, key)
+        if key is not None:  # _sealed(payload, key), a call fewer
+            expected = _HMAC + _hmac_new(key, _DOMAIN + _c.dumps(payload), _sha256).hexdigest()
+        else:
+            expected = _sealed(payload, key)
     except (TypeError, ValueError, RecursionError) as exc:  # not JSON, NaN, too deep
         raise refused(f"the batch cannot be read ({type(exc).__name__})") from None
-    if not _same(expected, signature):
+    # _same(expected, signature) of a str signature (checked) and an ASCII expected
+    # one, a call fewer: a signature that is not ASCII is not it.
+    if not (signature.isascii() and _compare_digest(expected, signature)):
         raise refused(
             "the signature does not match (the batch was changed, forged, or signed "
             "with another secret)"
         )
     # Signed by this server (or, unsigned, trusted): now whether it still holds.
-    age, skew = limits(registry, max_age, max_clock_skew)
+    accepted = limits(registry, max_age, max_clock_skew)  # (each approval's, as is)
+    age, skew = accepted
     why = refusal(issued_at, age, skew)
     if why is not None:
         raise refused(f"the batch {why}")
@@ -344,7 +356,7 @@ def read(
             if type(approval) is not dict:
                 _field(entry, "approval", (dict,), _at(position))
             try:
-                na = _pending(approval, name, call_id, issued_at, own, age, skew, registry, tools)
+                na = _pending(approval, name, call_id, issued_at, own, accepted, registry, tools)
             except ValueError as exc:
                 raise refused(f"call {call_id!r}: {exc}") from None
             if "arguments" in entry:  # what the model sent, before the advice changed it
@@ -392,8 +404,7 @@ def _pending(
     call_id: str | None,
     issued_at: int,
     own: str | None,
-    age: float | None,
-    skew: float,
+    accepted: tuple[float | None, float],
     registry: Registry,
     tools: dict[str, tuple[Tool, str]],
 ) -> NeedsApproval:
@@ -411,7 +422,7 @@ def _pending(
         issued_at = approval["issued_at"]
         if type(issued_at) is not int:
             raise _refused(name, f"'issued_at' must be int, got {type(issued_at).__name__}")
-        why = refusal(issued_at, age, skew)
+        why = refusal(issued_at, *accepted)
         if why is not None:
             raise _refused(name, f"the token {why}")
     if "audience" in approval:
@@ -432,7 +443,7 @@ def _pending(
         tools[name] = (tool, current)
     else:
         tool, current = known
-    if not _same(current, digest):
+    if not (digest.isascii() and _compare_digest(current, digest)):  # _same, as above
         raise _refused(
             name,
             f"tool '{name}' is not the tool that was approved (its code, the values "
@@ -444,9 +455,12 @@ def _pending(
     if type(tree) is not dict:
         raise _refused(name, "'arguments' must be an object")
     try:
-        arguments = _c.decode(tree)
-    except ValueError as exc:
-        raise _refused(name, str(exc)) from None
+        arguments = _plain(tree, 0, True)  # decode's common case, a call fewer
+    except (_NotPlain, RecursionError):
+        try:
+            arguments = _c.decode(tree)
+        except ValueError as exc:
+            raise _refused(name, str(exc)) from None
     if type(arguments) is not _c.FrozenDict:
         raise _refused(name, "'arguments' must be an object")
     if "$dict" in tree:  # the only tree whose keys may be something else than str
@@ -458,5 +472,5 @@ def _pending(
                     f"{_safe_repr(key)}",
                 )
     return NeedsApproval._checked(
-        tool, arguments, tree, approval_id, issued_at, call_id, own, (age, skew)
+        tool, arguments, tree, approval_id, issued_at, call_id, own, accepted
     )

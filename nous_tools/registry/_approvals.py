@@ -17,8 +17,8 @@ from nous_tools._util import _canonical
 from nous_tools._util._log import log as _safe_log
 from nous_tools._util._scope import interrupts
 from nous_tools.errors import ApprovalAlreadyUsed, ToolDenied, ToolError, ToolNotFound
-from nous_tools.executor import default_executor
-from nous_tools.results import Err, NeedsApproval, Result, claim_expiry, refusal
+from nous_tools.executor import ToolExecutor, default_executor
+from nous_tools.results import Err, NeedsApproval, Result, claim_expiry, limits, refusal
 from nous_tools.run_context import RunContext
 from nous_tools.tool import Tool
 
@@ -132,7 +132,8 @@ def execute_approval(
         )
         if answered is not None:
             return answered
-    max_age, skew = na._limits_in(registry)
+    accepted = na._limits  # na._limits_in(registry), a call fewer
+    max_age, skew = accepted if accepted is not None else limits(registry, None, None)
     why = refusal(na.issued_at, max_age, skew)
     if why is not None:
         return Err(ToolError(f"Tool '{name}' was not run: its approval {why}", tool_name=name))
@@ -159,12 +160,19 @@ def execute_approval(
     executor = registry._executor
     if executor is None:
         executor = default_executor()
-    gated = gated_context(ctx)
+    # (a context already gated, as resolve's, is its own gated context)
+    gated = ctx if type(ctx) is RunContext and ctx.approval_gated else gated_context(ctx)
     run_id = call_id if call_id is not None else na.call_id
     approved = na.arguments
-    execute_approved = registry._runner(executor, True, claim, wait)
     if name not in registry.advice._chains:
+        if type(executor) is ToolExecutor:  # registry._runner's call, made here
+            journal = claim if claim is not None else registry._journal
+            return executor._run_with(
+                tool, _canonical.thaw(approved), gated, run_id, True, journal, wait
+            )
+        execute_approved = registry._runner(executor, True, claim, wait)
         return execute_approved(tool, _canonical.thaw(approved), gated, call_id=run_id)
+    execute_approved = registry._runner(executor, True, claim, wait)
     expected = _canonical.dumps(_canonical.encode(approved))
 
     def core(args: t.Any) -> Result:

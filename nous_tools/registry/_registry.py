@@ -214,6 +214,14 @@ class Registry:
         self._name = name
         self._approval_max_age = check_max_age(approval_max_age)
         self._approval_max_clock_skew = check_clock_skew(approval_max_clock_skew)
+        # Both at once, as _tokens.limits reads them for every token and batch (None:
+        # a subclass says otherwise, through its own properties).
+        self._approval_limits: tuple[float | None, float] | None = (
+            (self._approval_max_age, self._approval_max_clock_skew)
+            if type(self).approval_max_age is Registry.approval_max_age
+            and type(self).approval_max_clock_skew is Registry.approval_max_clock_skew
+            else None
+        )
         self._approval_store: ApprovalStore = (
             approval_store if approval_store is not None else InMemoryApprovalStore()
         )
