@@ -595,10 +595,12 @@ def _resolved_one(
 ) -> ToolCallResults:
     """The end of ``resolve`` for a batch of one call, approved and run: what its
     general loop makes of the one outcome, without copying the lists first."""
-    limit = na.tool.max_result_chars  # result_limit(na.tool, default), a call fewer
-    if limit == EXECUTOR:  # the executor's (only then looked up)
+    own = na.tool.max_result_chars  # result_limit(na.tool, default), a call fewer
+    if own == EXECUTOR:  # the executor's (only then looked up)
         executor = registry._executor  # registry.executor, without the property
         limit = (executor if executor is not None else default_executor()).max_result_chars
+    else:
+        limit = own  # type: ignore[assignment]
     calls = batch.calls
     context = ctx
     if type(outcome) is not Err and getattr(outcome, "update", None) is not None:
