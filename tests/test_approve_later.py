@@ -59,6 +59,7 @@ from nous_tools import (
     ToolNotFound,
     ToolTimeout,
     execute_tool_calls,
+    format_tool_result,
 )
 from nous_tools.providers._tool_calls import current_tool_call
 
@@ -446,6 +447,49 @@ def test_approved_calls_run_in_the_given_context_and_their_updates_apply_in_call
     assert resolved.context.deps == {"user": "ann", "notes": ["first", "second"], **shared}
     assert seen == {"first": ("ann", "c1", True), "second": ("ann", "c2", True)}
     assert ctx.deps == {"user": "ann", "notes": [], **shared}  # never mutated
+
+
+def test_a_batch_of_one_resolved_cuts_its_result_at_the_tools_limit_else_the_executors() -> None:
+    def shout(text: str) -> str:
+        return text * 50
+
+    registry = Registry(
+        [
+            Tool.from_function(shout, name="own", approval="ask", max_result_chars=30),
+            Tool.from_function(shout, name="theirs", approval="ask"),
+        ],
+        name="shop",
+        executor=ToolExecutor(max_result_chars=60),
+    )
+    for name, limit in (("own", 30), ("theirs", 60)):
+        wire = json.dumps(
+            execute_tool_calls(registry, [ToolCall("c1", name, {"text": "ab"})]).to_dict(SECRET)
+        )
+        resolved = ToolCallResults.from_dict(json.loads(wire), registry, SECRET).resolve(
+            {"c1": "approve"}
+        )
+        assert resolved.results == [Ok("ab" * 50)]
+        content = resolved.to_dict(SECRET)["calls"][0]["output"]["content"]
+        assert content == format_tool_result(Ok("ab" * 50), name, max_chars=limit)
+        assert content != "ab" * 50
+
+
+def test_a_batch_of_one_resolved_applies_its_calls_context_update() -> None:
+    def note(text: str) -> Ok[str]:
+        return Ok(text, ContextUpdate().append("notes", text))
+
+    registry = Registry([Tool.from_function(note, approval="ask")], name="shop")
+    wire = json.dumps(
+        execute_tool_calls(registry, [ToolCall("c1", "note", {"text": "hi"})]).to_dict(SECRET)
+    )
+    batch = ToolCallResults.from_dict(json.loads(wire), registry, SECRET)
+    ctx = RunContext.new(deps={"notes": []})
+    resolved = batch.resolve({"c1": "approve"}, ctx)
+    assert resolved.results == [Ok("hi", ContextUpdate().append("notes", "hi"))]
+    assert resolved.context.deps == {"notes": ["hi"]}
+    assert ctx.deps == {"notes": []}  # never mutated
+    assert resolved.id != batch.id and resolved.issued_at == batch.issued_at
+    assert resolved.calls == batch.calls and resolved.kinds == batch.kinds
 
 
 # -- refusals --------------------------------------------------------------------------

@@ -513,6 +513,8 @@ def resolve(
                 )
             finally:
                 _current_call.reset(token)
+            if len(batch.results) == 1:  # the batch's one call: its lists made at once
+                return _resolved_one(batch, registry, ctx, step[2], outcome)
         else:
             outcome = _run_step(
                 batch,
@@ -584,6 +586,40 @@ def resolve(
     )
 
 
+def _resolved_one(
+    batch: ToolCallResults,
+    registry: Registry,
+    ctx: RunContext[t.Any],
+    na: NeedsApproval,
+    outcome: Result,
+) -> ToolCallResults:
+    """The end of ``resolve`` for a batch of one call, approved and run: what its
+    general loop makes of the one outcome, without copying the lists first."""
+    own = na.tool.max_result_chars  # result_limit(na.tool, default), a call fewer
+    if own == EXECUTOR:  # the executor's (only then looked up)
+        executor = registry._executor  # registry.executor, without the property
+        limit = (executor if executor is not None else default_executor()).max_result_chars
+    else:
+        limit = own  # type: ignore[assignment]
+    calls = batch.calls
+    context = ctx
+    if type(outcome) is not Err and getattr(outcome, "update", None) is not None:
+        context = _apply_updates(ctx, [(calls[0], outcome)])
+    return _batch(  # a new id: the batch resolved is another batch
+        [outcome],
+        list(calls),
+        context,
+        list(batch.skipped),
+        list(batch.kinds),
+        batch.provider,
+        registry,
+        _new_id(),
+        batch.issued_at,
+        [None],
+        [limit],
+    )
+
+
 def _run_step(
     batch: ToolCallResults,
     registry: Registry,
@@ -636,7 +672,9 @@ def _claim_expiry(
 ) -> float | None:
     """Until when the store must remember that this batch was resolved: the
     batch's own expiry, or its approvals' when one is later."""
-    known = limits(registry, None, None)
+    known = getattr(registry, "_approval_limits", None)  # limits(registry, None, None)
+    if known is None:  # (a subclass's own properties)
+        known = limits(registry, None, None)
     max_age, skew = known
     issued_at = batch.issued_at
     latest = claim_expiry(issued_at, max_age, skew)
