@@ -571,19 +571,7 @@ def resolve(
                 for (index, _, _), outcome in zip(plan, outcomes, strict=True)
             ],
         )
-    return _batch(  # a new id: the batch resolved is another batch
-        results,
-        list(calls),
-        context,
-        list(batch.skipped),
-        list(batch.kinds),
-        batch.provider,
-        registry,
-        _new_id(),
-        batch.issued_at,
-        contents,
-        limits,
-    )
+    return _successor(batch, registry, results, context, contents, limits)
 
 
 def _resolved_one(
@@ -601,13 +589,25 @@ def _resolved_one(
         limit = (executor if executor is not None else default_executor()).max_result_chars
     else:
         limit = own  # type: ignore[assignment]
-    calls = batch.calls
     context = ctx
     if type(outcome) is not Err and getattr(outcome, "update", None) is not None:
-        context = _apply_updates(ctx, [(calls[0], outcome)])
-    return _batch(  # a new id: the batch resolved is another batch
-        [outcome],
-        list(calls),
+        context = _apply_updates(ctx, [(batch.calls[0], outcome)])
+    return _successor(batch, registry, [outcome], context, [None], [limit])
+
+
+def _successor(
+    batch: ToolCallResults,
+    registry: Registry,
+    results: list[CallResult],
+    context: RunContext[t.Any],
+    contents: list[str | None],
+    limits: list[int | None],
+) -> ToolCallResults:
+    """The batch ``resolve`` makes of ``batch``: these results, contents, result
+    limits and context, its calls and kinds, and a new id (another batch)."""
+    return _batch(
+        results,
+        list(batch.calls),
         context,
         list(batch.skipped),
         list(batch.kinds),
@@ -615,8 +615,8 @@ def _resolved_one(
         registry,
         _new_id(),
         batch.issued_at,
-        [None],
-        [limit],
+        contents,
+        limits,
     )
 
 
@@ -672,9 +672,7 @@ def _claim_expiry(
 ) -> float | None:
     """Until when the store must remember that this batch was resolved: the
     batch's own expiry, or its approvals' when one is later."""
-    known = getattr(registry, "_approval_limits", None)  # limits(registry, None, None)
-    if known is None:  # (a subclass's own properties)
-        known = limits(registry, None, None)
+    known = limits(registry, None, None)
     max_age, skew = known
     issued_at = batch.issued_at
     latest = claim_expiry(issued_at, max_age, skew)

@@ -303,11 +303,7 @@ def read(
             "with another secret)"
         )
     # Signed by this server (or, unsigned, trusted): now whether it still holds.
-    # limits(registry, max_age, max_clock_skew) (each approval's, as is): a
-    # Registry's, read at once, when none is given
-    accepted = getattr(registry, "_approval_limits", None)
-    if accepted is None or max_age is not None or max_clock_skew is not None:
-        accepted = limits(registry, max_age, max_clock_skew)
+    accepted = limits(registry, max_age, max_clock_skew)  # (each approval's, as is)
     age, skew = accepted
     why = refusal(issued_at, age, skew)
     if why is not None:
