@@ -35,6 +35,8 @@ from nous_tools.errors import (
     RateLimited,
     ResultTooLarge,
     SamplingUnavailable,
+    SandboxLimitReached,
+    SandboxUnavailable,
     SandboxViolation,
     ToolCancelled,
     ToolDenied,
@@ -66,7 +68,7 @@ if t.TYPE_CHECKING:
         format_tool_result,
     )
     from nous_tools.providers._web import parse_decisions
-    from nous_tools.sandbox import SandboxPolicy
+    from nous_tools.sandbox import SandboxPolicy, SandboxProbe
 
 # The values get what they need of the layers above them (see nous_tools._wiring).
 _wiring.wire()
@@ -110,7 +112,10 @@ __all__ = [
     "RunContext",
     "SQLiteJournal",
     "SamplingUnavailable",
+    "SandboxLimitReached",
     "SandboxPolicy",
+    "SandboxProbe",
+    "SandboxUnavailable",
     "SandboxViolation",
     "ThreadBackend",
     "Tool",
@@ -153,6 +158,7 @@ _LAZY = {
     "format_tool_result": "nous_tools.providers._tool_calls",
     "parse_decisions": "nous_tools.providers._web",
     "SandboxPolicy": "nous_tools.sandbox",
+    "SandboxProbe": "nous_tools.sandbox",
 }
 
 

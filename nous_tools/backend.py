@@ -46,6 +46,9 @@ What a backend answers is an :data:`Outcome`, made with :func:`returned`,
 from __future__ import annotations
 
 import collections.abc as c
+import os
+import signal
+import threading
 import typing as t
 
 from nous_tools._engine import _reporting
@@ -60,10 +63,12 @@ from nous_tools._engine._pool import (
     WorkerPool,
 )
 from nous_tools._engine._process_pool import ProcessPool, check_option
+from nous_tools.errors import ChildProcessDied, SandboxLimitReached, SandboxUnavailable
 from nous_tools.tool import ON_TIMEOUT_MODES
 
 if t.TYPE_CHECKING:
     from nous_tools.run_context import RunContext
+    from nous_tools.sandbox import SandboxPolicy
     from nous_tools.tool import Tool
 
 __all__ = [
@@ -278,6 +283,12 @@ class ProcessBackend:
         check_option("ProcessBackend", "max_workers", max_workers)
         check_option("ProcessBackend", "max_tasks_per_child", max_tasks_per_child)
         self.pool = ProcessPool(max_workers, max_tasks_per_child=max_tasks_per_child)
+        self._max_tasks = max_tasks_per_child
+        # The pools of confined children, one per set of policies, most recently
+        # used last; at most _MAX_FENCED of them (the oldest is ended).
+        self._fenced: dict[tuple[SandboxPolicy, ...], ProcessPool] = {}
+        self._fenced_lock = threading.Lock()
+        self._closed = False
 
     def run(
         self,
@@ -288,9 +299,53 @@ class ProcessBackend:
     ) -> Outcome:
         """Run the attempt in a child process; see :meth:`Backend.run`. What the tool
         reports comes over the pipe and is delivered here, in the caller's thread."""
+        policies = fences(tool, ctx.sandbox if ctx is not None else None)
+        pool = self.pool if not policies else self._pool_for(policies)
+        if type(pool) is not ProcessPool:
+            return t.cast(Outcome, pool)
         on_event, on_request = _handlers(ctx)
-        kind, value = self.pool.run(tool, arguments, ctx, deadline, on_event, on_request)
-        return (kind, value, None)
+        kind, value = pool.run(tool, arguments, ctx, deadline, on_event, on_request)
+        return _named(policies, kind, value)
+
+    def _pool_for(self, policies: tuple[SandboxPolicy, ...]) -> ProcessPool | Outcome:
+        """The pool whose children are confined to ``policies``, or the outcome of a
+        call that cannot be: :class:`SandboxUnavailable` (never run unconfined)."""
+        missing = tuple(dict.fromkeys(m for p in policies for m in p.missing()))
+        if missing:
+            from nous_tools.sandbox import _unavailable
+
+            error = SandboxUnavailable(_unavailable(policies[0], missing), missing=missing)
+            return (RAISED, error, None)
+        with self._fenced_lock:
+            pool = self._fenced.pop(policies, None)
+            if pool is not None:
+                self._fenced[policies] = pool  # the most recently used, last
+                return pool
+        from nous_tools._engine._fence import confinement
+
+        limit = self._max_tasks
+        if any(p.cpu_seconds for p in policies) and os.geteuid() != 0:
+            limit = 1  # a CPU limit cannot be raised again for the next call
+        pool = ProcessPool(
+            self.pool.max_workers,
+            max_tasks_per_child=limit,
+            name="nous-tools-sandboxed",
+            confinement=confinement(policies),
+        )
+        ended: list[ProcessPool] = []
+        with self._fenced_lock:
+            if self._closed:
+                ended.append(pool)
+            else:
+                found = self._fenced.setdefault(policies, pool)
+                if found is not pool:
+                    ended.append(pool)
+                    pool = found
+                while len(self._fenced) > _MAX_FENCED:
+                    ended.append(self._fenced.pop(next(iter(self._fenced))))
+        for old in ended:
+            old.shutdown(wait=False)
+        return pool
 
     def _attempt(
         self,
@@ -300,12 +355,18 @@ class ProcessBackend:
         cap: float,
         budget: float,
         queue_timeout: float,
+        sandbox: SandboxPolicy | None = None,
     ) -> Outcome:
         """The executor's way in: the attempt may wait ``queue_timeout`` seconds for a
         free child, then runs ``budget`` seconds from when a child takes it, never
-        past ``cap`` (an enclosing attempt's deadline; ``inf``: none)."""
+        past ``cap`` (an enclosing attempt's deadline; ``inf``: none), confined to
+        ``sandbox`` (the call's context's) and the tool's own ``sandbox``."""
+        policies = fences(tool, sandbox)
+        pool = self.pool if not policies else self._pool_for(policies)
+        if type(pool) is not ProcessPool:
+            return t.cast(Outcome, pool)
         on_event, on_request = _handlers(ctx)
-        kind, value = self.pool.run(
+        kind, value = pool.run(
             tool,
             arguments,
             ctx,
@@ -315,16 +376,30 @@ class ProcessBackend:
             budget=budget,
             queue_timeout=queue_timeout,
         )
-        return (kind, value, None)
+        return _named(policies, kind, value) if policies else (kind, value, None)
 
     def stats(self) -> dict[str, int]:
         """``workers``, ``idle``, ``busy``, ``starting``, ``pending``, ``started``,
         ``completed``, ``timed_out``, ``killed``, ``died``, ``recycled``, ``strays``,
-        ``start_failures``, ``not_started``, ``max_workers``."""
-        return self.pool.stats()
+        ``start_failures``, ``not_started``, ``max_workers`` (confined children
+        included; ``max_workers`` is each policy's)."""
+        figures = self.pool.stats()
+        with self._fenced_lock:
+            pools = list(self._fenced.values())
+        for pool in pools:
+            for key, value in pool.stats().items():
+                if key != "max_workers":
+                    figures[key] += value
+        return figures
 
     def shutdown(self, wait: bool = True) -> None:
         """End every child; with ``wait``, wait for running attempts and exits."""
+        with self._fenced_lock:
+            self._closed = True
+            pools = list(self._fenced.values())
+            self._fenced.clear()
+        for pool in pools:
+            pool.shutdown(wait)
         self.pool.shutdown(wait)
 
     def __repr__(self) -> str:
@@ -358,3 +433,31 @@ def check_backend(name: str, backend: object) -> None:
             f"backend {name!r} ({type(backend).__name__}) is not a Backend: it has no "
             f"{', '.join(missing)} method (a backend needs run, stats and shutdown)"
         )
+
+
+#: The most sets of policies a ProcessBackend keeps confined children for at once.
+_MAX_FENCED = 4
+
+
+def fences(tool: Tool, sandbox: SandboxPolicy | None) -> tuple[SandboxPolicy, ...]:
+    """The policies a process-isolated call of ``tool`` is confined to: the tool's
+    own ``sandbox`` and the call's (the context's), each that needs a fence; both
+    stack (a process must pass each). Empty: the call runs unconfined."""
+    own = tool.sandbox
+    if own is None:
+        return (sandbox,) if sandbox is not None and sandbox.enforced else ()
+    if sandbox is None or not sandbox.enforced or sandbox == own:
+        return (own,) if own.enforced else ()
+    return (own, sandbox) if own.enforced else (sandbox,)
+
+
+def _named(policies: tuple[SandboxPolicy, ...], kind: str, value: t.Any) -> Outcome:
+    """A confined child killed by the kernel for its CPU time: the limit, named."""
+    if kind == RAISED and type(value) is ChildProcessDied:
+        cpu = min((p.cpu_seconds for p in policies if p.cpu_seconds), default=None)
+        killed = value.exitcode in (-signal.SIGKILL, -signal.SIGXCPU)
+        if cpu is not None and killed:
+            limit = SandboxLimitReached(f"cpu limit {cpu} s reached", limit="cpu_seconds")
+            limit.__cause__ = value
+            return (RAISED, limit, None)
+    return (kind, value, None)

@@ -30,6 +30,8 @@ __all__ = [
     "RateLimited",
     "ResultTooLarge",
     "SamplingUnavailable",
+    "SandboxLimitReached",
+    "SandboxUnavailable",
     "SandboxViolation",
     "ToolCancelled",
     "ToolDenied",
@@ -329,7 +331,47 @@ class ElicitationUnavailable(ToolError):
 
 
 class SandboxViolation(PermissionError):
-    """A path or operation is outside what the :class:`SandboxPolicy` allows."""
+    """A path or operation is outside what the :class:`SandboxPolicy` allows.
+
+    Raised by the policy's checks (``check_write``, ``check_read``), and made of
+    what the kernel refused a fenced tool (a ``PermissionError`` on a path, a
+    refused connect): the message names the rule, "write outside the workspace
+    refused: /etc/x". Never retried.
+    """
+
+
+class SandboxLimitReached(Exception):
+    """A fenced tool reached one of its policy's resource limits: the message names
+    it ("memory limit 256 MB reached"), ``limit`` is the policy field. The child
+    process that reached it is replaced. Never retried."""
+
+    def __init__(self, message: str, *, limit: str | None = None) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+    def __reduce__(self) -> tuple[t.Any, ...]:
+        return (_rebuild_limit, (str(self), self.limit))
+
+
+def _rebuild_limit(message: str, limit: str | None) -> SandboxLimitReached:
+    return SandboxLimitReached(message, limit=limit)
+
+
+class SandboxUnavailable(Exception):
+    """A call's :class:`SandboxPolicy` asks for a fence this host cannot prove
+    (see ``nous_tools.sandbox.probe()``): the call was not run at all, never
+    unconfined. ``missing`` names the mechanisms. Never retried."""
+
+    def __init__(self, message: str, *, missing: t.Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.missing = tuple(missing)
+
+    def __reduce__(self) -> tuple[t.Any, ...]:
+        return (_rebuild_unavailable, (str(self), self.missing))
+
+
+def _rebuild_unavailable(message: str, missing: tuple[str, ...]) -> SandboxUnavailable:
+    return SandboxUnavailable(message, missing=missing)
 
 
 class ToolCancelled(BaseException):

@@ -50,21 +50,30 @@ concurrent attacker on the same machine.
 from __future__ import annotations
 
 import collections.abc as c
+import contextlib
 import errno
 import os
 import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tempfile
 import threading
 import typing as t
 
 import attrs
 
+from nous_tools._util import _confine
 from nous_tools._util._log import log as _safe_log
-from nous_tools.errors import SandboxViolation
+from nous_tools._util._scope import here
+from nous_tools.errors import SandboxLimitReached, SandboxUnavailable, SandboxViolation
 
 if t.TYPE_CHECKING:
     from nous_tools.run_context import RunContext
 
-__all__ = ["SandboxPolicy"]
+__all__ = ["SandboxPolicy", "SandboxProbe", "probe"]
 
 _log = _safe_log
 
@@ -74,7 +83,14 @@ StrPath: t.TypeAlias = "str | os.PathLike[str]"
 _MODES: tuple[str, ...] = ("read_only", "workspace_write", "danger_full_access")
 _ENV_VAR = "NOUS_TOOLS_SANDBOX_MODE"
 _FALLBACK_MODE = "danger_full_access"
-_KEYS = frozenset({"mode", "workspace_root", "session_id", "confine_reads"})
+_LIMITS: tuple[str, ...] = (
+    "memory_mb",
+    "cpu_seconds",
+    "max_processes",
+    "max_file_mb",
+    "max_open_files",
+)
+_KEYS = frozenset({"mode", "workspace_root", "session_id", "confine_reads", "network", *_LIMITS})
 
 #: Set once the "no sandbox mode is configured" warning has been logged.
 _warned_no_mode = False
@@ -94,6 +110,16 @@ def _check_mode(instance: object, attribute: attrs.Attribute[str], value: object
         if guess in _MODES:
             hint = f" (did you mean {guess!r}?)"
     raise ValueError(f"Unknown sandbox mode {value!r}{hint}; valid modes are {_valid_modes()}")
+
+
+def _check_limit(instance: object, attribute: attrs.Attribute[int | None], value: object) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(
+            f"Sandbox option {attribute.name!r} must be an int >= 1 or None (no limit), "
+            f"got {value!r}"
+        )
 
 
 def _fspath(value: object, what: str) -> str:
@@ -172,8 +198,26 @@ class SandboxPolicy:
     session_id: str | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.instance_of(str))
     )
-    #: When True, :meth:`check_read` also confines reads to the workspace root.
+    #: When True, :meth:`check_read` also confines reads to the workspace root; a
+    #: fenced process may read only the root, the Python installation and the
+    #: system libraries.
     confine_reads: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    #: Whether a fenced process keeps the host network. None (the default) is the
+    #: mode's: False in ``read_only`` and ``workspace_write`` (no connection in or
+    #: out, loopback included), True in ``danger_full_access``. See :attr:`allows_network`.
+    network: bool | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(bool))
+    )
+    #: The most memory a fenced process may allocate, in MB (None: no limit).
+    memory_mb: int | None = attrs.field(default=None, validator=_check_limit)
+    #: The CPU time one call may use, in seconds (None: no limit).
+    cpu_seconds: int | None = attrs.field(default=None, validator=_check_limit)
+    #: The most processes a fenced call may run at once, itself included (None: no limit).
+    max_processes: int | None = attrs.field(default=None, validator=_check_limit)
+    #: The largest file a fenced process may write, in MB (None: no limit).
+    max_file_mb: int | None = attrs.field(default=None, validator=_check_limit)
+    #: The most files a fenced process may hold open at once (None: no limit).
+    max_open_files: int | None = attrs.field(default=None, validator=_check_limit)
 
     # -- construction ---------------------------------------------------------------
 
@@ -258,7 +302,7 @@ class SandboxPolicy:
         * session id: the argument, ``ctx.sandbox.session_id``,
           ``ctx.deps["session_id"]``, None.
 
-        ``confine_reads`` comes from ``ctx.sandbox``. ``ctx`` may be None. With no
+        ``confine_reads``, ``network`` and the limits come from ``ctx.sandbox``. ``ctx`` may be None. With no
         arguments and a policy in ``ctx.sandbox``, that policy is returned as is.
         Note that a policy's root is always set, so once ``ctx.sandbox`` is a policy,
         ``deps["workspace_root"]`` is never consulted.
@@ -277,12 +321,11 @@ class SandboxPolicy:
             workspace_root = base.workspace_root if base is not None else deps.get("workspace_root")
         if session_id is None:
             session_id = base.session_id if base is not None else deps.get("session_id")
-        return cls(
-            mode=mode,
-            workspace_root=workspace_root,
-            session_id=session_id,
-            confine_reads=base.confine_reads if base is not None else False,
-        )
+        if base is not None:  # the rest (confine_reads, network, limits) as the context's
+            return attrs.evolve(
+                base, mode=mode, workspace_root=workspace_root, session_id=session_id
+            )
+        return cls(mode=mode, workspace_root=workspace_root, session_id=session_id)
 
     # -- checks -----------------------------------------------------------------------
 
@@ -373,6 +416,170 @@ class SandboxPolicy:
             return False
         return True
 
+    # -- enforcement ---------------------------------------------------------------
+
+    @property
+    def allows_network(self) -> bool:
+        """Whether a fenced process keeps the host network: :attr:`network`, or the
+        mode's default when it is None (True only in ``danger_full_access``)."""
+        if self.network is None:
+            return self.mode == "danger_full_access"
+        return self.network
+
+    @property
+    def enforced(self) -> bool:
+        """Whether a process under this policy needs the kernel's fence: any mode
+        but ``danger_full_access``, or reads, network or a limit confined in it.
+        A ``danger_full_access`` policy that sets none of those runs unconfined."""
+        return (
+            self.mode != "danger_full_access"
+            or self.confine_reads
+            or not self.allows_network
+            or any(getattr(self, name) is not None for name in _LIMITS)
+        )
+
+    def _fence(self, temp_dir: str | None = None) -> _confine.Fence:
+        """This policy as the kernel holds it; ``temp_dir`` is the private temp
+        directory a ``workspace_write`` process may also write."""
+        root = str(self.workspace_root)
+        writable: tuple[str, ...] | None
+        if self.mode == "read_only":
+            writable = ()
+        elif self.mode == "workspace_write":
+            writable = (root,) if temp_dir is None else (root, temp_dir)
+        else:
+            writable = None
+        readable = None
+        if self.confine_reads:
+            readable = (root, *((temp_dir,) if temp_dir else ()), *_system_paths())
+        return _confine.Fence(
+            writable=writable,
+            readable=readable,
+            network=self.allows_network,
+            memory_mb=self.memory_mb,
+            cpu_seconds=self.cpu_seconds,
+            max_processes=self.max_processes,
+            max_file_mb=self.max_file_mb,
+            max_open_files=self.max_open_files,
+        )
+
+    def missing(self) -> tuple[str, ...]:
+        """The mechanisms this policy needs that :func:`probe` could not prove on
+        this host (empty: it can be enforced here)."""
+        if not self.enforced:
+            return ()
+        needs = []
+        if self.mode != "danger_full_access" or self.confine_reads:
+            needs.append("landlock")
+        if not self.allows_network:
+            needs.append("netns")
+        if any(getattr(self, n) is not None for n in _LIMITS if n != "max_processes"):
+            needs.append("rlimits")
+        if self.max_processes is not None:
+            needs.append("pids")
+        found = _confine.probe()
+        return tuple(name for name in needs if found.get(name) is not None)
+
+    def run(
+        self,
+        args: t.Any,
+        *,
+        input: t.Any = None,
+        capture_output: bool = False,
+        timeout: float | None = None,
+        check: bool = False,
+        **kwargs: t.Any,
+    ) -> subprocess.CompletedProcess[t.Any]:
+        """:func:`subprocess.run` behind this policy's fence, with its limits.
+
+        The program (and what it starts) is confined by the kernel before it runs:
+        writes, reads and the network as the policy says, the resource limits
+        set, and killed when the process that started it dies. It is killed, with
+        its process group, at ``timeout`` or at the deadline of the tool call it
+        runs in, whichever comes first (then :class:`subprocess.TimeoutExpired`).
+        A fence this host cannot prove raises :class:`SandboxUnavailable`, and the
+        program never starts. The other arguments are :func:`subprocess.run`'s; a
+        ``workspace_write`` program starts in the workspace unless ``cwd`` says
+        otherwise, with ``TMPDIR`` a private temp directory removed after it.
+        """
+        if input is not None:
+            kwargs["stdin"] = subprocess.PIPE
+        if capture_output:
+            kwargs["stdout"] = kwargs["stderr"] = subprocess.PIPE
+        process, cleanup = self._start(args, kwargs)
+        try:
+            with process:
+                try:
+                    out, err = process.communicate(input, timeout=_until_deadline(timeout))
+                except subprocess.TimeoutExpired as exc:
+                    _kill_group(process)
+                    exc.output, exc.stderr = process.communicate()
+                    raise
+                except BaseException:
+                    _kill_group(process)
+                    raise
+                code = process.wait()
+        finally:
+            cleanup()
+        if check and code:
+            raise subprocess.CalledProcessError(code, process.args, out, err)
+        return subprocess.CompletedProcess(process.args, code, out, err)
+
+    def popen(self, args: t.Any, **kwargs: t.Any) -> subprocess.Popen[t.Any]:
+        """:class:`subprocess.Popen` behind this policy's fence (see :meth:`run`).
+
+        The program leads a new session (its process group is what :meth:`run`
+        kills at a deadline) and dies when the *thread* that started it ends (the
+        kernel's parent-death signal): start it from the thread that waits for it.
+        The fence's leftovers (its temp directory) go when the program ends.
+        """
+        process, cleanup = self._start(args, kwargs)
+        threading.Thread(
+            target=_after_exit, args=(process, cleanup), daemon=True, name="nous-tools-sandbox"
+        ).start()
+        return process
+
+    def _start(
+        self, args: t.Any, kwargs: dict[str, t.Any]
+    ) -> tuple[subprocess.Popen[t.Any], c.Callable[[], None]]:
+        for taken in ("preexec_fn", "start_new_session", "process_group"):
+            if taken in kwargs:
+                raise TypeError(f"SandboxPolicy sets {taken} itself; do not pass it")
+        missing = self.missing()
+        if missing:
+            raise SandboxUnavailable(_unavailable(self, missing), missing=missing)
+        if not self.enforced:
+            process = subprocess.Popen(
+                args, preexec_fn=_die_with(os.getpid()), start_new_session=True, **kwargs
+            )
+            return process, _nothing
+        temp_dir = None
+        if self.mode == "workspace_write":
+            temp_dir = tempfile.mkdtemp(prefix="nous-tools-sandbox-")
+            env = dict(os.environ if kwargs.get("env") is None else kwargs["env"])
+            env["TMPDIR"] = temp_dir
+            kwargs["env"] = env
+            if kwargs.get("cwd") is None:
+                kwargs["cwd"] = self.workspace_root
+
+        def cleanup() -> None:
+            prepared.close()
+            if temp_dir is not None:
+                shutil.rmtree(temp_dir, ignore_errors=True)
+
+        prepared = _confine.for_subprocess([self._fence(temp_dir)])
+        try:
+            process = subprocess.Popen(
+                args, preexec_fn=prepared.preexec, start_new_session=True, **kwargs
+            )
+        except BaseException:
+            cleanup()
+            raise
+        for ruleset in prepared.rulesets:  # the child has its own copy now
+            ruleset.close()
+        prepared.rulesets = []
+        return process, cleanup
+
     def _contains(self, resolved: pathlib.Path) -> bool:
         # Component-wise, on canonical paths: "/work/rootX" is not under "/work/root".
         return resolved.is_relative_to(self.workspace_root)
@@ -383,6 +590,9 @@ class SandboxPolicy:
             parts.append(f"session_id={self.session_id!r}")
         if self.confine_reads:
             parts.append("confine_reads=True")
+        if self.network is not None:
+            parts.append(f"network={self.network!r}")
+        parts.extend(f"{n}={getattr(self, n)!r}" for n in _LIMITS if getattr(self, n) is not None)
         return f"{type(self).__name__}({', '.join(parts)})"
 
 
@@ -410,3 +620,248 @@ def _describe(path: StrPath, resolved: pathlib.Path) -> str:
     if given == str(resolved):
         return repr(given)
     return f"{given!r} (resolves to '{resolved}')"
+
+
+# -- enforcement's helpers -----------------------------------------------------------------
+
+
+def _nothing() -> None:
+    pass
+
+
+def _die_with(parent: int) -> c.Callable[[], None]:
+    def preexec() -> None:
+        _confine.set_parent_death_signal(parent)
+
+    return preexec
+
+
+def _after_exit(process: subprocess.Popen[t.Any], cleanup: c.Callable[[], None]) -> None:
+    try:
+        process.wait()
+    finally:
+        cleanup()
+
+
+def _until_deadline(timeout: float | None) -> float | None:
+    """``timeout``, or less: what is left of the deadline of the call this thread runs."""
+    scope = here.scope
+    deadline = scope.deadline if scope is not None else None
+    if deadline is None:
+        return timeout
+    from nous_tools._util._clock import monotonic
+
+    left = max(0.0, deadline - monotonic())
+    return left if timeout is None else min(timeout, left)
+
+
+def _kill_group(process: subprocess.Popen[t.Any]) -> None:
+    """Kill the program's process group (it leads it), or the program alone."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except OSError:
+        with contextlib.suppress(OSError):
+            process.kill()
+
+
+_paths_cache: dict[tuple[t.Any, ...], tuple[str, ...]] = {}
+
+
+def _system_paths() -> tuple[str, ...]:
+    """What a process that reads only its workspace still needs: the Python
+    installation (its prefixes, ``sys.path`` and the packages imported from
+    elsewhere, as an editable install is) and the system libraries."""
+    key = (tuple(sys.path), len(sys.modules))
+    found = _paths_cache.get(key)
+    if found is None:
+        found = _paths_cache[key] = _find_system_paths()
+    return found
+
+
+def _find_system_paths() -> tuple[str, ...]:
+    found: list[str] = []
+    imported = []
+    for name, module in list(sys.modules.items()):
+        where = getattr(module, "__file__", None)
+        if "." in name or not isinstance(where, str):
+            continue
+        is_package = os.path.basename(where).startswith("__init__.")
+        imported.append(os.path.dirname(where) if is_package else where)
+    candidates = [
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        sys.base_exec_prefix,
+        *sysconfig.get_paths().values(),
+        *sys.path,
+        os.path.dirname(sys.executable),
+        *imported,
+        *_SYSTEM,
+    ]
+    for path in candidates:
+        if not path:
+            continue
+        real = os.path.realpath(path)
+        if os.path.dirname(real) == real or real in found or not os.path.exists(real):
+            continue
+        found.append(real)
+    return tuple(found)
+
+
+_SYSTEM = (
+    "/usr",
+    "/lib",
+    "/lib64",
+    "/lib32",
+    "/bin",
+    "/sbin",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+)
+
+
+def _unavailable(policy: SandboxPolicy, missing: c.Sequence[str]) -> str:
+    found = _confine.probe()
+    reasons = "; ".join(f"{name}: {found.get(name)}" for name in missing)
+    return (
+        f"Sandbox ({policy.mode}) cannot be enforced on this host, so nothing was run: "
+        f"missing {', '.join(missing)} ({reasons}); see `nous-tools sandbox probe`"
+    )
+
+
+def _explain(policies: c.Sequence[SandboxPolicy], exc: BaseException) -> BaseException | None:
+    """What a fence made of ``exc`` (raised by code behind ``policies``): a
+    :class:`SandboxViolation` naming the rule, a :class:`SandboxLimitReached`
+    naming the limit, or None when the fence had no part in it."""
+    for policy in policies:
+        found = _explain_one(policy, exc)
+        if found is not None:
+            return found
+    return None
+
+
+def _explain_one(policy: SandboxPolicy, exc: BaseException) -> BaseException | None:
+    if isinstance(exc, MemoryError) and policy.memory_mb is not None:
+        return SandboxLimitReached(f"memory limit {policy.memory_mb} MB reached", limit="memory_mb")
+    if not isinstance(exc, OSError):
+        return None
+    code = exc.errno
+    if code == errno.EFBIG and policy.max_file_mb is not None:
+        return SandboxLimitReached(
+            f"file size limit {policy.max_file_mb} MB reached", limit="max_file_mb"
+        )
+    if code == errno.EMFILE and policy.max_open_files is not None:
+        return SandboxLimitReached(
+            f"open files limit {policy.max_open_files} reached", limit="max_open_files"
+        )
+    if code == errno.EAGAIN and policy.max_processes is not None and exc.filename is None:
+        return SandboxLimitReached(
+            f"process limit {policy.max_processes} reached", limit="max_processes"
+        )
+    if code in (errno.EACCES, errno.EPERM) and exc.filename is not None:
+        for name in (exc.filename, exc.filename2):
+            if isinstance(name, str | os.PathLike):
+                found = _path_rule(policy, os.fspath(name))
+                if found is not None:
+                    return SandboxViolation(found)
+        return None
+    if not policy.allows_network and (
+        (code in (errno.EACCES, errno.EPERM, errno.ENETUNREACH) and exc.filename is None)
+        or isinstance(exc, _gaierror())
+    ):
+        return SandboxViolation(
+            f"network access refused: this sandbox ({policy.mode}) allows no connections, "
+            "loopback included (network=False)"
+        )
+    return None
+
+
+def _gaierror() -> type[BaseException]:
+    import socket
+
+    return socket.gaierror
+
+
+def _path_rule(policy: SandboxPolicy, name: str) -> str | None:
+    """The rule that refuses ``name``, in words, or None if the policy allows it."""
+    if isinstance(name, bytes):
+        return None
+    write = policy.allows_write(name) or policy.mode == "danger_full_access"
+    read = (
+        not policy.confine_reads
+        or policy.allows_read(name)
+        or any(
+            os.path.realpath(name).startswith(p.rstrip("/") + "/") or os.path.realpath(name) == p
+            for p in _system_paths()
+        )
+    )
+    where = policy.resolve_path(name) if not os.path.isabs(name) else name
+    if not write and not read:
+        return f"read or write outside the workspace refused: {where}"
+    if not read:
+        return f"read outside the workspace refused: {where}"
+    if not write:
+        if policy.mode == "read_only":
+            return f"write refused (read_only allows no writes): {where}"
+        return f"write outside the workspace refused: {where}"
+    return None
+
+
+# -- the probe ---------------------------------------------------------------------------------
+
+
+@attrs.frozen(slots=True)
+class SandboxProbe:
+    """What :func:`probe` found: each mechanism, and the grade.
+
+    ``grade`` is ``"full"`` (every mechanism proven), ``"none"`` (no file fence,
+    no network fence and no limits) or ``"partial"``; ``mechanisms`` maps each
+    mechanism's name to None (proven) or why it is missing; ``missing`` lists the
+    missing ones.
+    """
+
+    grade: str
+    mechanisms: c.Mapping[str, str | None]
+
+    @property
+    def missing(self) -> tuple[str, ...]:
+        return tuple(name for name, why in self.mechanisms.items() if why is not None)
+
+    def to_dict(self) -> dict[str, t.Any]:
+        """The probe as JSON-ready data (``nous-tools sandbox probe --json``)."""
+        return {
+            "grade": self.grade,
+            "mechanisms": dict(self.mechanisms),
+            "missing": list(self.missing),
+        }
+
+    def __str__(self) -> str:
+        lines = [f"sandbox: {self.grade}"]
+        for name, why in self.mechanisms.items():
+            lines.append(f"  {name:<13} {'ok' if why is None else 'missing: ' + why}")
+        return "\n".join(lines)
+
+
+def probe(*, refresh: bool = False) -> SandboxProbe:
+    """Prove, by trying each, which kernel mechanisms this host has for the sandbox.
+
+    Each is tried in a throw-away process: a write outside a fence refused
+    (``landlock``), a TCP connect refused (``landlock-net``), a loopback connect
+    from a new network namespace refused (``netns``), an open-files limit hit
+    (``rlimits``), a fork past a process limit refused (``pids``), the
+    parent-death signal set (``pdeathsig``). The answer is kept for the process;
+    ``refresh=True`` tries again. Mechanisms named in the environment variable
+    ``NOUS_TOOLS_SANDBOX_DISABLE`` (comma-separated) are reported missing: the
+    test hook for a host without them.
+    """
+    found = _confine.probe(refresh)
+    missing = [name for name, why in found.items() if why is not None]
+    if not missing:
+        grade = "full"
+    elif all(found[n] is not None for n in ("landlock", "netns", "rlimits")):
+        grade = "none"
+    else:
+        grade = "partial"
+    return SandboxProbe(grade, found)

@@ -45,6 +45,7 @@ if t.TYPE_CHECKING:
     from typing_extensions import ParamSpec, TypeVar, Unpack
 
     from nous_tools._types import Converter, SchemaCode, Validator
+    from nous_tools.sandbox import SandboxPolicy
 
 __all__ = [
     "APPROVAL_LEVELS",
@@ -143,6 +144,24 @@ class ToolOptions(t.TypedDict, total=False):
     retry_on: tuple[type[BaseException], ...] | type[BaseException] | t.Callable[..., t.Any] | None
     trusted_schema: bool
     queue_timeout: float | None
+    sandbox: SandboxPolicy | str | c.Mapping[str, t.Any] | None
+
+
+def _to_sandbox(value: object) -> SandboxPolicy | None:
+    if value is None:
+        return None
+    from nous_tools.sandbox import SandboxPolicy
+
+    return SandboxPolicy.new(value)  # type: ignore[arg-type]
+
+
+def _check_sandbox(instance: t.Any, attribute: object, value: object) -> None:
+    if value is not None and instance.isolation != "process":
+        raise ValueError(
+            "Tool option 'sandbox' needs isolation='process': the kernel fences a child "
+            "process, not a thread (a thread-isolated tool confines the programs it "
+            "starts with ctx.sandbox.run(...))"
+        )
 
 
 def _check_name(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
@@ -452,6 +471,12 @@ class Tool(t.Generic[P, R]):
     # How long a process-run attempt may wait for a free child process (its timeout
     # counts from when a child takes it); None: the executor's, else the timeout.
     queue_timeout: float | None = attrs.field(default=None, converter=_convert_queue_timeout)
+    #: The fence the kernel holds the child process to (``isolation="process"``
+    #: only): a :class:`~nous_tools.sandbox.SandboxPolicy`, a mode or a mapping.
+    #: Stacks with the context's ``sandbox``: the child must pass both.
+    sandbox: SandboxPolicy | None = attrs.field(
+        default=None, converter=_to_sandbox, validator=_check_sandbox
+    )
     #: Extra attempts after the first: the ``retries`` given, else 1 — or 0 for a tool
     #: that is ``approval="ask"`` or ``destructive=True``.
     retries: int = attrs.field(init=False, default=1)

@@ -52,6 +52,11 @@ UNPICKLABLE = "unpicklable"
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
 
 
+#: In a child behind a sandbox's fence: what the fence made of an exception a
+#: tool raised (an error naming the rule or limit it hit), or None.
+explain: c.Callable[[BaseException], BaseException | None] | None = None
+
+
 class Unpicklable(Exception):
     """Part of a request that cannot be pickled; the message names it."""
 
@@ -413,6 +418,11 @@ def reply(
         kind = RETURNED
     except BaseException as exc:  # the tool's, handed to the parent
         value, kind = exc, RAISED
+        if explain is not None:  # behind a sandbox's fence: name the rule it hit
+            named = explain(exc)
+            if named is not None:
+                named.__cause__ = exc
+                value = named
     if kind == RETURNED:
         description = _type_name(value)
         remote_traceback = ""

@@ -15,26 +15,37 @@ import contextlib
 import os
 import typing as t
 
-from nous_tools._engine import _isolation, _pipe
+from nous_tools._engine import _fence, _isolation, _pipe
 from nous_tools._util._clock import monotonic
 
 if t.TYPE_CHECKING:
     from multiprocessing.connection import Connection
+
+    from nous_tools._engine._fence import Confinement
 
 __all__: list[str] = []
 
 _GROUPS = hasattr(os, "setsid") and hasattr(os, "killpg")
 
 
-def _child_main(conn: Connection) -> None:
-    """A child's life: lead a new process group, say so, then serve calls until
-    the parent closes the pipe."""
+def _child_main(conn: Connection, confinement: Confinement | None = None) -> None:
+    """A child's life: lead a new process group, ask to die with its parent, go
+    behind the sandbox's fence (``confinement``), say so, then serve calls until
+    the parent closes the pipe. A fence that cannot be entered is said instead
+    of ready (``!`` and why), and the child ends without serving."""
     if _GROUPS:
         with contextlib.suppress(OSError):
             os.setsid()
+    events = _isolation.events = _isolation.Events(conn)  # every frame it writes, whole
+    try:
+        _fence.die_with_parent()
+        fenced = _fence.enter(confinement) if confinement is not None else None
+    except Exception as exc:  # never serve a call unfenced: say why, and end
+        events.ready(b"!" + _isolation._describe(exc).encode(errors="replace"))
+        return
+    watchdog = _fence.Watchdog()
     with contextlib.suppress(Exception):
         _isolation.warm_up()
-    events = _isolation.events = _isolation.Events(conn)  # every frame it writes, whole
     events.ready(str(os.getpgrp()).encode() if _GROUPS else b"0")
     run = _isolation.run_request
     unframe = _pipe.unframe
@@ -68,7 +79,11 @@ def _child_main(conn: Connection) -> None:
             continue
         while True:  # this call, then each queued call taken while answering the one before
             events.begin(seq)
+            watchdog.arm(deadline)
+            if fenced is not None:
+                fenced.begin()
             result = run(request, deadline)
+            watchdog.arm(None)
             if os.getpid() != me:
                 # A copy the tool forked returned here: its original answers the
                 # call. Leave at once, without a word, before it reads the pipe

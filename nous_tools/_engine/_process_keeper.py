@@ -27,6 +27,7 @@ from nous_tools._util._log import log as _log
 from nous_tools.errors import ChildProcessDied
 
 if t.TYPE_CHECKING:
+    from nous_tools._engine._fence import Confinement
     from nous_tools.tool import Tool
 
 __all__: list[str] = []
@@ -71,6 +72,7 @@ class _Keeper:
     _exiting: bool
     _numbers: itertools.count[int]
     _mp: t.Any
+    _confinement: Confinement | None
 
     # -- lending children to calls, taking them back --------------------------------
 
@@ -135,20 +137,24 @@ class _Keeper:
             return child
         return None
 
-    def _release(self, child: _Child, stray: bool = False, *, counted: bool = True) -> None:
-        """An attempt ended with a reply: the child goes idle, or is recycled, or
-        (``stray``: it wrote out of turn) replaced. ``counted=False``: the child
-        was taken and given back unused."""
+    def _release(
+        self, child: _Child, stray: bool = False, *, counted: bool = True, retire: bool = False
+    ) -> None:
+        """An attempt ended with a reply: the child goes idle, or is recycled
+        (``retire``: it must not serve again), or (``stray``: it wrote out of turn)
+        replaced. ``counted=False``: the child was taken and given back unused."""
         with self._lock:
-            self._put_back(child, stray, counted)
+            self._put_back(child, stray, counted, retire)
 
-    def _put_back(self, child: _Child, stray: bool, counted: bool) -> None:  # with the lock
+    def _put_back(
+        self, child: _Child, stray: bool, counted: bool, retire: bool = False
+    ) -> None:  # with the lock
         self._busy.discard(child)
         if counted:
             self._counts["completed"] += 1
             child.tasks += 1
         limit = self.max_tasks_per_child
-        if stray or self._shutdown or (limit is not None and child.tasks >= limit):
+        if retire or stray or self._shutdown or (limit is not None and child.tasks >= limit):
             if stray:
                 self._counts["strays"] += 1
             elif not self._shutdown:
@@ -260,6 +266,8 @@ class _Keeper:
                     self._work.wait(settle_until - now)
                 self._settling = False
                 if self._done():
+                    if self._confinement is not None:
+                        self._confinement.remove()
                     return
                 ending, self._ending = self._ending, []
                 start = self._needs_child()
@@ -307,7 +315,7 @@ class _Keeper:
         parent_end, child_end = mp.Pipe(duplex=True)
         process = mp.Process(
             target=_child_main,
-            args=(child_end,),
+            args=(child_end,) if self._confinement is None else (child_end, self._confinement),
             name=f"{self._name}-{next(self._numbers)}",
             daemon=False,  # a tool may start processes of its own; the exit hook kills us
         )
@@ -349,6 +357,15 @@ class _Keeper:
                 'uses isolation="process" must guard its top-level code with '
                 '`if __name__ == "__main__":`; see the child\'s traceback above)'
             )
+        if ready is not None and ready[1] == _pipe.READY and bytes(ready[2][:1]) == b"!":
+            child.wait_exit(_EXIT_GRACE)
+            child.kill()
+            process.join(_EXIT_GRACE)
+            with self._lock:
+                self._children.discard(child)
+            parent_end.close()
+            why = bytes(ready[2][1:]).decode(errors="replace")
+            raise _StartFailed(f"the child process could not enter its sandbox: {why}")
         child.group = (
             _GROUPS
             and ready is not None
@@ -371,6 +388,8 @@ class _Keeper:
             _log.warning("nous_tools: child process %s did not exit after SIGKILL", child.pid)
         else:
             child.process.close()
+        if self._confinement is not None and child.pid is not None:
+            self._confinement.release(child.pid)
         with self._lock:
             self._children.discard(child)
 

@@ -110,8 +110,10 @@ from nous_tools._engine._process_batch import _Batches
 from nous_tools._engine._process_handle import _ENDED, _LATE, _Child, _Gate, _wait_reply
 from nous_tools._engine._process_session import _Call
 from nous_tools._util._clock import monotonic
+from nous_tools.errors import SandboxLimitReached
 
 if t.TYPE_CHECKING:
+    from nous_tools._engine._fence import Confinement
     from nous_tools.run_context import RunContext
     from nous_tools.tool import Tool
 
@@ -169,6 +171,7 @@ class ProcessPool(_Batches):
         *,
         max_tasks_per_child: int | None = None,
         name: str = "nous-tools-process",
+        confinement: Confinement | None = None,
     ) -> None:
         check_option("ProcessPool", "max_workers", max_workers)
         check_option("ProcessPool", "max_tasks_per_child", max_tasks_per_child)
@@ -215,6 +218,7 @@ class ProcessPool(_Batches):
         self._numbers = itertools.count(1)
         self._calls = itertools.count(1)  # each call's sequence number, on the pipe
         self._mp: t.Any = None
+        self._confinement = confinement  # the sandbox's fence every child enters
 
     # -- running ---------------------------------------------------------------
 
@@ -304,8 +308,11 @@ class ProcessPool(_Batches):
         if answer is _ENDED:
             return RAISED, self._died(child, tool)
         reply, stray = t.cast("tuple[memoryview, bool]", answer)
-        self._release(child, stray)
-        return _isolation.decode_reply(reply)
+        outcome = _isolation.decode_reply(reply)
+        # A child that reached a limit of its sandbox is replaced, not reused.
+        spent = outcome[0] == RAISED and type(outcome[1]) is SandboxLimitReached
+        self._release(child, stray, retire=spent)
+        return outcome
 
     # -- state -----------------------------------------------------------------
 

@@ -526,7 +526,7 @@ class ToolExecutor(Batches):
         and each other backend's figures under its name (``ray_timed_out``, ...).
         A backend whose ``stats()`` raises is logged and left out."""
         figures = self._pool.stats()
-        for key, value in self._processes.stats().items():
+        for key, value in self._process_backend.stats().items():
             figures[f"process_{key}"] = value
         for name, backend in self._backends.items():
             if name == "thread" or name == "process":
@@ -545,7 +545,7 @@ class ToolExecutor(Batches):
         as before and returns ``Err(ExecutorShutdown)`` for timed ones. A backend
         whose ``shutdown`` raises is logged; the others are still shut down."""
         self._pool.shutdown(wait)
-        self._processes.shutdown(wait)
+        self._process_backend.shutdown(wait)
         for name, backend in self._backends.items():
             if name == "thread" or name == "process":
                 continue

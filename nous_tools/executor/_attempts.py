@@ -30,6 +30,9 @@ from nous_tools.errors import (
     ExecutorSaturated,
     ExecutorShutdown,
     SamplingUnavailable,
+    SandboxLimitReached,
+    SandboxUnavailable,
+    SandboxViolation,
     ToolError,
     ToolTimeout,
 )
@@ -73,10 +76,20 @@ class _Failure:
         self.will_retry = will_retry
 
 
+#: What a retry cannot mend: nowhere to ask, and what a sandbox refused or lacks.
+_NEVER_RETRIED = (
+    SamplingUnavailable,
+    ElicitationUnavailable,
+    SandboxViolation,
+    SandboxLimitReached,
+    SandboxUnavailable,
+)
+
+
 def _should_retry(tool: Tool, exc: BaseException, attempt: int) -> bool:
     """Whether the tool's ``retry_on`` lets ``exc`` (from ``attempt``) be retried.
     ``ctx.sample``/``ctx.elicit`` with nowhere to go is never retried."""
-    if isinstance(exc, (SamplingUnavailable, ElicitationUnavailable)):
+    if isinstance(exc, _NEVER_RETRIED):
         return False
     retry_on = tool.retry_on
     if retry_on is None:
@@ -461,7 +474,13 @@ class Attempts:
         if type(backend) is ProcessBackend:  # its timeout counts from when a child takes it
             cap = scope.deadline if scope is not None and scope.deadline is not None else _NO_CAP
             return backend._attempt(
-                tool, arguments, actx, cap, own - monotonic(), self._queue_for(tool, timeout)
+                tool,
+                arguments,
+                actx,
+                cap,
+                own - monotonic(),
+                self._queue_for(tool, timeout),
+                ctx.sandbox,
             )
         try:
             outcome = backend.run(tool, arguments, actx, deadline)

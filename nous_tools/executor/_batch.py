@@ -416,6 +416,10 @@ class Batches(Lanes):
             backend = self._backends.get(name)  # type: ignore[assignment]
         if type(backend) is not ProcessBackend:
             return False
+        if tool.sandbox is not None or (
+            isinstance(ctx, RunContext) and ctx.sandbox is not None and ctx.sandbox.enforced
+        ):
+            return False  # confined children: its own pool, through the lane's _timed
         if tool.takes_ctx and (
             _progress.receivers
             or _log_signal.receivers
