@@ -288,6 +288,7 @@ class ProcessBackend:
         # used last; at most _MAX_FENCED of them (the oldest is ended).
         self._fenced: dict[tuple[SandboxPolicy, ...], ProcessPool] = {}
         self._fenced_lock = threading.Lock()
+        self._proven: dict[tuple[SandboxPolicy, ...], str] = {}  # ... under this test hook
         self._closed = False
 
     def run(
@@ -310,17 +311,22 @@ class ProcessBackend:
     def _pool_for(self, policies: tuple[SandboxPolicy, ...]) -> ProcessPool | Outcome:
         """The pool whose children are confined to ``policies``, or the outcome of a
         call that cannot be: :class:`SandboxUnavailable` (never run unconfined)."""
-        missing = tuple(dict.fromkeys(m for p in policies for m in p.missing()))
-        if missing:
-            from nous_tools.sandbox import _unavailable
-
-            error = SandboxUnavailable(_unavailable(policies[0], missing), missing=missing)
-            return (RAISED, error, None)
+        disabled = os.environ.get("NOUS_TOOLS_SANDBOX_DISABLE", "")  # the probe's test hook
         with self._fenced_lock:
             pool = self._fenced.pop(policies, None)
             if pool is not None:
                 self._fenced[policies] = pool  # the most recently used, last
-                return pool
+                if self._proven.get(policies) == disabled:  # proven, with the same hook
+                    return pool
+        missing = tuple(dict.fromkeys(m for p in policies for m in p.missing()))
+        if missing:
+            from nous_tools.sandbox._refusals import unavailable
+
+            error = SandboxUnavailable(unavailable(policies[0], missing), missing=missing)
+            return (RAISED, error, None)
+        if pool is not None:
+            self._proven[policies] = disabled
+            return pool
         from nous_tools._engine._fence import confinement
 
         limit = self._max_tasks
@@ -341,8 +347,11 @@ class ProcessBackend:
                 if found is not pool:
                     ended.append(pool)
                     pool = found
+                self._proven[policies] = disabled
                 while len(self._fenced) > _MAX_FENCED:
-                    ended.append(self._fenced.pop(next(iter(self._fenced))))
+                    oldest = next(iter(self._fenced))
+                    ended.append(self._fenced.pop(oldest))
+                    self._proven.pop(oldest, None)
         for old in ended:
             old.shutdown(wait=False)
         return pool

@@ -20,7 +20,6 @@ confined child only ever serves calls under the policies it was confined to.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import shutil
 import signal
@@ -30,6 +29,7 @@ import typing as t
 import attrs
 
 from nous_tools._util._clock import monotonic
+from nous_tools._util._scope import Scope, here
 
 if t.TYPE_CHECKING:
     from nous_tools._util._confine import Fence
@@ -39,12 +39,28 @@ __all__ = ["GRACE", "Confinement", "Watchdog", "confinement", "die_with_parent",
 
 #: Seconds past a call's deadline after which the child kills its own group.
 GRACE = 0.5
+_setitimer: t.Callable[[int, float], object] | None = getattr(signal, "setitimer", None)
+_REAL: int = getattr(signal, "ITIMER_REAL", 0)
 
 
 def die_with_parent() -> None:
-    """Have the kernel kill this process when its parent ends (Linux)."""
+    """Have the kernel kill this process when its parent ends (Linux).
+
+    A forkserver child's parent is the forkserver, which ends when the process
+    that started it does, once nothing else holds the pipe it watches for that:
+    each child inherits that pipe's write end, so it is closed here first (a
+    forkserver the tool itself wants is started anew)."""
     import sys
 
+    forkserver = sys.modules.get("multiprocessing.forkserver")
+    server = getattr(forkserver, "_forkserver", None)
+    alive = getattr(server, "_forkserver_alive_fd", None)
+    if isinstance(alive, int):
+        with contextlib.suppress(OSError):
+            os.close(alive)
+        for name in ("_forkserver_alive_fd", "_forkserver_address", "_forkserver_pid"):
+            with contextlib.suppress(AttributeError):
+                setattr(server, name, None)
     if not sys.platform.startswith("linux"):
         return
     from nous_tools._util import _confine
@@ -73,21 +89,21 @@ class Watchdog:
         self._on = False
         try:
             signal.signal(signal.SIGALRM, _on_alarm)
-            self._on = hasattr(signal, "setitimer")
+            self._on = _setitimer is not None
         except (ValueError, OSError, AttributeError):  # not the main thread, no SIGALRM
             pass
 
     def arm(self, deadline: float | None) -> None:
         """Watch a call ending at ``deadline`` (monotonic; None or NaN: none)."""
-        if deadline is not None and math.isnan(deadline):
-            deadline = None
-        from nous_tools._util._scope import Scope, here
-
+        if deadline is None or deadline != deadline:  # None or NaN: no deadline
+            here.scope = None
+            if _setitimer is not None and self._on:
+                _setitimer(_REAL, 0.0)
+            return
         # What the call's tool starts through its sandbox ends with it too.
-        here.scope = None if deadline is None else Scope(deadline)
-        if self._on:
-            left = 0.0 if deadline is None else max(0.001, deadline + GRACE - monotonic())
-            signal.setitimer(signal.ITIMER_REAL, left)
+        here.scope = Scope(deadline)
+        if _setitimer is not None and self._on:
+            _setitimer(_REAL, max(0.001, deadline + GRACE - monotonic()))
 
 
 def _on_alarm(signum: int, frame: object) -> None:
@@ -150,10 +166,10 @@ class Fenced:
 def enter(confinement: Confinement) -> Fenced:
     """Put this child behind ``confinement``'s fence, for good; the kernel's
     refusals of what its tools do become errors that name the rule."""
-    from nous_tools import sandbox
     from nous_tools._engine import _isolation
     from nous_tools._util import _confine
     from nous_tools.errors import SandboxLimitReached
+    from nous_tools.sandbox._refusals import explain
 
     if confinement.temp_dir is not None:
         os.environ["TMPDIR"] = confinement.temp_dir
@@ -170,5 +186,5 @@ def enter(confinement: Confinement) -> Fenced:
         signal.signal(signal.SIGXCPU, over_cpu)
     _confine.enter(confinement.fences)
     policies = confinement.policies
-    _isolation.explain = lambda exc: sandbox._explain(policies, exc)
+    _isolation.explain = lambda exc: explain(policies, exc)
     return fenced

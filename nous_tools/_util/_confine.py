@@ -42,6 +42,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import threading
 import typing as t
@@ -160,6 +161,64 @@ def _set_limits(fence: Fence, cpu_from: float = 0.0) -> None:
         lower(resource.RLIMIT_NOFILE, fence.max_open_files)
     if fence.max_processes is not None and os.geteuid() != 0:
         lower(resource.RLIMIT_NPROC, fence.max_processes)
+
+
+_paths_cache: dict[tuple[t.Any, ...], tuple[str, ...]] = {}
+
+
+def system_paths() -> tuple[str, ...]:
+    """What a process that reads only its workspace still needs: the Python
+    installation (its prefixes, ``sys.path`` and the packages imported from
+    elsewhere, as an editable install is) and the system libraries."""
+    key = (tuple(sys.path), len(sys.modules))
+    found = _paths_cache.get(key)
+    if found is None:
+        found = _paths_cache[key] = _find_system_paths()
+    return found
+
+
+def _find_system_paths() -> tuple[str, ...]:
+    found: list[str] = []
+    imported = []
+    for name, module in list(sys.modules.items()):
+        where = getattr(module, "__file__", None)
+        if "." in name or not isinstance(where, str):
+            continue
+        is_package = os.path.basename(where).startswith("__init__.")
+        imported.append(os.path.dirname(where) if is_package else where)
+    candidates = [
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        sys.base_exec_prefix,
+        *sysconfig.get_paths().values(),
+        *sys.path,
+        os.path.dirname(sys.executable),
+        *imported,
+        *_SYSTEM,
+    ]
+    for path in candidates:
+        if not path:
+            continue
+        real = os.path.realpath(path)
+        if os.path.dirname(real) == real or real in found or not os.path.exists(real):
+            continue
+        found.append(real)
+    return tuple(found)
+
+
+_SYSTEM = (
+    "/usr",
+    "/lib",
+    "/lib64",
+    "/lib32",
+    "/bin",
+    "/sbin",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+)
 
 
 # -- Landlock -------------------------------------------------------------------------

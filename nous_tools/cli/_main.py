@@ -1,6 +1,6 @@
 """The ``nous-tools`` command line (also ``python -m nous_tools``).
 
-Four commands:
+The commands:
 
 * ``nous-tools run MODULE:ATTR [--args JSON|@FILE|- | --batch FILE|-] [--deps JSON|@FILE]
   [--timeout S] [--retries N] [--approve prompt|yes|no] [--json] [--trace] [-v]``
@@ -21,6 +21,8 @@ Four commands:
 * ``nous-tools journal list|show|settle|prune DSN_OR_PATH ...`` inspects a call
   journal (an SQLite file, or a PostgreSQL DSN): the calls whose outcome is
   unknown, one call's record, settling one, pruning old records.
+* ``nous-tools sandbox probe [--json]`` proves which kernel mechanisms the
+  sandbox has on this host and prints the grade.
 
 Exit status: 0 when the tool returned ``Ok``, 1 on ``Err`` (one line on stderr
 naming the tool and the cause), 2 on usage errors (a module that cannot be
@@ -52,6 +54,7 @@ from nous_tools.cli._console import (
 from nous_tools.cli._journal import _add_journal_parser, _command_journal
 from nous_tools.cli._list import _command_list
 from nous_tools.cli._run import _command_run
+from nous_tools.cli._sandbox import _add_sandbox_parser, _command_sandbox
 from nous_tools.cli._serve import _command_serve
 
 __all__ = ["main"]
@@ -205,6 +208,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
 
     _add_journal_parser(commands, common)
+    _add_sandbox_parser(commands, common)
 
     commands.add_parser(
         "demo",
@@ -249,6 +253,8 @@ def main(argv: c.Sequence[str] | None = None) -> int:
                 return _command_serve(options)
             if options.command == "journal":
                 return _command_journal(options)
+            if options.command == "sandbox":
+                return _command_sandbox(options)
             return _command_demo(options)
     except UsageError as exc:
         if options.verbose and exc.detail is not None:

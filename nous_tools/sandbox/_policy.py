@@ -1,51 +1,5 @@
-"""SandboxPolicy: which paths a tool may read and write.
-
-A policy is a frozen value with a ``mode`` and a ``workspace_root``. Tools ask it
-before they touch the file system: :meth:`SandboxPolicy.check_write` and
-:meth:`SandboxPolicy.check_read` return the canonical path to use, or raise
-:class:`~nous_tools.errors.SandboxViolation` (a ``PermissionError``).
-
-The three modes follow the Codex-style names:
-
-* ``"read_only"``: no writes anywhere;
-* ``"workspace_write"``: writes only to the workspace root and below;
-* ``"danger_full_access"``: writes anywhere.
-
-Reads pass in every mode unless the policy has ``confine_reads=True``, which
-confines them to the root as well. Relative paths are taken against the root,
-and every path is canonicalised first (symlinks followed, ``..`` folded), so
-neither ``sub/../../x`` nor a symlink pointing out of the root gets past it:
-
->>> import tempfile
->>> workspace = tempfile.TemporaryDirectory()
->>> policy = SandboxPolicy.new("workspace_write", workspace_root=workspace.name)
->>> target = policy.check_write("notes/todo.txt")  # need not exist yet
->>> target.relative_to(policy.workspace_root).as_posix()
-'notes/todo.txt'
->>> policy.allows_write("notes/../../escape.txt")
-False
->>> policy.check_write("/etc/passwd")  # doctest: +ELLIPSIS
-Traceback (most recent call last):
-    ...
-nous_tools.errors.SandboxViolation: Sandbox (workspace_write) refuses to write '/etc/passwd'...
->>> policy.check_read("/etc/hosts").name  # reads are free unless confine_reads=True
-'hosts'
->>> SandboxPolicy.new("read_only", workspace_root=workspace.name).allows_write("notes/todo.txt")
-False
->>> workspace.cleanup()
-
-Inside a tool, :meth:`SandboxPolicy.resolve` finds the policy that applies to a
-:class:`~nous_tools.run_context.RunContext`: explicit arguments first, then
-``ctx.sandbox``, then ``ctx.deps["workspace_root"]`` / ``ctx.deps["session_id"]``,
-then the ``NOUS_TOOLS_SANDBOX_MODE`` environment variable and the current
-directory. With no mode configured anywhere the mode is ``"danger_full_access"``
-and the ``nous_tools`` logger warns once per process.
-
-A check is a statement about the file system at the moment it runs. A process
-that can change symlinks inside the root between the check and the write can
-still race it; the policy guards against a tool's arguments, not against a
-concurrent attacker on the same machine.
-"""
+"""SandboxPolicy: the value, its checks, and programs run behind its fence (private;
+the public face is :mod:`nous_tools.sandbox`)."""
 
 from __future__ import annotations
 
@@ -57,8 +11,6 @@ import pathlib
 import shutil
 import signal
 import subprocess
-import sys
-import sysconfig
 import tempfile
 import threading
 import typing as t
@@ -68,12 +20,13 @@ import attrs
 from nous_tools._util import _confine
 from nous_tools._util._log import log as _safe_log
 from nous_tools._util._scope import here
-from nous_tools.errors import SandboxLimitReached, SandboxUnavailable, SandboxViolation
+from nous_tools.errors import SandboxUnavailable, SandboxViolation
 
 if t.TYPE_CHECKING:
     from nous_tools.run_context import RunContext
 
-__all__ = ["SandboxPolicy", "SandboxProbe", "probe"]
+__all__ = ["SandboxPolicy"]
+
 
 _log = _safe_log
 
@@ -451,7 +404,7 @@ class SandboxPolicy:
             writable = None
         readable = None
         if self.confine_reads:
-            readable = (root, *((temp_dir,) if temp_dir else ()), *_system_paths())
+            readable = (root, *((temp_dir,) if temp_dir else ()), *_confine.system_paths())
         return _confine.Fence(
             writable=writable,
             readable=readable,
@@ -547,7 +500,9 @@ class SandboxPolicy:
                 raise TypeError(f"SandboxPolicy sets {taken} itself; do not pass it")
         missing = self.missing()
         if missing:
-            raise SandboxUnavailable(_unavailable(self, missing), missing=missing)
+            from nous_tools.sandbox._refusals import unavailable
+
+            raise SandboxUnavailable(unavailable(self, missing), missing=missing)
         if not self.enforced:
             process = subprocess.Popen(
                 args, preexec_fn=_die_with(os.getpid()), start_new_session=True, **kwargs
@@ -662,206 +617,3 @@ def _kill_group(process: subprocess.Popen[t.Any]) -> None:
     except OSError:
         with contextlib.suppress(OSError):
             process.kill()
-
-
-_paths_cache: dict[tuple[t.Any, ...], tuple[str, ...]] = {}
-
-
-def _system_paths() -> tuple[str, ...]:
-    """What a process that reads only its workspace still needs: the Python
-    installation (its prefixes, ``sys.path`` and the packages imported from
-    elsewhere, as an editable install is) and the system libraries."""
-    key = (tuple(sys.path), len(sys.modules))
-    found = _paths_cache.get(key)
-    if found is None:
-        found = _paths_cache[key] = _find_system_paths()
-    return found
-
-
-def _find_system_paths() -> tuple[str, ...]:
-    found: list[str] = []
-    imported = []
-    for name, module in list(sys.modules.items()):
-        where = getattr(module, "__file__", None)
-        if "." in name or not isinstance(where, str):
-            continue
-        is_package = os.path.basename(where).startswith("__init__.")
-        imported.append(os.path.dirname(where) if is_package else where)
-    candidates = [
-        sys.prefix,
-        sys.base_prefix,
-        sys.exec_prefix,
-        sys.base_exec_prefix,
-        *sysconfig.get_paths().values(),
-        *sys.path,
-        os.path.dirname(sys.executable),
-        *imported,
-        *_SYSTEM,
-    ]
-    for path in candidates:
-        if not path:
-            continue
-        real = os.path.realpath(path)
-        if os.path.dirname(real) == real or real in found or not os.path.exists(real):
-            continue
-        found.append(real)
-    return tuple(found)
-
-
-_SYSTEM = (
-    "/usr",
-    "/lib",
-    "/lib64",
-    "/lib32",
-    "/bin",
-    "/sbin",
-    "/etc/ld.so.cache",
-    "/etc/ld.so.conf",
-    "/etc/ld.so.conf.d",
-    "/etc/localtime",
-)
-
-
-def _unavailable(policy: SandboxPolicy, missing: c.Sequence[str]) -> str:
-    found = _confine.probe()
-    reasons = "; ".join(f"{name}: {found.get(name)}" for name in missing)
-    return (
-        f"Sandbox ({policy.mode}) cannot be enforced on this host, so nothing was run: "
-        f"missing {', '.join(missing)} ({reasons}); see `nous-tools sandbox probe`"
-    )
-
-
-def _explain(policies: c.Sequence[SandboxPolicy], exc: BaseException) -> BaseException | None:
-    """What a fence made of ``exc`` (raised by code behind ``policies``): a
-    :class:`SandboxViolation` naming the rule, a :class:`SandboxLimitReached`
-    naming the limit, or None when the fence had no part in it."""
-    for policy in policies:
-        found = _explain_one(policy, exc)
-        if found is not None:
-            return found
-    return None
-
-
-def _explain_one(policy: SandboxPolicy, exc: BaseException) -> BaseException | None:
-    if isinstance(exc, MemoryError) and policy.memory_mb is not None:
-        return SandboxLimitReached(f"memory limit {policy.memory_mb} MB reached", limit="memory_mb")
-    if not isinstance(exc, OSError):
-        return None
-    code = exc.errno
-    if code == errno.EFBIG and policy.max_file_mb is not None:
-        return SandboxLimitReached(
-            f"file size limit {policy.max_file_mb} MB reached", limit="max_file_mb"
-        )
-    if code == errno.EMFILE and policy.max_open_files is not None:
-        return SandboxLimitReached(
-            f"open files limit {policy.max_open_files} reached", limit="max_open_files"
-        )
-    if code == errno.EAGAIN and policy.max_processes is not None and exc.filename is None:
-        return SandboxLimitReached(
-            f"process limit {policy.max_processes} reached", limit="max_processes"
-        )
-    if code in (errno.EACCES, errno.EPERM) and exc.filename is not None:
-        for name in (exc.filename, exc.filename2):
-            if isinstance(name, str | os.PathLike):
-                found = _path_rule(policy, os.fspath(name))
-                if found is not None:
-                    return SandboxViolation(found)
-        return None
-    if not policy.allows_network and (
-        (code in (errno.EACCES, errno.EPERM, errno.ENETUNREACH) and exc.filename is None)
-        or isinstance(exc, _gaierror())
-    ):
-        return SandboxViolation(
-            f"network access refused: this sandbox ({policy.mode}) allows no connections, "
-            "loopback included (network=False)"
-        )
-    return None
-
-
-def _gaierror() -> type[BaseException]:
-    import socket
-
-    return socket.gaierror
-
-
-def _path_rule(policy: SandboxPolicy, name: str) -> str | None:
-    """The rule that refuses ``name``, in words, or None if the policy allows it."""
-    if isinstance(name, bytes):
-        return None
-    write = policy.allows_write(name) or policy.mode == "danger_full_access"
-    read = (
-        not policy.confine_reads
-        or policy.allows_read(name)
-        or any(
-            os.path.realpath(name).startswith(p.rstrip("/") + "/") or os.path.realpath(name) == p
-            for p in _system_paths()
-        )
-    )
-    where = policy.resolve_path(name) if not os.path.isabs(name) else name
-    if not write and not read:
-        return f"read or write outside the workspace refused: {where}"
-    if not read:
-        return f"read outside the workspace refused: {where}"
-    if not write:
-        if policy.mode == "read_only":
-            return f"write refused (read_only allows no writes): {where}"
-        return f"write outside the workspace refused: {where}"
-    return None
-
-
-# -- the probe ---------------------------------------------------------------------------------
-
-
-@attrs.frozen(slots=True)
-class SandboxProbe:
-    """What :func:`probe` found: each mechanism, and the grade.
-
-    ``grade`` is ``"full"`` (every mechanism proven), ``"none"`` (no file fence,
-    no network fence and no limits) or ``"partial"``; ``mechanisms`` maps each
-    mechanism's name to None (proven) or why it is missing; ``missing`` lists the
-    missing ones.
-    """
-
-    grade: str
-    mechanisms: c.Mapping[str, str | None]
-
-    @property
-    def missing(self) -> tuple[str, ...]:
-        return tuple(name for name, why in self.mechanisms.items() if why is not None)
-
-    def to_dict(self) -> dict[str, t.Any]:
-        """The probe as JSON-ready data (``nous-tools sandbox probe --json``)."""
-        return {
-            "grade": self.grade,
-            "mechanisms": dict(self.mechanisms),
-            "missing": list(self.missing),
-        }
-
-    def __str__(self) -> str:
-        lines = [f"sandbox: {self.grade}"]
-        for name, why in self.mechanisms.items():
-            lines.append(f"  {name:<13} {'ok' if why is None else 'missing: ' + why}")
-        return "\n".join(lines)
-
-
-def probe(*, refresh: bool = False) -> SandboxProbe:
-    """Prove, by trying each, which kernel mechanisms this host has for the sandbox.
-
-    Each is tried in a throw-away process: a write outside a fence refused
-    (``landlock``), a TCP connect refused (``landlock-net``), a loopback connect
-    from a new network namespace refused (``netns``), an open-files limit hit
-    (``rlimits``), a fork past a process limit refused (``pids``), the
-    parent-death signal set (``pdeathsig``). The answer is kept for the process;
-    ``refresh=True`` tries again. Mechanisms named in the environment variable
-    ``NOUS_TOOLS_SANDBOX_DISABLE`` (comma-separated) are reported missing: the
-    test hook for a host without them.
-    """
-    found = _confine.probe(refresh)
-    missing = [name for name, why in found.items() if why is not None]
-    if not missing:
-        grade = "full"
-    elif all(found[n] is not None for n in ("landlock", "netns", "rlimits")):
-        grade = "none"
-    else:
-        grade = "partial"
-    return SandboxProbe(grade, found)
