@@ -110,16 +110,19 @@ def tick(marker: str) -> None:
 def tick_through_sandbox(ctx: RunContext[t.Any], marker: str) -> int:
     """A thread tool whose ``ctx.sandbox.run`` program ticks into ``marker``."""
     assert ctx.sandbox is not None
-    loop = f"while true; do echo $$ >> {marker}; sleep 0.05; done"
+    loop = f"while true; do echo tick >> {marker}; sleep 0.05; done"
     return ctx.sandbox.run(["sh", "-c", loop]).returncode
 
 
 def main() -> None:  # pragma: no cover - run as a script by the parent-death tests
-    """``python sandbox_tools.py process|thread MARKER ROOT``: run one ticking call."""
+    """``python sandbox_tools.py process|thread|thread-with-limits MARKER ROOT``: run
+    one ticking call."""
     from nous_tools import SandboxPolicy, ToolExecutor
 
     which, marker, root = sys.argv[1:4]
-    policy = SandboxPolicy.new("workspace_write", workspace_root=root)
+    # A limit needs code in the program's own process: the preexec_fn way.
+    limits = {"max_open_files": 512} if which == "thread-with-limits" else {}
+    policy = SandboxPolicy.new("workspace_write", workspace_root=root, **limits)
     ctx = RunContext.new(sandbox=policy)
     with ToolExecutor() as executor:
         target = tick if which == "process" else tick_through_sandbox

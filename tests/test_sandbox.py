@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nous_tools.sandbox import _policy as sandbox_module
 from nous_tools.errors import SandboxViolation
 from nous_tools.run_context import RunContext
 from nous_tools.sandbox import SandboxPolicy
+from nous_tools.sandbox import _policy as sandbox_module
 
 ENV = "NOUS_TOOLS_SANDBOX_MODE"
 

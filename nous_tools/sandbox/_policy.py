@@ -503,6 +503,17 @@ class SandboxPolicy:
             from nous_tools.sandbox._refusals import unavailable
 
             raise SandboxUnavailable(unavailable(self, missing), missing=missing)
+        from nous_tools.sandbox import _launcher
+
+        found = _launcher.launcher(self) if _launcher.usable(self) else None
+        if found is not None:  # no code to run in the child: a plain, quick start
+            if found.temp_dir is not None:
+                env = dict(os.environ if kwargs.get("env") is None else kwargs["env"])
+                env["TMPDIR"] = found.temp_dir
+                kwargs["env"] = env
+            if kwargs.get("cwd") is None and self.mode == "workspace_write":
+                kwargs["cwd"] = self.workspace_root
+            return found.launch(args, kwargs), _nothing
         if not self.enforced:
             process = subprocess.Popen(
                 args, preexec_fn=_die_with(os.getpid()), start_new_session=True, **kwargs
