@@ -479,3 +479,25 @@ def test_the_childs_side_effects_stop_when_the_parent_is_sigkilled(
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+@requires("landlock", "netns")
+def test_a_child_keeps_its_own_deadline_when_its_parent_cannot(root: pathlib.Path) -> None:
+    """The parent is stopped (SIGSTOP), not dead: the child kills itself 0.5 s past
+    the call's 4 s deadline, so its side effects stop there."""
+    marker = root / "marker.txt"
+    parent = subprocess.Popen(
+        [sys.executable, str(HERE / "sandbox_tools.py"), "process", str(marker), str(root)],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])},
+    )
+    try:
+        assert wait_for(lambda: marker.exists() and len(marker.read_text().split()) >= 1)
+        started = time.monotonic()  # the call began a little before this
+        os.kill(parent.pid, signal.SIGSTOP)
+        assert wait_for(lambda: stopped_growing(marker, quiet=0.5), within=4 + 0.5 + 10)
+        assert time.monotonic() - started > 3.0  # it ran on (the parent did not stop it)...
+        writers = {int(p) for p in marker.read_text().split()}
+        assert wait_for(lambda: not any(alive(p) for p in writers), within=5.0)  # ...then ended
+    finally:
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=PATIENCE)

@@ -21,12 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
-import tempfile
 import typing as t
-
-import attrs
 
 from nous_tools._util._clock import monotonic
 from nous_tools._util._scope import Scope, here
@@ -110,18 +106,28 @@ def _on_alarm(signum: int, frame: object) -> None:
     _kill_own_group()
 
 
-@attrs.frozen(slots=True)
 class Confinement:
     """The fence a pool's children enter: the ``policies`` (stacked), as the kernel
-    holds them (``fences``), and the private temp directory they may write."""
+    holds them (``fences``), and the private temp directory they may write.
+    (A plain class, not attrs: this module is imported with the package.)"""
 
-    policies: tuple[SandboxPolicy, ...]
-    fences: tuple[Fence, ...]
-    temp_dir: str | None
+    __slots__ = ("fences", "policies", "temp_dir")
+
+    def __init__(
+        self, policies: tuple[SandboxPolicy, ...], fences: tuple[Fence, ...], temp_dir: str | None
+    ) -> None:
+        self.policies = policies
+        self.fences = fences
+        self.temp_dir = temp_dir
+
+    def __reduce__(self) -> tuple[t.Any, ...]:
+        return (Confinement, (self.policies, self.fences, self.temp_dir))
 
     def remove(self) -> None:
         """Remove the temp directory (when the pool has ended)."""
         if self.temp_dir is not None:
+            import shutil
+
             shutil.rmtree(self.temp_dir, ignore_errors=True)
 
     def release(self, pid: int) -> None:
@@ -139,6 +145,8 @@ def confinement(policies: tuple[SandboxPolicy, ...]) -> Confinement:
     when one of them lets the process write its workspace."""
     temp_dir = None
     if any(p.mode == "workspace_write" for p in policies):
+        import tempfile
+
         temp_dir = tempfile.mkdtemp(prefix="nous-tools-sandbox-")
     fences = tuple(p._fence(temp_dir) for p in policies)
     return Confinement(policies, fences, temp_dir)
@@ -172,6 +180,8 @@ def enter(confinement: Confinement) -> Fenced:
     from nous_tools.sandbox._refusals import explain
 
     if confinement.temp_dir is not None:
+        import tempfile
+
         os.environ["TMPDIR"] = confinement.temp_dir
         tempfile.tempdir = None
     with contextlib.suppress(OSError, ValueError):
