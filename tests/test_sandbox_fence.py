@@ -262,6 +262,38 @@ def test_workspace_write_refuses_a_write_outside_the_root_however_it_is_named(
 
 
 @requires("landlock", "netns")
+def test_a_tools_own_sandbox_fences_it_without_a_context_sandbox(
+    executor: ToolExecutor, root: pathlib.Path
+) -> None:
+    policy = SandboxPolicy.new("read_only", workspace_root=root)
+    fenced = Tool.from_function(
+        st.write_file.function, isolation="process", sandbox=policy, timeout=30, retries=0
+    )
+    result = executor.execute(fenced, {"path": str(root / "no.txt")})
+    assert violation(result).startswith("write refused (read_only allows no writes)")
+    assert not (root / "no.txt").exists()
+
+
+@requires("landlock", "netns")
+def test_the_tools_sandbox_and_the_contexts_stack(
+    executor: ToolExecutor, tmp_path: pathlib.Path
+) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "b").mkdir()
+    tool_root, ctx_root = tmp_path / "a", tmp_path / "a" / "b"
+    policy = SandboxPolicy.new("workspace_write", workspace_root=tool_root)
+    fenced = Tool.from_function(
+        st.write_file.function, isolation="process", sandbox=policy, timeout=30, retries=0
+    )
+    ctx = context("workspace_write", ctx_root)
+    only_tools = executor.execute(fenced, {"path": str(tool_root / "x.txt")}, ctx)
+    assert "write outside the workspace refused" in violation(only_tools)
+    assert not (tool_root / "x.txt").exists()
+    both = executor.execute(fenced, {"path": str(ctx_root / "y.txt")}, ctx)
+    assert isinstance(both, Ok), both
+
+
+@requires("landlock", "netns")
 def test_a_hard_link_out_of_the_root_is_refused(
     executor: ToolExecutor, root: pathlib.Path, outside: pathlib.Path
 ) -> None:

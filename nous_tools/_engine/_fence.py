@@ -108,20 +108,27 @@ def _on_alarm(signum: int, frame: object) -> None:
 
 class Confinement:
     """The fence a pool's children enter: the ``policies`` (stacked), as the kernel
-    holds them (``fences``), and the private temp directory they may write.
-    (A plain class, not attrs: this module is imported with the package.)"""
+    holds them (``fences``), the private temp directory they may write, and what the
+    parent's probe found (``probed``: a child need not probe again for the programs
+    its tools start). A plain class, not attrs: this module is imported with the
+    package."""
 
-    __slots__ = ("fences", "policies", "temp_dir")
+    __slots__ = ("fences", "policies", "probed", "temp_dir")
 
     def __init__(
-        self, policies: tuple[SandboxPolicy, ...], fences: tuple[Fence, ...], temp_dir: str | None
+        self,
+        policies: tuple[SandboxPolicy, ...],
+        fences: tuple[Fence, ...],
+        temp_dir: str | None,
+        probed: dict[str, str | None] | None = None,
     ) -> None:
         self.policies = policies
         self.fences = fences
         self.temp_dir = temp_dir
+        self.probed = probed
 
     def __reduce__(self) -> tuple[t.Any, ...]:
-        return (Confinement, (self.policies, self.fences, self.temp_dir))
+        return (Confinement, (self.policies, self.fences, self.temp_dir, self.probed))
 
     def remove(self) -> None:
         """Remove the temp directory (when the pool has ended)."""
@@ -148,8 +155,10 @@ def confinement(policies: tuple[SandboxPolicy, ...]) -> Confinement:
         import tempfile
 
         temp_dir = tempfile.mkdtemp(prefix="nous-tools-sandbox-")
+    from nous_tools._util import _confine
+
     fences = tuple(p._fence(temp_dir) for p in policies)
-    return Confinement(policies, fences, temp_dir)
+    return Confinement(policies, fences, temp_dir, _confine._probed)
 
 
 class Fenced:
@@ -194,6 +203,8 @@ def enter(confinement: Confinement) -> Fenced:
             raise SandboxLimitReached(f"cpu limit {cpu} s reached", limit="cpu_seconds")
 
         signal.signal(signal.SIGXCPU, over_cpu)
+    if confinement.probed is not None and _confine._probed is None:
+        _confine._probed = dict(confinement.probed)
     _confine.enter(confinement.fences)
     policies = confinement.policies
     _isolation.explain = lambda exc: explain(policies, exc)

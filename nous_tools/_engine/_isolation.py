@@ -116,7 +116,8 @@ def _function_bytes(tool: Tool) -> bytes:
                 target = getattr(target, part)
         except Exception:
             target = None
-        if target is tool or target is function:
+        # ... or a tool made anew of a module-level tool's function (other options).
+        if target is tool or target is function or getattr(target, "function", None) is function:
             return pickle.dumps(_ToolRef(module, qualname), _PROTOCOL)
     raise Unpicklable(
         f"the function {safe_str(getattr(function, '__qualname__', function))!r} cannot be "
