@@ -67,9 +67,16 @@ def warm_pool(root: str, rounds: int, n: int) -> list[float]:
         for ctx in (plain, fenced):  # start both children, warm them
             for _ in range(50):
                 executor.execute(echo, {"x": 1}, ctx).unwrap()
-        for _ in range(rounds):
-            a = timed(lambda: executor.execute(echo, {"x": 1}, fenced), n)
-            b = timed(lambda: executor.execute(echo, {"x": 1}, plain), n)
+        # ... and let both pools start their spare child before timing anything
+        settle = time.monotonic() + 30
+        while time.monotonic() < settle and executor.stats()["process_workers"] < 4:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        for _ in range(rounds):  # each round: chunks of both, alternating, summed
+            a = b = 0.0
+            for _ in range(10):
+                a += timed(lambda: executor.execute(echo, {"x": 1}, fenced), n // 10)
+                b += timed(lambda: executor.execute(echo, {"x": 1}, plain), n // 10)
             ratios.append(a / b)
     return ratios
 
@@ -121,7 +128,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", metavar="PATH")
     options = parser.parse_args()
-    rounds = 5 if options.quick else 11
+    rounds = 5 if options.quick else 21
     found = sandbox_module.probe()
     print(f"probe: {found.grade}; missing: {', '.join(found.missing) or 'none'}")
     began = time.perf_counter()
