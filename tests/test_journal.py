@@ -763,3 +763,35 @@ def test_a_call_refused_by_its_limits_is_not_journaled_and_a_replay_takes_no_rat
     assert journal.get(RUN, "c2") is None  # a refused call never started
     assert journaled.execute(charge, {"amount": 1}, CTX, call_id="c1") == Ok({"charged": 1})
     assert [amount for amount, _ in ledger.charges] == [1]
+
+
+def test_a_new_sqlite_journal_and_its_wal_files_are_readable_by_their_owner_only(
+    tmp_path: t.Any, charge: Tool
+) -> None:
+    import stat
+
+    path = tmp_path / "private.db"
+    journal = SQLiteJournal(path)
+    try:
+        with ToolExecutor(journal=journal) as executor:
+            assert executor.execute(charge, {"amount": 1}, CTX, call_id="call_1").is_ok()
+            files = [p for p in tmp_path.iterdir() if p.name.startswith("private.db")]
+            assert {p.name for p in files} >= {"private.db", "private.db-wal", "private.db-shm"}
+            for each in files:
+                assert stat.S_IMODE(each.stat().st_mode) == 0o600, each.name
+    finally:
+        journal.close()
+
+
+def test_an_existing_journal_file_keeps_its_permissions(tmp_path: t.Any, charge: Tool) -> None:
+    import stat
+
+    path = tmp_path / "shared.db"
+    path.touch(mode=0o640)
+    path.chmod(0o640)
+    journal = SQLiteJournal(path)
+    try:
+        assert journal.get(RUN, "nothing") is None
+        assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    finally:
+        journal.close()

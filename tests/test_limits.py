@@ -609,9 +609,27 @@ def test_a_clipped_text_is_never_clipped_twice():
 
     once = clip_text(MEGABYTE, 20_000)
     assert clip_text(once, 20_000) is once
-    tiny = clip_text(MEGABYTE, 10)  # shorter than the notice: the notice alone
-    assert tiny.strip().startswith("[... 1,000,000 characters omitted")
+    tiny = clip_text(MEGABYTE, 10)
     assert clip_text(tiny, 10) is tiny
+
+
+@pytest.mark.parametrize("limit", [1, 10, 30, 60, 92, 93, 120, 1_000])
+def test_a_clipped_text_is_never_longer_than_its_limit_notice_included(limit: int) -> None:
+    from nous_tools._engine._admission import clip_text
+    from nous_tools._util._text import _notice, _short_notice
+
+    clipped = clip_text(MEGABYTE, limit)
+    assert len(clipped) <= limit
+    size = len(MEGABYTE)
+    if limit >= len(_notice(size, size, limit)):  # room for the whole notice
+        assert f"the result was {size:,} characters" in clipped
+    elif limit >= len(_short_notice(size, size, limit)):  # room for the short one
+        assert (
+            f"\n[... {size - limit + len(_short_notice(size, size, limit)):,} omitted]\n" in clipped
+        )
+        assert "the result was" not in clipped
+    else:  # the head alone
+        assert clipped == MEGABYTE[:limit]
 
 
 def test_the_mcp_servers_content_is_clipped_and_the_whole_value_is_not_sent_structured():

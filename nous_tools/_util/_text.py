@@ -92,22 +92,32 @@ def _notice(omitted: int, size: int, limit: int) -> str:
 
 
 def clip_text(text: str, limit: int | None) -> str:
-    """``text`` when it has at most ``limit`` characters (or ``limit`` is None); else
+    r"""``text`` when it has at most ``limit`` characters (or ``limit`` is None); else
     its head and its tail around a notice of what was left out, at most ``limit``
-    characters in all (only the notice when ``limit`` is shorter than it).
+    characters in all, the notice included. Below about 100 characters the notice
+    is a short one (``[... 190 omitted]``), and below that the head alone.
 
     >>> clipped = clip_text("x" * 150 + "y" * 150, 200)
     >>> len(clipped), clipped[:3], clipped[-3:]
     (200, 'xxx', 'yyy')
     >>> print(clipped.splitlines()[1])
     [... 190 characters omitted: the result was 300 characters; the tool's limit is 200 ...]
+    >>> clip_text("x" * 150 + "y" * 150, 40)
+    'xxxxxxxxxxx\n[... 279 omitted]\nyyyyyyyyyy'
+    >>> clip_text("x" * 300, 10)
+    'xxxxxxxxxx'
     """
     size = len(text)
     if limit is None or size <= limit:
         return text
-    if text.startswith("\n[... ") and text.endswith(" ...]\n") and size < 256:
-        return text  # only a notice already: clipped before, at a limit shorter than it
-    keep = max(limit - len(_notice(size, size, limit)), 0)  # the longest the notice can be
-    tail = keep // 2
-    head = keep - tail
-    return text[:head] + _notice(size - keep, size, limit) + text[size - tail :]
+    for notice in (_notice, _short_notice):
+        keep = limit - len(notice(size, size, limit))  # the longest the notice can be
+        if keep >= 0:
+            tail = keep // 2
+            head = keep - tail
+            return text[:head] + notice(size - keep, size, limit) + text[size - tail :]
+    return text[:limit]  # too short a limit for any notice
+
+
+def _short_notice(omitted: int, size: int, limit: int) -> str:
+    return f"\n[... {omitted:,} omitted]\n"

@@ -41,6 +41,17 @@ def _patiently(connection: sqlite3.Connection, statement: str, timeout: float) -
         pause = min(pause * 2, 0.1)
 
 
+def _create_private(path: str) -> None:
+    """Make the journal's file, if it is new, readable and writable by its owner
+    only (0600): it holds arguments and results. SQLite gives its ``-wal`` and
+    ``-shm`` files the database file's permissions. A file that exists keeps its own."""
+    try:
+        descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except OSError:  # it exists (or cannot be made: sqlite3 says why)
+        return
+    os.close(descriptor)
+
+
 class SQLiteJournal(SQLJournal):
     """The call journal in the SQLite database at ``path`` (made if missing), in
     WAL mode: many readers and one writer at a time, across the threads and the
@@ -53,7 +64,9 @@ class SQLiteJournal(SQLJournal):
     may then run again. ``"FULL"`` also syncs each ``started`` record to disk before
     the tool runs (the ``completed`` one need not wait: its loss makes the call read
     as unknown, never run twice), at the price of the disk's sync time per call.
-    ``timeout`` is how long a write waits for another process's (seconds).
+    ``timeout`` is how long a write waits for another process's (seconds). A new
+    file, and its ``-wal`` and ``-shm`` files, are made readable by their owner only
+    (``0600``): they hold the calls' arguments and results.
     ``grace`` is added to a call's deadline to make its lease. ``table`` names
     the table.
 
@@ -107,6 +120,7 @@ class SQLiteJournal(SQLJournal):
     def _open(self) -> sqlite3.Connection:
         import sqlite3
 
+        _create_private(self.path)
         connection = sqlite3.connect(
             self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
         )
