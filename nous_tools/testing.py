@@ -49,6 +49,7 @@ from nous_tools.journal._record import (
     arguments_digest,
     decode_outcome,
     encode_outcome,
+    tree_digest,
 )
 from nous_tools.results import Err, Result
 from nous_tools.run_context import RunContext
@@ -83,6 +84,26 @@ def _tree(arguments: object) -> t.Any:
         return _c.encode(dict(t.cast(t.Any, arguments)))
     except (TypeError, ValueError):
         return {"$repr": _shown(arguments)}
+
+
+def _check_digest(path: str, position: int, entry: dict[str, t.Any]) -> None:
+    """The entry's ``arguments`` must be the ones its ``digest`` (what a replay
+    matches a call by) was made of: an edited file never answers a call whose
+    arguments it does not show. Arguments kept only as their ``repr`` (they had no
+    canonical form) cannot be checked."""
+    arguments = entry.get("arguments")
+    if isinstance(arguments, dict) and set(arguments) == {"$repr"}:
+        return
+    try:
+        digest = tree_digest(entry["tool"], arguments)
+    except (TypeError, ValueError):
+        digest = None
+    if digest != entry["digest"]:
+        raise ValueError(
+            f"{path!r}: call #{position} ({entry['tool']!r}, arguments "
+            f"{_shown(arguments)}) does not match its digest: the arguments or the digest "
+            "were edited; record the cassette again"
+        )
 
 
 class Cassette:
@@ -153,6 +174,7 @@ class Cassette:
                 and isinstance(entry.get("outcome"), dict)
             ):
                 raise ValueError(f"{self.path!r}: call #{position} is malformed")
+            _check_digest(self.path, position, entry)
             self._entries.append(entry)
             key = (entry["tool"], entry["digest"])
             self._queues.setdefault(key, collections.deque()).append(entry)

@@ -165,3 +165,29 @@ def test_a_cassette_that_is_not_one_is_refused(tmp_path: pathlib.Path) -> None:
     bad.write_text('{"nous_tools_cassette": 1, "calls": [{"tool": 1}]}')
     with pytest.raises(ValueError, match="call #1 is malformed"):
         Cassette.replay(bad)
+
+
+def test_an_entry_whose_shown_arguments_do_not_match_its_digest_is_refused_on_load(
+    tmp_path: pathlib.Path, tool: Tool
+) -> None:
+    path = tmp_path / "clock.json"
+    record(path, tool, "Oslo", "Lima")
+    data = json.loads(path.read_text())
+    data["calls"][1]["arguments"]["zone"] = "Tokyo"  # shown as Tokyo, matched as Lima
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=r"call #2 \('now', arguments .*Tokyo.*does not match"):
+        Cassette.replay(path)
+
+
+def test_an_entry_whose_digest_was_swapped_is_refused_on_load(
+    tmp_path: pathlib.Path, tool: Tool
+) -> None:
+    path = tmp_path / "clock.json"
+    record(path, tool, "Oslo", "Lima")
+    data = json.loads(path.read_text())
+    data["calls"][0]["digest"] = data["calls"][1]["digest"]  # shows Oslo, answers Lima
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="call #1"):
+        Cassette.replay(path)
+    record(path, tool, "Oslo")  # recorded anew: loads
+    assert len(Cassette.replay(path).calls) == 1

@@ -241,6 +241,12 @@ def arguments_digest(tool: str, arguments: object) -> str:
         tree = _c.encode(arguments if type(arguments) is dict else dict(t.cast(t.Any, arguments)))
     except (ValueError, TypeError):
         tree = _fallback_tree(arguments)
+    return tree_digest(tool, tree)
+
+
+def tree_digest(tool: str, tree: t.Any) -> str:
+    """:func:`arguments_digest` of arguments already in their canonical encoding
+    (``tree``, as a cassette keeps them)."""
     data = _c.dumps({"tool": tool, "arguments": tree})
     return hashlib.sha256(data).hexdigest()
 
