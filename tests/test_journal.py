@@ -795,3 +795,29 @@ def test_an_existing_journal_file_keeps_its_permissions(tmp_path: t.Any, charge:
         assert stat.S_IMODE(path.stat().st_mode) == 0o640
     finally:
         journal.close()
+
+
+def test_a_sqlite_lock_held_elsewhere_is_waited_for_within_the_calls_deadline_only(
+    tmp_path: t.Any, ledger: Ledger
+) -> None:
+    import time
+
+    path = tmp_path / "locked.db"
+    journal = SQLiteJournal(path)  # its own lock wait: 30 s
+    quick = Tool.from_function(ledger, name="charge", timeout=1.0, retries=0)
+    assert journal.get(RUN, "warm-up") is None  # the file and its table exist
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process's write lock, held
+    try:
+        with ToolExecutor(journal=journal) as executor:
+            began = time.monotonic()
+            result = executor.execute(quick, {"amount": 1}, CTX, call_id="call_1")
+            waited = time.monotonic() - began
+        assert isinstance(result, Err) and isinstance(result.reason, JournalUnavailable)
+        assert "was not run" in result.reason.message
+        assert ledger.charges == []
+        assert waited < 20  # bounded by the 1 s deadline, far from the journal's 30 s
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        journal.close()

@@ -32,9 +32,13 @@ from nous_tools.errors import (
     OutcomeUnknown,
     ToolError,
 )
+from nous_tools.journal._wait import bounded
 from nous_tools.results import Err
 
 _logger = _log.logger
+#: The least a completed record may wait for a lock, however little of the call's
+#: deadline is left (the tool has run: its outcome is worth a short wait).
+_LEAST_WAIT = 1.0
 
 if t.TYPE_CHECKING:  # _record is imported at the first journaled call, not with the package
     from nous_tools.journal._record import JournalRecord
@@ -330,13 +334,14 @@ class JournalClaim(Claim):
     """A call step 0 let go on: ``started`` before its first attempt, ``completed``
     after its last."""
 
-    __slots__ = ("call", "record", "replace", "wait")
+    __slots__ = ("call", "deadline", "record", "replace", "wait")
 
     def __init__(self, call: _Call, replace: str | None, wait: float | None = None) -> None:
         self.call = call
         self.replace = replace
         self.wait = wait  # how long to wait for the same call started meanwhile elsewhere
         self.record: JournalRecord | None = None
+        self.deadline: float | None = None  # the call's, on the monotonic clock
 
     def start(self, tool: Tool, ctx: RunContext[t.Any]) -> RunContext[t.Any] | Result:
         call = self.call
@@ -365,9 +370,12 @@ class JournalClaim(Claim):
             decision=call.decision,
             tool_digest=identity,
         )
+        # A lock held elsewhere is waited for within the call's own deadline.
+        self.deadline = monotonic() + lease - float(journal.grace) if timeout else None
         for _ in range(3):
             try:
-                found = journal.start(record, replace=self.replace)
+                with bounded(lease - float(journal.grace) if timeout else None):
+                    found = journal.start(record, replace=self.replace)
             except Exception as exc:
                 return _unavailable(call, "record the start of", exc)
             if found is None:
@@ -390,8 +398,11 @@ class JournalClaim(Claim):
             return
         from nous_tools.journal._record import encode_outcome
 
+        deadline = self.deadline
+        wait = None if deadline is None else max(_LEAST_WAIT, deadline - monotonic())
         try:
-            written = self.call.journal.complete(record, encode_outcome(result, tool.name))
+            with bounded(wait):
+                written = self.call.journal.complete(record, encode_outcome(result, tool.name))
         except Exception as exc:
             _log.error(
                 "Call journal failed to record the outcome of tool '%s' (%s); a repeat "

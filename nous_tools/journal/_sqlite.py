@@ -12,6 +12,7 @@ import typing as t
 
 from nous_tools._util._clock import monotonic
 from nous_tools.journal._sql import TABLE, SQLJournal
+from nous_tools.journal._wait import lock_wait
 
 if t.TYPE_CHECKING:
     import sqlite3
@@ -113,6 +114,7 @@ class SQLiteJournal(SQLJournal):
         # Connections a forked child inherited: never used, never closed (closing
         # one would touch the parent's locks and write-ahead log).
         self._inherited: list[sqlite3.Connection] = []
+        self._waits: dict[int, float] = {}  # each connection's busy timeout, by id
 
     def __repr__(self) -> str:
         return f"<SQLiteJournal {self.path!r}>"
@@ -137,6 +139,7 @@ class SQLiteJournal(SQLJournal):
         except BaseException:
             connection.close()
             raise
+        self._waits[id(connection)] = self.timeout  # connect()'s busy timeout
         return connection
 
     def _write_unsynced(self, sql: str, parameters: c.Sequence[t.Any]) -> int:
@@ -160,6 +163,10 @@ class SQLiteJournal(SQLJournal):
             connection = self._idle.pop() if self._idle else None
         if connection is None:
             connection = self._open()
+        wait = lock_wait(self.timeout)
+        if self._waits.get(id(connection)) != wait:  # the call's bound, or our own
+            connection.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
+            self._waits[id(connection)] = wait
         try:
             yield connection
         except BaseException:
