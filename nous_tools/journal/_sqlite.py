@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections.abc as c
 import contextlib
+import math
 import os
 import threading
 import time
@@ -164,6 +165,8 @@ class SQLiteJournal(SQLJournal):
         if connection is None:
             connection = self._open()
         wait = lock_wait(self.timeout)
+        if wait != self.timeout:  # in steps of 1/4 s: a PRAGMA only when it changes
+            wait = min(self.timeout, math.ceil(wait * 4) / 4)
         if self._waits.get(id(connection)) != wait:  # the call's bound, or our own
             connection.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
             self._waits[id(connection)] = wait
