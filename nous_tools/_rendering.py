@@ -23,6 +23,7 @@ from nous_tools._util._text import (
 from nous_tools._util._text import safe_str as _safe_str
 from nous_tools.errors import RateLimited, ToolDenied, ToolError, ToolNotFound, ToolTimeout
 from nous_tools.results import Err, NeedsApproval, Ok, Result
+from nous_tools.tool import Tool
 
 #: One outcome of :func:`execute_tool_calls`.
 CallResult = t.Union[Result, NeedsApproval]  # noqa: UP007  (a runtime alias)
@@ -207,14 +208,24 @@ def clip_parts(parts: list[_rich.Content], limit: int | None) -> list[_rich.Cont
     return clipped
 
 
+class _Unset:
+    def __repr__(self) -> str:
+        return "the tool's max_result_chars, else 100,000"
+
+
+_TOOLS_CAP: t.Any = _Unset()
+
+
 def format_tool_result(
     result: CallResult,
-    name: str | None = None,
+    name: str | Tool | None = None,
     *,
-    max_chars: int | None = DEFAULT_MAX_RESULT_CHARS,
+    max_chars: int | None = _TOOLS_CAP,
 ) -> str:
-    """The text a model gets for one outcome of the tool called ``name``, at most
-    ``max_chars`` characters long (None: no limit).
+    """The text a model gets for one outcome of the tool ``name`` (its name, or the
+    :class:`~nous_tools.Tool` itself), at most ``max_chars`` characters long (None:
+    no limit; by default the tool's ``max_result_chars`` when a tool is given, else
+    100,000, as an executor has it by default).
 
     - ``Ok``: the value if it is a ``str``, else its JSON (values JSON cannot hold
       are written as their ``repr``).
@@ -227,10 +238,11 @@ def format_tool_result(
     - ``NeedsApproval``: ``Pending approval: tool 'x' needs a person's approval (id
       ...); it has not run yet.``
 
-    A text longer than ``max_chars`` (default 100,000: pass the tool's
-    ``max_result_chars``, as :class:`ToolCallResults` and the MCP server do) keeps
-    its head and its tail, with a notice in the middle: ``[... 123,456 characters
-    omitted: the result was 160,000 characters; the tool's limit is 20,000 ...]``.
+    A text longer than ``max_chars`` keeps its head and its tail, with a notice in
+    the middle: ``[... 123,456 characters omitted: the result was 160,000
+    characters; the tool's limit is 20,000 ...]``. Pass the tool (or its
+    ``max_result_chars``), as :class:`ToolCallResults` and the MCP server do, to
+    clip as the executor would.
 
     >>> from nous_tools import ToolError, ToolTimeout
     >>> format_tool_result(Ok({"temp": 21}))
@@ -242,6 +254,13 @@ def format_tool_result(
     >>> format_tool_result(err, "login")
     "Error: tool 'login' failed: Tool execution failed: login failed"
     """
+    if isinstance(name, Tool):
+        own = name.max_result_chars
+        if max_chars is _TOOLS_CAP:
+            max_chars = DEFAULT_MAX_RESULT_CHARS if own == "executor" else own
+        name = name.name
+    elif max_chars is _TOOLS_CAP:
+        max_chars = DEFAULT_MAX_RESULT_CHARS
     if isinstance(result, NeedsApproval):
         tool_name = name or result.tool.name
         text = (

@@ -829,3 +829,20 @@ def test_two_processes_share_one_rate_limit_and_one_run_budget_in_a_real_redis()
     for report in reports:
         assert report["limit"] == "rate_limit"
         assert 0 < report["retry_after"] <= 3600
+
+
+def test_format_tool_result_takes_the_tool_and_clips_at_its_cap() -> None:
+    capped = Tool(name="dump", function=lambda: "", timeout=5, max_result_chars=200)
+    uncapped = Tool(name="dump", function=lambda: "", timeout=5, max_result_chars=None)
+    default = Tool(name="dump", function=lambda: "", timeout=5)
+    text = format_tool_result(Ok(MEGABYTE), capped)
+    assert 150 < len(text) <= 200 and "the tool's limit is 200" in text
+    assert format_tool_result(Ok(MEGABYTE), uncapped) == MEGABYTE
+    in_full = format_tool_result(Ok(MEGABYTE), default)  # the executor's default: 100,000
+    assert 99_900 < len(in_full) <= 100_000 and "the tool's limit is 100,000" in in_full
+    assert format_tool_result(Ok(MEGABYTE), "dump") == in_full  # a name: the default cap
+    assert len(format_tool_result(Ok(MEGABYTE), capped, max_chars=50)) <= 50  # asked: wins
+    err = Err(ToolError("Tool execution failed: boom"))
+    assert (
+        format_tool_result(err, capped) == "Error: tool 'dump' failed: Tool execution failed: boom"
+    )

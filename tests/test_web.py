@@ -133,12 +133,14 @@ def test_pending_summary_is_what_a_page_shows_in_call_order(registry: Registry) 
     summary = result.pending_summary()
     assert summary == [
         {
+            "id": "c1",
             "call_id": "c1",
             "tool": "delete_file",
             "description": "Delete a file (asks a person first).",
             "arguments": {"path": "/tmp/a", "tags": ["a", "b"]},
         },
         {
+            "id": "c3",
             "call_id": "c3",
             "tool": "delete_file",
             "description": "Delete a file (asks a person first).",

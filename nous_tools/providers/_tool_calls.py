@@ -297,7 +297,8 @@ class ToolCallResults:
 
     def pending_summary(self) -> list[dict[str, t.Any]]:
         """What a page shows a person about each pending call, in call order:
-        ``{"call_id", "tool", "description", "arguments"}`` (JSON values). See
+        ``{"id", "call_id", "tool", "description", "arguments"}`` (JSON values;
+        ``call_id`` is ``id`` again, for older pages). See
         :mod:`nous_tools.web`."""
         return _web.pending_summary(self)
 

@@ -77,12 +77,14 @@ def _shown(value: object) -> object:
 
 def pending_summary(results: ToolCallResults) -> list[dict[str, t.Any]]:
     """What a page shows a person about each call that waits for them, in call
-    order: ``{"call_id", "tool", "description", "arguments"}`` — the id to decide it
-    by, the tool's name and description, and the arguments it would run with (as
-    JSON values). Send it beside the signed batch; it carries nothing the batch
-    needs back."""
+    order: ``{"id", "call_id", "tool", "description", "arguments"}`` — the id to
+    decide it by (the key of its decision, as in the batch's ``calls``; ``call_id``
+    is the same id, kept for pages written before), the tool's name and
+    description, and the arguments it would run with (as JSON values). Send it
+    beside the signed batch; it carries nothing the batch needs back."""
     return [
         {
+            "id": pending.call_id,
             "call_id": pending.call_id,
             "tool": pending.tool.name,
             "description": pending.tool.description,
