@@ -11,7 +11,9 @@ import os
 import select
 import signal
 import sqlite3
+import subprocess
 import threading
+import time
 import typing as t
 
 import pytest
@@ -821,3 +823,119 @@ def test_a_sqlite_lock_held_elsewhere_is_waited_for_within_the_calls_deadline_on
         holder.execute("ROLLBACK")
         holder.close()
         journal.close()
+
+
+# -- leases: renewed while a call runs; one rule for unknown (issue 36) ----------------
+
+
+def _other_process_unknown(path: t.Any) -> list[str]:
+    """What another process (the command line) lists as unknown."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "nous_tools", "journal", "list", str(path), "--unknown", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return [record["call_id"] for record in json.loads(done.stdout)]
+
+
+def test_a_call_running_past_its_lease_is_never_unknown_its_lease_is_renewed(
+    tmp_path: t.Any,
+) -> None:
+    path = tmp_path / "long.db"
+    journal = SQLiteJournal(path, grace=3.0)  # a tool without a timeout: 3 s leases
+    release = threading.Event()
+    leases: list[float] = []
+
+    def long_running() -> str:
+        release.wait(60)
+        return "done"
+
+    tool = Tool.from_function(long_running, timeout=None, retries=0)
+    answers: list[t.Any] = []
+    with ToolExecutor(journal=journal) as executor:
+        worker = threading.Thread(
+            target=lambda: answers.append(executor.execute(tool, {}, CTX, call_id="long"))
+        )
+        worker.start()
+        try:
+            # Past two renewals (every second), well past the first 3 s lease.
+            end = time.monotonic() + 60
+            while len(set(leases)) < 3 and time.monotonic() < end:
+                record = journal.get(RUN, "long")
+                if record is not None:
+                    leases.append(record.lease_expires)
+                    assert not record.unknown()
+                    assert journal.unknown() == []
+                time.sleep(0.1)
+            assert len(set(leases)) >= 3  # renewed twice
+            assert _other_process_unknown(path) == []  # what the operator sees agrees
+            late = executor.execute(tool, {}, CTX, call_id="long")
+            assert isinstance(late, Err) and isinstance(late.reason, CallInProgress)
+        finally:
+            release.set()
+            worker.join()
+    assert answers == [Ok("done")]
+    journal.close()
+
+
+def _ended_process() -> tuple[subprocess.Popen[bytes], str]:
+    """A child that has exited but is not reaped yet (a zombie), and its start time."""
+    from nous_tools.journal._record import _start_time
+
+    child = subprocess.Popen(["sleep", "30"])
+    started = _start_time(child.pid)
+    assert started is not None
+    os.kill(child.pid, signal.SIGKILL)
+    return child, started
+
+
+def test_a_dead_owners_call_is_unknown_at_once_to_execute_unknown_and_the_cli_alike(
+    tmp_path: t.Any, ledger: Ledger, charge: Tool
+) -> None:
+    from nous_tools.journal._record import arguments_digest, new_owner
+
+    path = tmp_path / "dead.db"
+    journal = SQLiteJournal(path)
+    child, started = _ended_process()  # killed; still a zombie until we wait for it
+    try:
+        host, _, _, namespace, _ = new_owner().split(":")
+        now = wall()
+        record = JournalRecord(
+            run_id=RUN, call_id="call_1", tool="charge",
+            digest=arguments_digest("charge", {"amount": 5}), state="started",
+            owner=f"{host}:{child.pid}:abc:{namespace}:{started}",
+            lease_expires=now + 3600, started_at=now,  # a lease far from over
+        )  # fmt: skip
+        assert journal.start(record) is None
+        assert [r.call_id for r in journal.unknown()] == ["call_1"]
+        assert _other_process_unknown(path) == ["call_1"]
+        with ToolExecutor(journal=journal) as executor:
+            result = executor.execute(charge, {"amount": 5}, CTX, call_id="call_1")
+        assert isinstance(result, Err) and isinstance(result.reason, OutcomeUnknown)
+        assert ledger.charges == []
+    finally:
+        child.wait()
+        journal.close()
+
+
+def test_an_interrupted_callers_call_is_unknown_at_once_in_its_own_process(
+    journal: SQLiteJournal, journaled: ToolExecutor, ledger: Ledger, charge: Tool
+) -> None:
+    def interrupted(ctx: RunContext, amount: int) -> None:
+        raise KeyboardInterrupt
+
+    tool = Tool.from_function(interrupted, name="charge", timeout=None, retries=0)
+    with pytest.raises(KeyboardInterrupt):
+        journaled.execute(tool, {"amount": 5}, CTX, call_id="call_1")
+    record = journal.get(RUN, "call_1")
+    assert record is not None and record.state == "started" and not record.expired()
+    assert record.unknown()  # its lease is live, but this process knows it stopped
+    assert [r.call_id for r in journal.unknown()] == ["call_1"]
+    again = journaled.execute(charge, {"amount": 5}, CTX, call_id="call_1")
+    assert isinstance(again, Err) and isinstance(again.reason, OutcomeUnknown)
+    assert ledger.charges == []

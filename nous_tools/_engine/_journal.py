@@ -32,6 +32,7 @@ from nous_tools.errors import (
     OutcomeUnknown,
     ToolError,
 )
+from nous_tools.journal import _leases
 from nous_tools.journal._wait import bounded
 from nous_tools.results import Err
 
@@ -106,6 +107,10 @@ class Claim:
     def finish(self, tool: Tool, result: Result) -> None:
         """Record the call's outcome. Never raises."""
         raise NotImplementedError
+
+    def abandon(self) -> None:
+        """The call was started but will not finish here (the caller was interrupted):
+        its outcome is unknown. Never raises."""
 
 
 def check_journal(owner: str, journal: object) -> None:
@@ -247,7 +252,7 @@ def replayed(tool: Tool, call_id: str | None, result: Result) -> Result:
 
 def _judge(call: _Call, record: JournalRecord | None) -> Result | _Go | _Marker:
     """What the journal's ``record`` means for ``call`` (the table)."""
-    from nous_tools.journal._record import Corrupt, owner_gone
+    from nous_tools.journal._record import Corrupt
 
     if record is None:
         return _Go(None)
@@ -265,7 +270,7 @@ def _judge(call: _Call, record: JournalRecord | None) -> Result | _Go | _Marker:
         except (Corrupt, ValueError) as exc:
             return _unavailable(call, "read", exc)
         return replayed(call.tool, call.call_id, result)
-    if not record.expired() and not owner_gone(record.owner):
+    if not record.unknown():  # the one rule (JournalRecord.unknown)
         return _RUNNING
     if call.tool.idempotent is True:
         return _Go(record.owner)
@@ -380,6 +385,7 @@ class JournalClaim(Claim):
                 return _unavailable(call, "record the start of", exc)
             if found is None:
                 self.record = record
+                _leases.hold(journal, record, lease)  # renewed while it runs
                 return attrs.evolve(ctx, idempotency_key=idempotency_key(call.run_id, call.call_id))
             # Another caller wrote it between step 0 and now: judge again.
             verdict = _judge(call, found)
@@ -391,6 +397,10 @@ class JournalClaim(Claim):
                 return t.cast("Result", verdict)
             self.replace = verdict.replace
         return _in_progress(call)
+
+    def abandon(self) -> None:
+        if self.record is not None:
+            _leases.release(self.record.owner)
 
     def finish(self, tool: Tool, result: Result) -> None:
         record = self.record
@@ -404,6 +414,7 @@ class JournalClaim(Claim):
             with bounded(wait):
                 written = self.call.journal.complete(record, encode_outcome(result, tool.name))
         except Exception as exc:
+            _leases.release(record.owner)
             _log.error(
                 "Call journal failed to record the outcome of tool '%s' (%s); a repeat "
                 "of the call will find its outcome unknown",
@@ -411,6 +422,7 @@ class JournalClaim(Claim):
                 type(exc).__name__,
             )
             return
+        _leases.release(record.owner)
         if not written:
             _log.warning(
                 "Call journal: the call of tool '%s' was settled or taken over before its "

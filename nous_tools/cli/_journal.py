@@ -75,7 +75,7 @@ def _when(seconds: float | None) -> str:
 def _state(record: t.Any) -> str:
     if record.state == "completed":
         return "settled" if record.settled else "completed"
-    return "unknown" if record.expired() else "running"
+    return "unknown" if record.unknown() else "running"
 
 
 def _outcome(record: t.Any) -> str:
@@ -120,10 +120,13 @@ def _command_journal(options: argparse.Namespace) -> int:
     action = options.action
     try:
         if action == "list":
-            state = "started" if options.unknown else options.state
-            records = journal.records(run_id=options.run, state=state, limit=options.limit)
-            if options.unknown:
-                records = [record for record in records if record.expired()]
+            if options.unknown:  # the API's own list: what execute calls unknown
+                records = [r for r in journal.unknown() if options.run in (None, r.run_id)]
+                records = records[::-1][: options.limit]  # newest first, as list shows
+            else:
+                records = journal.records(
+                    run_id=options.run, state=options.state, limit=options.limit
+                )
             if options.json:
                 _write_stdout(_dumps([record.to_dict() for record in records], ascii_only=False))
                 return EXIT_OK

@@ -326,17 +326,21 @@ class Calls(HandOffs):
         started = claim.start(tool, ctx)
         if not isinstance(started, RunContext):
             return started
-        if limits is not None and limits.in_lane:
-            result = self._limited(tool, arguments, started, call_id, limits)
-        else:
-            total = tool.retries + 1
-            outcome = self._attempt(tool, arguments, started, 1, total, call_id)
-            if type(outcome) is _Failure:
-                if outcome.will_retry:
-                    result = self._retry(tool, arguments, started, outcome, total, call_id)
-                else:
-                    result = self._final_failure(tool, outcome)
+        try:
+            if limits is not None and limits.in_lane:
+                result = self._limited(tool, arguments, started, call_id, limits)
             else:
-                result = t.cast(Result, outcome)
+                total = tool.retries + 1
+                outcome = self._attempt(tool, arguments, started, 1, total, call_id)
+                if type(outcome) is _Failure:
+                    if outcome.will_retry:
+                        result = self._retry(tool, arguments, started, outcome, total, call_id)
+                    else:
+                        result = self._final_failure(tool, outcome)
+                else:
+                    result = t.cast(Result, outcome)
+        except BaseException:  # interrupted: the outcome is unknown (as after a crash)
+            claim.abandon()
+            raise
         claim.finish(tool, result)
         return result

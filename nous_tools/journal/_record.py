@@ -37,6 +37,7 @@ __all__ = [
     "encode_outcome",
     "idempotency_key",
     "new_owner",
+    "owner_alive",
     "owner_gone",
 ]
 
@@ -109,6 +110,20 @@ class JournalRecord:
             now = wall()
         return self.lease_expires <= now
 
+    def unknown(self, now: float | None = None) -> bool:
+        """True when the call's outcome is unknown: started, never completed, and
+        whoever ran it stopped. The one rule, for ``execute``, ``Journal.unknown()``
+        and the command line alike: the process that started it is certainly gone
+        (this host, this PID namespace, no live process with its pid and start
+        time), or its lease has passed (a running call keeps renewing it). The
+        process that runs a call knows it exactly, whatever the lease says."""
+        if self.state != "started":
+            return False
+        alive = owner_alive(self.owner)
+        if alive is not None:
+            return not alive
+        return self.expired(now)
+
     def result(self) -> Result:
         """The stored outcome as ``Ok``/``Err`` (see :func:`decode_outcome`);
         ``ValueError`` when the record is not completed or its outcome is corrupt."""
@@ -128,7 +143,7 @@ class JournalRecord:
             "digest": self.digest,
             "decision": self.decision,
             "state": self.state,
-            "unknown": self.expired(),
+            "unknown": self.unknown(),
             "owner": self.owner,
             "lease_expires": self.lease_expires,
             "started_at": self.started_at,
@@ -188,7 +203,8 @@ class Journal(t.Protocol):
         ...
 
     def unknown(self) -> list[JournalRecord]:
-        """The uncertain calls: started, never completed, their lease expired."""
+        """The uncertain calls: those whose record says so
+        (:meth:`JournalRecord.unknown`), oldest first."""
         ...
 
     def settle(self, key: Key, result: Result) -> JournalRecord:
@@ -263,13 +279,15 @@ _owner_prefix: tuple[int, str] | None = None
 
 def _start_time(pid: int) -> str | None:
     """When process ``pid`` started (clock ticks since boot, from ``/proc``), or None
-    when there is no such process (or no ``/proc``)."""
+    when there is no such process (or no ``/proc``), or only its zombie is left."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
     except OSError:
         return None
     fields = stat.rsplit(b")", 1)[-1].split()
+    if not fields or fields[0] in (b"Z", b"X"):  # it ended; its parent has not reaped it
+        return None
     return fields[19].decode("ascii") if len(fields) > 19 else None
 
 
@@ -296,27 +314,38 @@ def new_owner() -> str:
     return prefix[1].format(os.urandom(6).hex())
 
 
-def owner_gone(owner: str) -> bool:
-    """True only when the process that started a call is certainly gone: it ran on
-    this host, in this PID namespace, and no process with its pid and start time
-    exists any more (a SIGKILL, the OOM killer, a crash). Then its lease need not be
-    waited out. False whenever that cannot be known (another host, another
-    container, no ``/proc``): the lease decides."""
+def owner_alive(owner: str) -> bool | None:
+    """Whether the call of ``owner`` may still run: for a call of this process,
+    whether it runs now (exactly); for another process of this host, in this PID
+    namespace, False when that process is gone (its pid and start time are looked
+    up; a zombie is gone), else None; None whenever nothing can be known (another
+    host, another container, no ``/proc``). None: the lease decides, which a
+    running call keeps renewing (``nous_tools.journal._leases``)."""
     parts = owner.split(":")
     if len(parts) != 5 or not parts[3] or not parts[4]:
-        return False
+        return None
     host, pid_text, _, namespace, started = parts
     if not pid_text.isdigit():
-        return False
+        return None
     mine = _owner_prefix
     if mine is None or mine[0] != os.getpid():
         new_owner()
         mine = _owner_prefix
     assert mine is not None
-    own_host, _, _, own_namespace, _ = mine[1].split(":")
+    own_host, _, _, own_namespace, own_start = mine[1].split(":")
     if host != own_host or namespace != own_namespace:
-        return False
-    return _start_time(int(pid_text)) != started
+        return None
+    if int(pid_text) == mine[0] and started == own_start:  # a call of this process:
+        from nous_tools.journal._leases import held  # it knows exactly which run
+
+        return held(owner)
+    return _start_time(int(pid_text)) == started
+
+
+def owner_gone(owner: str) -> bool:
+    """True only when the process that started a call is certainly gone (see
+    :func:`owner_alive`): then its lease need not be waited out."""
+    return owner_alive(owner) is False
 
 
 # -- outcomes ------------------------------------------------------------------------

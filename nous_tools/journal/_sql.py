@@ -96,6 +96,10 @@ class SQLJournal:
             f"tool_digest = {p}, runs = runs + 1 "
             f"WHERE run_id = {p} AND call_id = {p} AND state = 'started' AND owner = {p}"
         )
+        self._sql_renew = (
+            f"UPDATE {table} SET lease_expires = {p} "
+            f"WHERE run_id = {p} AND call_id = {p} AND state = 'started' AND owner = {p}"
+        )
         self._sql_complete = (
             f"UPDATE {table} SET state = 'completed', outcome = {p}, completed_at = {p} "
             f"WHERE run_id = {p} AND call_id = {p} AND state = 'started' AND owner = {p}"
@@ -105,7 +109,7 @@ class SQLJournal:
             f"settled = 1 WHERE run_id = {p} AND call_id = {p} AND state = 'started'"
         )
         self._sql_unknown = (
-            f"SELECT {columns} FROM {table} WHERE state = 'started' AND lease_expires <= {p} "
+            f"SELECT {columns} FROM {table} WHERE state = 'started' "
             "ORDER BY started_at, run_id, call_id"
         )
         self._sql_prune = f"DELETE FROM {table} WHERE state = 'completed' AND completed_at < {p}"
@@ -265,9 +269,19 @@ class SQLJournal:
         )
         return written == 1
 
+    def renew(self, record: JournalRecord, lease_expires: float) -> bool:
+        """Move the lease of the call ``record`` started to ``lease_expires`` while it
+        runs (the heartbeat does); False when the call is no longer started by that
+        owner (completed, settled or taken over)."""
+        parameters = (lease_expires, record.run_id, record.call_id, record.owner)
+        return self._write_unsynced(self._sql_renew, parameters) == 1
+
     def unknown(self) -> list[JournalRecord]:
-        """The calls whose outcome is unknown: started, never completed, lease expired."""
-        return [self._record(row) for row in self._rows(self._sql_unknown, (wall(),))]
+        """The calls whose outcome is unknown (:meth:`JournalRecord.unknown`: the
+        same rule ``execute`` answers ``OutcomeUnknown`` by), oldest first."""
+        now = wall()
+        started = (self._record(row) for row in self._rows(self._sql_unknown, ()))
+        return [record for record in started if record.unknown(now)]
 
     def settle(self, key: Key, result: Result) -> JournalRecord:
         """Record ``result`` (``Ok``/``Err``) as the outcome of a started call; a

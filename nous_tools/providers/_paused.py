@@ -773,7 +773,11 @@ def _resolve_journaled(
         started = claim.start(tool, ctx)
         if not isinstance(started, RunContext):
             return started
-        result = _reject(registry, na)
+        try:
+            result = _reject(registry, na)
+        except BaseException:
+            claim.abandon()
+            raise
         claim.finish(tool, result)
         return result
 
