@@ -261,6 +261,7 @@ def test_an_ask_tool_pauses_with_202_the_pending_calls_and_a_signed_batch(
     body = response.get_json()
     assert body["pending"] == [
         {
+            "id": "call_d",
             "call_id": "call_d",
             "tool": "delete_file",
             "description": "The ``ask`` tool: records what it deleted.",

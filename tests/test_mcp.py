@@ -29,6 +29,7 @@ from nous_tools import (
     Err,
     NeedsApproval,
     Ok,
+    OutcomeUnknown,
     Registry,
     RunContext,
     Tool,
@@ -670,7 +671,7 @@ def test_idempotent_remote_call_whose_server_died_mid_call_is_not_retried(marker
         tool = next(t for t in server.tools(trusted=True) if t.name == "die_idempotent")
         assert tool.retries == 1  # a trusted idempotent tool keeps its retry otherwise
         result = execute(tool, {})
-    assert isinstance(result, Err)
+    assert isinstance(result, Err) and isinstance(result.reason, OutcomeUnknown)
     assert "outcome is unknown" in result.reason.message
     assert "MCP server 'doomed'" in result.reason.message
     assert (markers / "die_idempotent").read_text().count("called") == 1
@@ -926,6 +927,10 @@ def test_serve_on_a_non_loopback_host_requires_the_bearer_token_and_an_allowed_h
             assert Registry().execute_approved(
                 next(t for t in far.tools() if t.name == "add"), {"a": 1, "b": 2}
             ) == Ok(3)
+        wrong = {"Authorization": "Bearer wrong-token-of-some-length"}
+        with pytest.raises(ConnectionError, match=r"refused the token \(HTTP 401\)"):
+            with MCPServer.http(url, headers=wrong) as refused:
+                refused.tools()
     banner = process.err
     assert "bearer token required" in banner and TOKEN not in banner
     # what clients see: the deny tool is not listed, nor counted

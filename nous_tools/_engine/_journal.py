@@ -250,7 +250,7 @@ def replayed(tool: Tool, call_id: str | None, result: Result) -> Result:
     return result
 
 
-def _judge(call: _Call, record: JournalRecord | None) -> Result | _Go | _Marker:
+def _judge(call: _Call, record: JournalRecord | None, again: bool = True) -> Result | _Go | _Marker:
     """What the journal's ``record`` means for ``call`` (the table)."""
     from nous_tools.journal._record import Corrupt
 
@@ -272,6 +272,15 @@ def _judge(call: _Call, record: JournalRecord | None) -> Result | _Go | _Marker:
         return replayed(call.tool, call.call_id, result)
     if not record.unknown():  # the one rule (JournalRecord.unknown)
         return _RUNNING
+    if again:
+        # A call of this process may have completed since the record was read (it
+        # stops being held only after its outcome is written): read it once more.
+        try:
+            fresh = call.journal.get(call.run_id, call.call_id)
+        except Exception as exc:
+            return _unavailable(call, "read", exc)
+        if fresh != record:
+            return _judge(call, fresh, again=False)
     if call.tool.idempotent is True:
         return _Go(record.owner)
     return _unknown(call)
@@ -378,16 +387,20 @@ class JournalClaim(Claim):
         # A lock held elsewhere is waited for within the call's own deadline.
         self.deadline = monotonic() + lease - float(journal.grace) if timeout else None
         for _ in range(3):
+            # Held (renewed while it runs) before it is written: a reader in this
+            # process must never see the record without knowing the call runs.
+            _leases.hold(journal, record, lease)
             try:
                 with bounded(lease - float(journal.grace) if timeout else None):
                     found = journal.start(record, replace=self.replace)
             except Exception as exc:
+                _leases.release(record.owner)
                 return _unavailable(call, "record the start of", exc)
             if found is None:
                 self.record = record
-                _leases.hold(journal, record, lease)  # renewed while it runs
                 return attrs.evolve(ctx, idempotency_key=idempotency_key(call.run_id, call.call_id))
             # Another caller wrote it between step 0 and now: judge again.
+            _leases.release(record.owner)
             verdict = _judge(call, found)
             if verdict is _RUNNING:
                 if not self.wait:

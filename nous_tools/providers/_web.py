@@ -11,7 +11,7 @@ A Flask view with all three (``examples/flask_app.py`` is the complete app):
 ...           "input": {"path": "/tmp/x"}}]
 >>> result = execute_tool_calls(registry, {"role": "assistant", "content": calls})
 >>> result.pending_summary()
-[{'call_id': 'toolu_1', 'tool': 'delete_file', 'description': '', 'arguments': {'path': '/tmp/x'}}]
+[{'id': 'toolu_1', 'call_id': 'toolu_1', 'tool': 'delete_file', 'description': '', 'arguments': {'path': '/tmp/x'}}]
 >>> batch = result.to_dict("server-secret")  # 202: the summary and the batch go to the page
 >>> body = {"batch": batch, "decisions": {"toolu_1": "approve"}}  # what the page posts back
 >>> decisions = parse_decisions(body)  # ValueError (a 400) for anything else

@@ -48,7 +48,7 @@ from nous_tools.contrib.mcp._transport import (
     start_portal,
     stdio_connect,
 )
-from nous_tools.errors import ToolCancelled, ToolError
+from nous_tools.errors import OutcomeUnknown, ToolCancelled, ToolError
 from nous_tools.results import Err, Ok
 from nous_tools.run_context import RunContext
 from nous_tools.tool import Tool
@@ -114,6 +114,8 @@ class MCPServer:
         self._thread: threading.Thread | None = None
         self._connection: _Connection | None = None
         self._closed = False
+        # The HTTP status of a refused sign-in (401, 403) while connecting, if any.
+        self.refused: int | None = None
         self._inflight: dict[int, InFlight] = {}
         self._ids = itertools.count()
 
@@ -240,8 +242,8 @@ class MCPServer:
 
         Returns ``Ok(value)`` or ``Err``; raises ``TimeoutError`` at the deadline and
         ``ConnectionError`` when the server cannot be reached. A server that died or
-        a connection that broke after the request was sent is an ``Err`` saying the
-        outcome is unknown (the tool may have run): never retried, even for tools
+        a connection that broke after the request was sent is ``Err(OutcomeUnknown)``
+        (the tool may have run): never retried, even for tools
         annotated idempotent. The next call reconnects. Tools made by :meth:`tools`
         call this.
         """
@@ -331,11 +333,18 @@ class MCPServer:
             if scope.cancelled_caught:
                 raise TimeoutError(f"no answer within {self.connect_timeout} s")
 
+        self.refused = None
         try:
             done, (client, closing) = portal.start_task(hold, name=f"mcp:{self.name}")
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt):
                 raise
+            if self.refused is not None:  # it answered: it did not take our credentials
+                raise ConnectionError(
+                    f"MCP server '{self.name}' refused the token (HTTP {self.refused}): check "
+                    "the bearer token in headers=..., or the OAuth sign-in "
+                    f"({redact(describe_error(exc))})"
+                ) from None
             raise ConnectionError(
                 f"MCP server '{self.name}' could not be reached: {redact(describe_error(exc))}"
             ) from None
@@ -480,7 +489,7 @@ class MCPServer:
         not have run. An ``Err`` (a returned value, so the executor never retries
         it, whatever the tool's annotations say)."""
         return Err(
-            ToolError(
+            OutcomeUnknown(
                 f"MCP server '{self.name}' went away during the call to '{remote_name}' "
                 f"({detail}): the outcome is unknown (the tool may have run), so it is not "
                 "retried; the server is restarted on the next call",

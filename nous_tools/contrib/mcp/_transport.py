@@ -131,11 +131,16 @@ def http_connect(
     provider = auth.provider(url) if auth is not None else None
 
     async def connect(stack: contextlib.AsyncExitStack, server: MCPServer) -> Client:
+        async def note_refusal(response: t.Any) -> None:  # the SDK keeps no status
+            status = response.status_code
+            server.refused = status if status in (401, 403) else None  # the last word
+
         http = await stack.enter_async_context(
             httpx2.AsyncClient(
                 headers=dict(headers or {}),
                 timeout=httpx2.Timeout(30.0, read=300.0),
                 auth=provider,
+                event_hooks={"response": [note_refusal]},
             )
         )
         client = _client(streamable_http_client(url, http_client=http), server, mode)
