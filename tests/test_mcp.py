@@ -928,9 +928,9 @@ def test_serve_on_a_non_loopback_host_requires_the_bearer_token_and_an_allowed_h
                 next(t for t in far.tools() if t.name == "add"), {"a": 1, "b": 2}
             ) == Ok(3)
         wrong = {"Authorization": "Bearer wrong-token-of-some-length"}
-        with pytest.raises(ConnectionError, match=r"refused the token \(HTTP 401\)"):
-            with MCPServer.http(url, headers=wrong) as refused:
-                refused.tools()
+        refusal = pytest.raises(ConnectionError, match=r"refused the token \(HTTP 401\)")
+        with refusal, MCPServer.http(url, headers=wrong) as refused:
+            refused.tools()
     banner = process.err
     assert "bearer token required" in banner and TOKEN not in banner
     # what clients see: the deny tool is not listed, nor counted
