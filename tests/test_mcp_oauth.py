@@ -216,3 +216,52 @@ def test_oauth_options_are_checked_when_made():
         OAuth.authorization_code(timeout=0)
     shown = repr(OAuth.client_credentials("svc", client_secret="very-secret"))
     assert "very-secret" not in shown and "svc" in shown
+
+
+class ForgingBrowser(Browser):
+    """First a forged redirect to the client's callback (another state), then the
+    person's real one."""
+
+    def __call__(self, url: str) -> None:
+        import urllib.parse
+
+        redirect = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)["redirect_uri"][0]
+        with httpx2.Client(timeout=30.0) as http:
+            forged = http.get(f"{redirect}?code=stolen&state=not-the-one")
+            assert forged.status_code == 400
+        super().__call__(url)
+
+
+def test_a_callback_with_another_state_is_ignored_and_the_real_one_signs_in():
+    browser = ForgingBrowser()
+    with oauth_server(mcp_served_tools.registry) as running:
+        auth = OAuth.authorization_code(open_browser=browser, storage=InMemoryTokenStorage())
+        with MCPServer.http(running.url, auth=auth) as server:
+            assert add_of(server) == Ok(5)
+        assert running.provider.exchanges == ["authorization_code"]
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "http://169.254.169.254/latest/meta-data/",
+        "http://10.1.2.3/.well-known/oauth-authorization-server",
+        "http://127.0.0.1:9/token",
+        "http://[::1]/authorize",
+        "http://localhost/.well-known/openid-configuration",
+    ],
+)
+def test_oauth_requests_of_a_public_server_never_go_into_a_private_network(target):
+    import anyio
+
+    from nous_tools.contrib.mcp._transport import request_guard
+
+    guard = request_guard("https://93.184.216.34/mcp")  # a server on a public address
+    with pytest.raises(ConnectionRefusedError, match="allow_private_networks=True"):
+        anyio.run(guard, httpx2.Request("GET", target))
+    anyio.run(guard, httpx2.Request("GET", "https://93.184.216.34/.well-known/x"))  # its own
+    anyio.run(guard, httpx2.Request("GET", "https://8.8.8.8/token"))  # elsewhere, public
+    allowed = request_guard("https://93.184.216.34/mcp", allow_private_networks=True)
+    anyio.run(allowed, httpx2.Request("GET", target))
+    inside = request_guard("http://127.0.0.1:8000/mcp")  # a server in the network itself
+    anyio.run(inside, httpx2.Request("GET", target))

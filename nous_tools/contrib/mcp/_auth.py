@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import collections.abc as c
 import contextlib
+import hmac
 import html
 import json
 import logging
@@ -297,11 +298,12 @@ def install_redaction() -> None:
 
 class _Callback:
     """A one-shot HTTP server on 127.0.0.1 receiving the authorization server's redirect
-    (``/callback?code=...&state=...&iss=...``)."""
+    (``/callback?code=...&state=...&iss=...``). A request whose ``state`` is not the
+    one sent (``state``) is answered 400 and ignored: the wait goes on."""
 
     PAGE = "<!doctype html><title>nous-tools</title><p>{}</p><p>You can close this window.</p>"
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, state: str | None = None) -> None:
         self.result: dict[str, str] | None = None
         self.done = threading.Event()
         outer = self
@@ -313,6 +315,11 @@ class _Callback:
                     self.send_error(404)
                     return
                 query = dict(urllib.parse.parse_qsl(parsed.query))
+                if state is not None and not hmac.compare_digest(
+                    query.get("state", ""), state
+                ):  # not the answer to our request (a forged or stale one): keep waiting
+                    self.send_error(400, "state does not match this sign-in; ignored")
+                    return
                 ok = "code" in query
                 text = "Signed in." if ok else f"Sign-in failed: {query.get('error', 'no code')}"
                 body = outer.PAGE.format(html.escape(text)).encode()
@@ -426,7 +433,9 @@ class OAuth:
             waiting: dict[str, _Callback] = {}
 
             async def redirect_handler(url: str) -> None:
-                waiting["callback"] = _Callback(port)
+                # Only the redirect that carries this request's state is taken.
+                sent = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query).get("state")
+                waiting["callback"] = _Callback(port, sent[0] if sent else None)
                 if callable(open_browser):
                     await anyio.to_thread.run_sync(open_browser, url)
                 elif open_browser:

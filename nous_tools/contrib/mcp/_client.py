@@ -154,16 +154,24 @@ class MCPServer:
         name: str | None = None,
         connect_timeout: float = 30.0,
         mode: str = "auto",
+        allow_private_networks: bool = False,
     ) -> MCPServer:
         """A server at a Streamable HTTP endpoint (``https://host/mcp``), with
         ``headers`` sent on every request; ``mode`` as in :meth:`stdio`.
+
+        Requests to any other origin than the server's (its OAuth discovery, sign-in
+        and tokens) never go to a loopback, private, link-local or reserved address
+        (``169.254.169.254``, ``10.x``, ``metadata.google.internal``): a server cannot
+        send this client into your own network. A server that is itself on such an
+        address may, and ``allow_private_networks=True`` lets every server (an
+        authorization server inside your network).
 
         ``auth`` signs in to a server that requires OAuth: :meth:`OAuth.authorization_code`
         (a person, in a browser) or :meth:`OAuth.client_credentials` (a service), on the
         SDK's OAuth client provider; tokens are refreshed and kept in the ``OAuth``'s
         storage. With a person signing in, connecting may take their time too (the
         ``OAuth``'s timeout is added to ``connect_timeout``)."""
-        connect = http_connect(url, headers, auth, mode)
+        connect = http_connect(url, headers, auth, mode, allow_private_networks)
         waiting = auth.interactive if auth is not None and auth.interactive else 0.0
         return cls(
             connect,

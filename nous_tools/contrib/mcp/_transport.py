@@ -12,6 +12,7 @@ import os
 import sys
 import threading
 import typing as t
+import urllib.parse
 
 import anyio
 import mcp_types as types
@@ -121,7 +122,11 @@ def stdio_connect(
 
 
 def http_connect(
-    url: str, headers: c.Mapping[str, str] | None, auth: OAuth | None, mode: str
+    url: str,
+    headers: c.Mapping[str, str] | None,
+    auth: OAuth | None,
+    mode: str,
+    allow_private_networks: bool = False,
 ) -> Connect:
     """How to connect to a server at a Streamable HTTP endpoint, signing in with
     ``auth`` (see :meth:`MCPServer.http`)."""
@@ -129,6 +134,7 @@ def http_connect(
     from mcp.client.streamable_http import streamable_http_client
 
     provider = auth.provider(url) if auth is not None else None
+    guard = request_guard(url, allow_private_networks)
 
     async def connect(stack: contextlib.AsyncExitStack, server: MCPServer) -> Client:
         async def note_refusal(response: t.Any) -> None:  # the SDK keeps no status
@@ -140,13 +146,85 @@ def http_connect(
                 headers=dict(headers or {}),
                 timeout=httpx2.Timeout(30.0, read=300.0),
                 auth=provider,
-                event_hooks={"response": [note_refusal]},
+                event_hooks={"request": [guard], "response": [note_refusal]},
             )
         )
         client = _client(streamable_http_client(url, http_client=http), server, mode)
         return await stack.enter_async_context(client)
 
     return connect
+
+
+def _private(address: str) -> bool:
+    import ipaddress
+
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return bool(
+        ip.is_private
+        or ip.is_loopback
+        or ip.is_link_local
+        or ip.is_reserved
+        or ip.is_multicast
+        or ip.is_unspecified
+    )
+
+
+async def _addresses(host: str, port: int) -> list[str]:
+    """The addresses ``host`` resolves to (itself when it is one; none if unknown)."""
+    import socket
+
+    try:
+        infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return []
+    return [str(info[4][0]) for info in infos]
+
+
+def request_guard(
+    server_url: str, allow_private_networks: bool = False
+) -> c.Callable[[t.Any], c.Awaitable[None]]:
+    """An httpx request hook: a request to another origin than ``server_url``'s (OAuth
+    discovery, sign-in, tokens) to a loopback, private, link-local or reserved address
+    is refused (``ConnectionRefusedError``), unless the server is on such an address
+    itself or ``allow_private_networks`` (a server must not be able to send its
+    client into the client's own network: server-side request forgery)."""
+    parts = urllib.parse.urlsplit(server_url)
+    scheme = parts.scheme
+    origin = (scheme, parts.hostname, parts.port or (443 if scheme == "https" else 80))
+    checked: dict[tuple[str, int], str | None] = {}
+    inside: list[bool] = []  # whether the server itself is in such a network, once known
+
+    async def guard(request: t.Any) -> None:
+        if allow_private_networks:
+            return
+        url = request.url
+        port = url.port or (443 if url.scheme == "https" else 80)
+        if (url.scheme, url.host, port) == origin:
+            return
+        if not inside:
+            own = await _addresses(str(origin[1]), int(origin[2]))
+            inside.append(any(_private(a) for a in own))
+        if inside[0]:
+            return
+        key = (url.host, port)
+        if key not in checked:
+            found = [a for a in await _addresses(url.host, port) if _private(a)]
+            checked[key] = found[0] if found else None
+        bad = checked[key]
+        if bad is not None:
+            raise ConnectionRefusedError(
+                f"refused to send a request to {url.host} ({bad}): a loopback, private or "
+                f"link-local address, named by MCP server {parts.hostname}, which is not in "
+                "such a network itself (MCPServer.http(..., allow_private_networks=True) "
+                "allows it)"
+            )
+
+    return guard
 
 
 def _client(transport: t.Any, server: MCPServer, mode: str) -> Client:
