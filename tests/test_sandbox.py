@@ -644,3 +644,12 @@ def test_workspace_write_never_refuses_a_plainly_inside_path(
     p = SandboxPolicy("workspace_write", maze)
     resolved = p.check_write(os.path.join(".", *parts))
     assert resolved.is_relative_to(maze)
+
+
+def test_a_link_after_a_loop_the_os_never_reaches_is_refused(maze: pathlib.Path) -> None:
+    """``missing/../loop/../out_link``: realpath folds the loop lexically and leaves
+    ``out_link`` unresolved; the check must not hand back a path that points outside."""
+    p = SandboxPolicy("workspace_write", maze)
+    with pytest.raises(SandboxViolation):
+        p.check_write(os.path.join("b", "..", "loop", "..", "out_link"))
+    assert not p.allows_write(os.path.join("new", "..", "loop", "..", "out_link"))

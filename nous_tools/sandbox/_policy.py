@@ -313,6 +313,14 @@ class SandboxPolicy:
             raise SandboxViolation(
                 f"Sandbox ({self.mode}) refuses path {raw!r}: it runs into a symlink loop"
             )
+        # Canonical means resolving again changes nothing. After a loop that the OS
+        # never reached (``missing/../loop/../link``), realpath leaves the rest
+        # unresolved: a link there would still point elsewhere.
+        if os.path.realpath(resolved) != resolved:
+            raise SandboxViolation(
+                f"Sandbox ({self.mode}) refuses path {raw!r}: it does not resolve to one "
+                "place (a symlink loop on the way, or a link that changed meanwhile)"
+            )
         return pathlib.Path(resolved)
 
     def check_write(self, path: StrPath) -> pathlib.Path:
