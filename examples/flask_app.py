@@ -163,7 +163,7 @@ def create_app(
             decisions = parse_decisions(body)
             batch = ToolCallResults.from_dict(body.get("batch"), registry, secret)
             resolved = batch.resolve(decisions, run_context(), wait=wait)
-        except (BatchAlreadyResolved, JournalConflict):  # JournalConflict: decided otherwise
+        except (BatchAlreadyResolved, JournalConflict):  # JournalConflict: other arguments
             return {"error": "this batch was already decided"}, 409
         except ValueError as exc:  # malformed, changed, forged, expired: nothing ran
             return {"error": str(exc)}, 400

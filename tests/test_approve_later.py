@@ -44,7 +44,6 @@ from nous_tools import (
     ContextUpdate,
     Edit,
     Err,
-    JournalConflict,
     NeedsApproval,
     Ok,
     Registry,
@@ -987,15 +986,15 @@ def test_a_journaled_batch_submitted_twice_returns_the_first_outcome(
     [{"call_d": "reject"}, {"call_d": Edit({"path": "/z"})}],
     ids=["reject after approve", "edit after approve"],
 )
-def test_other_decisions_for_a_journaled_call_are_a_conflict_and_nothing_runs(
+def test_another_decision_for_a_decided_journaled_call_gets_the_first_outcome(
     journaled_registry: Registry, deleted: Deleter, otherwise: dict[str, t.Any]
 ) -> None:
     wire = _paused(journaled_registry, DELETE_X, DELETE_Y)
     ToolCallResults.from_dict(wire, journaled_registry, SECRET).resolve({"call_d": "approve"})
     batch = ToolCallResults.from_dict(wire, journaled_registry, SECRET)
-    with pytest.raises(JournalConflict, match="another decision"):
-        batch.resolve({**otherwise, "call_e": "approve"})
-    assert deleted.paths == ["/x"]  # not even the undecided call_e ran
+    again = batch.resolve({**otherwise, "call_e": "approve"})
+    assert again.results == [Ok("deleted /x"), Ok("deleted /y")]  # call_d: the first outcome
+    assert deleted.paths == ["/x", "/y"]  # call_d ran once, as first decided
 
 
 def test_an_edited_call_is_replayed_when_the_response_is_posted_again(
@@ -1023,3 +1022,53 @@ def test_without_a_run_id_a_journaled_registry_keeps_batch_already_resolved(
     with pytest.raises(BatchAlreadyResolved):
         ToolCallResults.from_dict(wire, journaled_registry, SECRET).resolve({"call_d": "approve"})
     assert deleted.paths == ["/x"]
+
+
+@pytest.mark.parametrize("second", ["approve", "reject"])
+def test_two_requests_racing_one_approval_run_it_once_and_both_answer_the_first_outcome(
+    executor: ToolExecutor, tmp_path: t.Any, second: str
+) -> None:
+    """Two requests submit the same paused call at once (a double click; approve and
+    reject from two tabs): the tool runs at most once, both get the outcome the journal
+    records, and the journal holds a tool's outcome, never "approval already used"."""
+    for round_ in range(15):
+        deleted = Deleter()
+        registry = Registry(
+            [make(deleted, name="delete_file", approval="ask")],
+            executor=executor,
+            name="agent",
+            journal=SQLiteJournal(tmp_path / f"race-{second}-{round_}.db"),
+        )
+        wire = _paused(registry, DELETE_X)
+        barrier = threading.Barrier(2, timeout=WAIT)
+        answers: list[t.Any] = [None, None]
+
+        def submit(
+            i: int,
+            decision: str,
+            wire: t.Any = wire,
+            registry: Registry = registry,
+            barrier: threading.Barrier = barrier,
+            answers: list[t.Any] = answers,
+        ) -> None:
+            batch = ToolCallResults.from_dict(wire, registry, SECRET)
+            barrier.wait()
+            answers[i] = batch.resolve({"call_d": decision}).results[0]
+
+        threads = [
+            threading.Thread(target=submit, args=(0, "approve")),
+            threading.Thread(target=submit, args=(1, second)),
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(WAIT)
+        record = registry.journal.get("conversation-8", "call_d")  # type: ignore[union-attr]
+        assert record is not None and record.state == "completed"
+        stored = record.result()
+        text = format_tool_result(stored, "delete_file")
+        assert "already used" not in text
+        shown = [format_tool_result(answer, "delete_file") for answer in answers]
+        assert shown == [text, text], (round_, shown, text)
+        assert len(deleted.paths) <= 1
+        assert (deleted.paths == ["/x"]) == stored.is_ok()

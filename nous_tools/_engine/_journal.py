@@ -26,6 +26,7 @@ from nous_tools._util._clock import monotonic, wall
 from nous_tools._util._log import log as _log
 from nous_tools._util._text import safe_str
 from nous_tools.errors import (
+    ApprovalAlreadyUsed,
     CallInProgress,
     JournalConflict,
     JournalUnavailable,
@@ -258,12 +259,13 @@ def _judge(call: _Call, record: JournalRecord | None, again: bool = True) -> Res
         return _Go(None)
     if record.tool != call.tool.name or record.digest != call.digest:
         return Err(_conflict(call, record))
-    if (
+    # A person's second submit with another decision gets the first decision's
+    # outcome (or waits for it); it never runs the call otherwise.
+    other_decision = (
         call.decision is not None
         and record.decision is not None
         and record.decision != call.decision
-    ):
-        return Err(_conflict(call, record))
+    )
     if record.state == "completed":
         try:
             result = record.result()
@@ -281,7 +283,7 @@ def _judge(call: _Call, record: JournalRecord | None, again: bool = True) -> Res
             return _unavailable(call, "read", exc)
         if fresh != record:
             return _judge(call, fresh, again=False)
-    if call.tool.idempotent is True:
+    if call.tool.idempotent is True and not other_decision:
         return _Go(record.owner)
     return _unknown(call)
 
@@ -550,13 +552,9 @@ def resolve_conflict(
         return None
     if record is None:
         return None
-    if (
-        record.tool != tool.name
-        or record.digest != call.digest
-        or (record.decision is not None and record.decision != decision)
-    ):
+    if record.tool != tool.name or record.digest != call.digest:
         return _conflict(call, record)
-    return None
+    return None  # another decision: its call answers with the first decision's outcome
 
 
 def resolve_call(
@@ -579,7 +577,49 @@ def resolve_call(
     call = prepare(journal, tool, arguments, ctx.run_id, call_id, decision)
     if isinstance(call, Err):
         return call
+    if seconds is None:
+        # A person's submit that finds the call decided by another request and
+        # still running (a double submit) waits for its outcome, as long as the
+        # tool may run (one without a timeout: a few seconds), then CallInProgress.
+        seconds = tool.timeout * (tool.retries + 1) if tool.timeout else _WINNER_PATIENCE
     decided = decide(call, seconds)
     if type(decided) is not _Go:
         return t.cast("Result", decided)
-    return go(JournalClaim(call, decided.replace, seconds))
+    claim = JournalClaim(call, decided.replace, seconds)
+    result = go(claim)
+    if (
+        claim.record is None
+        and isinstance(result, Err)
+        and isinstance(result.reason, ApprovalAlreadyUsed)
+    ):
+        # Another request redeemed this approval first (the same decision or
+        # another): the journal's record wins, and this one answers its outcome.
+        return _winners_outcome(call, seconds) or result
+    return result
+
+
+#: How long a request that lost an approval's redeem waits for the winner's record.
+_WINNER_PATIENCE = 5.0
+
+
+def _winners_outcome(call: _Call, wait: float | None) -> Result | None:
+    """The outcome the journal holds (or comes to hold) for a call whose approval
+    another request redeemed: its record, whatever decision it carries, once the
+    winner has written it (within :data:`_WINNER_PATIENCE`); waiting ``wait``
+    seconds for it to complete. None when no record appears."""
+    anyone = _Call(call.journal, call.tool, call.run_id, call.call_id, call.digest, None)
+    end = monotonic() + _WINNER_PATIENCE
+    pause = 0.005
+    while True:
+        try:
+            record = call.journal.get(call.run_id, call.call_id)
+        except Exception as exc:
+            return _unavailable(call, "read", exc)
+        if record is not None:
+            break
+        if monotonic() >= end:
+            return None
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
+    decided = decide(anyone, wait)
+    return None if type(decided) is _Go else t.cast("Result", decided)

@@ -770,14 +770,14 @@ def _resolve_journaled(
     def go(claim: _journal.JournalClaim) -> Result:
         if decision != "reject":
             return registry._execute_approval(na, None, ctx, call_id, claim=claim)
+        # The approval is used up first: a request that loses that race writes
+        # nothing (it answers the winner's outcome), never a refusal as the outcome.
+        result = _reject(registry, na)
+        if isinstance(result.reason, ApprovalAlreadyUsed):
+            return result
         started = claim.start(tool, ctx)
         if not isinstance(started, RunContext):
             return started
-        try:
-            result = _reject(registry, na)
-        except BaseException:
-            claim.abandon()
-            raise
         claim.finish(tool, result)
         return result
 
