@@ -187,3 +187,31 @@ def test_a_lambda_connected_weakly_is_dropped_and_one_connected_with_weak_false_
     finally:
         signals.tool_execute_stop.disconnect(kept)
     assert calls == ["strong"]
+
+
+def test_a_slow_start_receiver_eats_into_the_timeout_and_never_stretches_it() -> None:
+    """Receivers run in the caller's thread: the attempt's deadline is set before the
+    ``start`` signal, so 2 s spent in a receiver leave the tool 3 s of its 5 s."""
+    import time
+
+    from nous_tools import RunContext
+
+    seen: list[float] = []
+
+    def deadline_of(ctx: RunContext) -> str:
+        assert ctx.deadline is not None
+        seen.append(ctx.deadline)
+        return "ok"
+
+    def slow(sender: object, **kw: object) -> None:
+        time.sleep(2.0)
+
+    tool = Tool.from_function(deadline_of, timeout=5.0, retries=0)
+    signals.tool_execute_start.connect(slow)
+    try:
+        with ToolExecutor(max_workers=2) as executor:
+            began = time.monotonic()
+            assert executor.execute(tool, {}, RunContext.new()).unwrap() == "ok"
+    finally:
+        signals.tool_execute_start.disconnect(slow)
+    assert seen and seen[0] - began < 5.0 + 1.0  # not 5 s after the receiver's 2 s

@@ -271,8 +271,12 @@ class Attempts:
             channel = _reporting.signal_channel(tool, call_id, attempt)
             ctx = _with_channel(ctx, channel)
             emit = True  # the attempt's end goes through _ended, after the channel's
-        began = self._started(tool, attempt, total, call_id) if emit else 0
         timeout = tool.timeout
+        if emit and timeout is not None and deadline is None:
+            # The deadline runs from here: a start receiver that takes its time (they
+            # run in this thread) eats into the attempt's timeout, never stretches it.
+            deadline = monotonic() + timeout
+        began = self._started(tool, attempt, total, call_id) if emit else 0
         text: str | None = None
         if timeout is None:
             if tool.takes_ctx:
