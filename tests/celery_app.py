@@ -32,6 +32,7 @@ app.conf.update(
     result_expires=600,
     broker_connection_retry_on_startup=True,
     worker_hijack_root_logger=False,
+    nous_tools_signing_key="slow-suite-signing-key-0123456789",  # callers and workers
 )
 install(app)
 

@@ -59,8 +59,12 @@ def _app(**conf: t.Any) -> t.Any:
     # An embedded worker must leave this process's logging alone (other tests read it).
     app.conf.worker_hijack_root_logger = False
     app.conf.worker_redirect_stdouts = False
+    app.conf.nous_tools_signing_key = KEY  # shared by the callers and the workers
     app.conf.update(conf)
     return app
+
+
+KEY = "wiring-signing-key-0123456789"
 
 
 def test_celery_backend_refuses_to_start_when_visibility_timeout_is_shorter_than_max_timeout() -> (
@@ -170,18 +174,23 @@ def test_outside_a_prefork_pool_process_the_task_refuses_to_run_an_attempt() -> 
 
     from nous_tools._engine._remote import decode, encode
     from nous_tools._util._clock import monotonic
-    from nous_tools.contrib.celery import _run_attempt
+    from nous_tools.contrib.celery import _run_attempt, _sign, _verified
 
     CALLS.clear()
     tool = Tool.from_function(recorded, timeout=30)
-    request = base64.b64encode(
-        encode(tool, {"a": 1, "b": 1}, None, monotonic() + 30, engine="Celery")
-    )
-    kind, message = decode(base64.b64decode(_run_attempt(request.decode(), require_prefork=True)))
+    request = encode(tool, {"a": 1, "b": 1}, None, monotonic() + 30, engine="Celery")
+    key = KEY.encode()
+    reply = _verified(key, _run_attempt(_sign(key, request), require_prefork=True, key=key))
+    assert reply is not None
+    kind, message = decode(reply)
     assert kind == "unpicklable" and "prefork" in message
     assert CALLS == []
-    kind, value = decode(base64.b64decode(_run_attempt(request.decode(), require_prefork=False)))
-    assert (kind, value) == ("returned", 2)
+    # A worker without a key runs nothing it cannot check (its answer unsigned).
+    kind, message = decode(base64.b64decode(_run_attempt(_sign(key, request), key=None)))
+    assert kind == "unpicklable" and "has no signing key" in message
+    assert CALLS == []
+    ran = _verified(key, _run_attempt(_sign(key, request), require_prefork=False, key=key))
+    assert ran is not None and decode(ran) == ("returned", 2)
     assert CALLS == [1]
 
 
@@ -361,3 +370,44 @@ def test_progress_and_log_lines_come_back_from_a_prefork_worker(prefork: t.Any) 
     progress = [entry for entry in seen if entry[0] == "p"]
     assert progress[-1] == ("p", 3, True)  # the last, from the caller's thread
     assert all(from_caller for _, _, from_caller in progress)
+
+
+# -- signed payloads ----------------------------------------------------------------
+
+
+def test_a_backend_without_a_signing_key_refuses_to_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NOUS_TOOLS_CELERY_KEY", raising=False)
+    with pytest.raises(ValueError, match="needs a signing key shared with the workers"):
+        CeleryBackend(_app(nous_tools_signing_key=None))
+    with pytest.raises(ValueError, match="at least 16 characters"):
+        CeleryBackend(_app(nous_tools_signing_key="short"))
+
+
+@pytest.mark.parametrize("how", ["forged", "unsigned", "another key"])
+def test_a_worker_refuses_a_payload_it_cannot_verify_and_runs_nothing(
+    solo_app: t.Any, how: str
+) -> None:
+    import base64
+
+    from nous_tools._engine import _remote
+    from nous_tools._util._clock import monotonic
+    from nous_tools.contrib import celery as module
+
+    CALLS.clear()
+    tool = Tool.from_function(recorded, timeout=30)
+    request = _remote.encode(tool, {"a": 7, "b": 1}, None, monotonic() + 30, engine="Celery")
+    if how == "forged":  # a genuine signature over other bytes
+        genuine = module._sign(KEY.encode(), b"something else")
+        message = genuine.split(":")[0] + ":" + base64.b64encode(request).decode("ascii")
+    elif how == "unsigned":
+        message = base64.b64encode(request).decode("ascii")
+    else:
+        message = module._sign(b"another-key-of-the-attacker", request)
+    reply = solo_app.send_task(TASK_NAME, args=(message,)).get(timeout=30)
+    payload = module._verified(KEY.encode(), reply)
+    assert payload is not None  # the refusal itself is the worker's, signed
+    _, value = _remote.decode(payload)
+    assert "refused the task: its payload is unsigned or not signed with the worker's key" in str(
+        value
+    )
+    assert CALLS == []

@@ -230,7 +230,14 @@ MODULE_ALL: dict[str, list[str]] = {
         "to_text",
     ],
     "nous_tools.context_update": ["ContextUpdate", "Operation", "OperationKind", "PROTECTED_KEYS"],
-    "nous_tools.contrib.celery": ["CeleryBackend", "TASK_NAME", "install", "visibility_timeout"],
+    "nous_tools.contrib.celery": [
+        "CeleryBackend",
+        "KEY_SETTING",
+        "KEY_VARIABLE",
+        "TASK_NAME",
+        "install",
+        "visibility_timeout",
+    ],
     "nous_tools.contrib.django": [
         "CacheApprovalStore",
         "DjangoJournal",

@@ -66,16 +66,22 @@ run) plus ``kill_grace`` exceeds the visibility timeout, and refuses, per call
 **What travels**: the attempt is pickled (the function by reference: it must be
 a module-level function of a module the workers import), sent base64-encoded in
 a JSON message, and its reply comes back the same way through the result
-backend. The worker unpickles what the broker hands it, and the caller what the
-result backend hands it: as with Celery's own pickle serializer, whoever can
-write to the broker or the result backend can run code in the workers or the
-callers. Keep both private (Redis ``requirepass``/ACLs, TLS, no public port).
+backend. **Both are signed** (HMAC-SHA256) with a key the callers and the workers
+share: ``app.conf.nous_tools_signing_key`` (or ``$NOUS_TOOLS_CELERY_KEY``, or
+``key=`` here and in :func:`install`). A worker refuses a payload that is unsigned,
+or signed with another key, before it unpickles anything: the tool does not run,
+and the caller gets an ``Err`` saying why; a caller refuses a reply likewise (the
+attempt's outcome is then unknown). Whoever can write to the broker can still
+replay a payload signed earlier until its deadline; keep the broker and the result
+backend private all the same (Redis ``requirepass``/ACLs, TLS, no public port).
 """
 
 from __future__ import annotations
 
 import base64
 import collections.abc as c
+import hashlib
+import hmac
 import importlib
 import os
 import threading
@@ -86,13 +92,20 @@ from nous_tools._engine import _remote
 from nous_tools._engine._isolation import Unpicklable
 from nous_tools._util._clock import monotonic
 from nous_tools.backend import Outcome, not_sent, raised, returned, shut_down, timed_out
-from nous_tools.errors import ChildProcessDied
+from nous_tools.errors import ChildProcessDied, OutcomeUnknown
 
 if t.TYPE_CHECKING:
     from nous_tools.run_context import RunContext
     from nous_tools.tool import Tool
 
-__all__ = ["TASK_NAME", "CeleryBackend", "install", "visibility_timeout"]
+__all__ = [
+    "KEY_SETTING",
+    "KEY_VARIABLE",
+    "TASK_NAME",
+    "CeleryBackend",
+    "install",
+    "visibility_timeout",
+]
 
 #: The name of the task that runs attempts on the workers.
 TASK_NAME = "nous_tools.run_attempt"
@@ -134,16 +147,73 @@ def _connect_pool_signal() -> None:
         _signal_connected = True
 
 
-def _run_attempt(request: str, require_prefork: bool = True) -> str:
-    """The task: run one attempt on this worker; the reply, base64-encoded."""
-    if require_prefork and not _in_pool_process:
+#: The setting (``app.conf``) and the environment variable that hold the signing key.
+KEY_SETTING = "nous_tools_signing_key"
+KEY_VARIABLE = "NOUS_TOOLS_CELERY_KEY"
+
+
+def _key_of(app: t.Any, given: str | bytes | None) -> bytes | None:
+    """The signing key: ``given``, else the app's setting, else the environment's."""
+    key: object = given
+    if key is None and app is not None:
+        key = app.conf.get(KEY_SETTING)
+    if key is None:
+        key = os.environ.get(KEY_VARIABLE) or None
+    if key is None:
+        return None
+    if isinstance(key, str):
+        key = key.encode("utf-8")
+    if not isinstance(key, bytes) or len(key) < 16:
+        raise ValueError(
+            f"the Celery signing key ({KEY_SETTING} or {KEY_VARIABLE}) must be a str or bytes "
+            "of at least 16 characters"
+        )
+    return key
+
+
+def _sign(key: bytes, payload: bytes) -> str:
+    mac = hmac.new(key, payload, hashlib.sha256).digest()
+    return f"{base64.b64encode(mac).decode('ascii')}:{base64.b64encode(payload).decode('ascii')}"
+
+
+def _verified(key: bytes, message: object) -> bytes | None:
+    """The payload of a message signed with ``key``; None for any other message."""
+    if not isinstance(message, str) or message.count(":") != 1:
+        return None
+    mac_text, payload_text = message.split(":")
+    try:
+        mac = base64.b64decode(mac_text, validate=True)
+        payload = base64.b64decode(payload_text, validate=True)
+    except ValueError:
+        return None
+    expected = hmac.new(key, payload, hashlib.sha256).digest()
+    return payload if hmac.compare_digest(mac, expected) else None
+
+
+def _run_attempt(request: str, require_prefork: bool = True, key: bytes | None = None) -> str:
+    """The task: run one attempt on this worker, if its payload is signed with
+    ``key``; the reply, signed too (a refusal unsigned when there is no key)."""
+    if key is None:
+        reply = _remote._unsent(
+            f"the Celery worker has no signing key ({KEY_SETTING} in the app's settings, or "
+            f"{KEY_VARIABLE}): it runs no attempt it cannot check"
+        )
+        return base64.b64encode(reply).decode("ascii")
+    payload = _verified(key, request)
+    if payload is None:
+        reply = _remote._unsent(
+            "the Celery worker refused the task: its payload is unsigned or not signed with "
+            "the worker's key (a forged task, or callers and workers with other keys); "
+            "nothing ran"
+        )
+    elif require_prefork and not _in_pool_process:
         reply = _remote._unsent(
             "the Celery worker does not run a prefork pool (start it with -P prefork): "
             "its pool cannot kill an attempt at its deadline, so it refuses to run one"
         )
     else:
-        reply = _remote.run(base64.b64decode(request), sink=_report)
-    return base64.b64encode(reply).decode("ascii")
+        reply = _remote.run(payload, sink=_report)
+    return _sign(key, reply)
 
 
 #: The task state that carries one progress or log event of a running attempt.
@@ -158,9 +228,13 @@ def _report(event: list[t.Any]) -> None:
         task.update_state(state=REPORT_STATE, meta={"event": event})
 
 
-def install(app: t.Any, *, require_prefork: bool = True) -> t.Any:
+def install(app: t.Any, *, require_prefork: bool = True, key: str | bytes | None = None) -> t.Any:
     """Register the task that runs attempts (:data:`TASK_NAME`) on ``app`` and
     return it; call it where the workers load the app. Idempotent.
+
+    ``key`` is the signing key shared with the callers (default: the app's
+    ``nous_tools_signing_key`` setting, else ``$NOUS_TOOLS_CELERY_KEY``, read when
+    the first task runs); a worker without one refuses every attempt.
 
     The task acknowledges early (``acks_late=False``), is never retried
     (``max_retries=0``, no ``autoretry_for``) and, unless ``require_prefork`` is
@@ -172,15 +246,18 @@ def install(app: t.Any, *, require_prefork: bool = True) -> t.Any:
         existing = _installed.get(app)
         if existing is not None:
             return existing
-        task = _register(app, require_prefork)
+        task = _register(app, require_prefork, key)
         _installed[app] = task
         return task
 
 
-def _register(app: t.Any, require_prefork: bool) -> t.Any:
+def _register(app: t.Any, require_prefork: bool, given: str | bytes | None) -> t.Any:
+    keys: list[bytes | None] = []
 
     def run_attempt(request: str) -> str:
-        return _run_attempt(request, require_prefork)
+        if not keys:  # read once, when the worker runs its first task (settings loaded)
+            keys.append(_key_of(app, given))
+        return _run_attempt(request, require_prefork, keys[0])
 
     run_attempt.__module__ = __name__
     run_attempt.__qualname__ = "run_attempt"
@@ -247,6 +324,7 @@ class CeleryBackend:
         kill_grace: float = 1.0,
         queue: str | None = None,
         poll_interval: float = 0.05,
+        key: str | bytes | None = None,
     ) -> None:
         for option, value in (("kill_grace", kill_grace), ("poll_interval", poll_interval)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
@@ -290,6 +368,14 @@ class CeleryBackend:
                     "message waiting longer than that is delivered again and runs twice. Raise "
                     "broker_transport_options['visibility_timeout'] or lower max_timeout"
                 )
+        signing_key = _key_of(app, key)
+        if signing_key is None:
+            raise ValueError(
+                "CeleryBackend needs a signing key shared with the workers, so that a "
+                "worker runs only what a caller sent: app.conf.nous_tools_signing_key = "
+                f"'<a long random string>' (or ${KEY_VARIABLE}, or key=...)"
+            )
+        self._key = signing_key
         self.app = app
         self.max_timeout = float(max_timeout) if max_timeout is not None else None
         self.kill_grace = float(kill_grace)
@@ -340,7 +426,7 @@ class CeleryBackend:
         if self.queue is not None:
             options["queue"] = self.queue
         try:
-            result = self._task.apply_async((base64.b64encode(request).decode("ascii"),), **options)
+            result = self._task.apply_async((_sign(self._key, request),), **options)
         except Exception as exc:
             self._count("not_sent")
             return not_sent(f"Celery could not send the task: {type(exc).__name__}: {exc}")
@@ -375,8 +461,18 @@ class CeleryBackend:
             self._count("timed_out", running=-1)
             raise
         self._count("completed", running=-1)
+        payload = _verified(self._key, reply)
+        if payload is None:  # not the worker's: never unpickled
+            return raised(
+                OutcomeUnknown(
+                    f"Tool '{tool.name}': the Celery reply is not signed with this backend's "
+                    "key (a worker with another key, or a forged reply): it was not read, "
+                    "and the attempt's outcome is unknown",
+                    tool_name=tool.name,
+                )
+            )
         try:
-            kind, value = _remote.decode(base64.b64decode(reply))
+            kind, value = _remote.decode(payload)
         except Exception as exc:
             return not_sent(
                 f"the Celery reply could not be read ({type(exc).__name__}: {exc}): is the "

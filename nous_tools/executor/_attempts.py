@@ -29,6 +29,7 @@ from nous_tools.errors import (
     ElicitationUnavailable,
     ExecutorSaturated,
     ExecutorShutdown,
+    OutcomeUnknown,
     SamplingUnavailable,
     SandboxLimitReached,
     SandboxUnavailable,
@@ -78,6 +79,7 @@ class _Failure:
 
 #: What a retry cannot mend: nowhere to ask, and what a sandbox refused or lacks.
 _NEVER_RETRIED = (
+    OutcomeUnknown,
     SamplingUnavailable,
     ElicitationUnavailable,
     SandboxViolation,
