@@ -98,7 +98,7 @@ except ImportError:  # pragma: no cover - another Python: json.dumps
 else:
     _c_plain = _c_make_encoder(None, _not_plain, _c_text, None, ": ", ", ", False, False, True)
 
-_CONTENT = frozenset({_rich.Text, _rich.Image, _rich.Audio, _rich.Resource})
+_CONTENT = frozenset(t.get_args(_rich.Content))  # every kind of content
 
 
 def _rendered(value: object) -> str:

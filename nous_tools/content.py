@@ -52,6 +52,7 @@ __all__ = [
     "Content",
     "Image",
     "Resource",
+    "ResourceLink",
     "Text",
     "as_content",
     "to_anthropic",
@@ -187,10 +188,51 @@ class Resource:
             raise ValueError(f"Resource blob must be bytes, got {type(self.blob).__name__}")
 
 
-#: One part of a rich result.
-Content = t.Union[Text, Image, Audio, Resource]  # noqa: UP007  (a runtime alias)
+def _optional_text(instance: object, attribute: attrs.Attribute[t.Any], value: object) -> None:
+    if value is not None and not isinstance(value, str):
+        raise ValueError(
+            f"ResourceLink {attribute.name} must be a str or None, got {type(value).__name__}"
+        )
 
-_KINDS = (Text, Image, Audio, Resource)
+
+@attrs.frozen(slots=True)
+class ResourceLink:
+    """A link to a resource the model may read elsewhere (MCP's ``resource_link``):
+    its ``uri`` and ``name``, and what else the server said of it. Not its
+    contents: those are a :class:`Resource`."""
+
+    uri: str = attrs.field(validator=_check_text)
+    name: str = attrs.field(validator=_check_text)
+    mime_type: str | None = attrs.field(default=None, validator=_check_resource_mime)
+    title: str | None = attrs.field(default=None, validator=_optional_text)
+    description: str | None = attrs.field(default=None, validator=_optional_text)
+    size: int | None = attrs.field(default=None)
+
+    def __attrs_post_init__(self) -> None:
+        if not self.uri:
+            raise ValueError("ResourceLink needs a uri, got ''")
+        if self.size is not None and (
+            isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 0
+        ):
+            raise ValueError(f"ResourceLink size must be an int >= 0 or None, got {self.size!r}")
+
+
+def _link_text(link: ResourceLink) -> str:
+    """How a model is shown a link: ``[resource link report.pdf: file:///r.pdf]``."""
+    about = [
+        x for x in (link.mime_type, f"{link.size} bytes" if link.size is not None else None) if x
+    ]
+    shown = f"[resource link {link.title or link.name}: {link.uri}"
+    if about:
+        shown += f" ({', '.join(about)})"
+    shown += "]"
+    return f"{shown}\n{link.description}" if link.description else shown
+
+
+#: One part of a rich result.
+Content = t.Union[Text, Image, Audio, Resource, ResourceLink]  # noqa: UP007  (a runtime alias)
+
+_KINDS = (Text, Image, Audio, Resource, ResourceLink)
 _KIND_SET = frozenset(_KINDS)
 
 
@@ -229,7 +271,10 @@ def _b64(data: bytes) -> str:
 
 
 def placeholder(part: Content, why: str) -> str:
-    """A text that names a part left out, and why: ``[image/png image, 8 bytes: why]``."""
+    """A text that names a part left out, and why: ``[image/png image, 8 bytes: why]``
+    (a link is text already: it is shown as it is)."""
+    if isinstance(part, ResourceLink):
+        return _link_text(part)
     if isinstance(part, Image):
         return f"[{part.mime_type} image, {len(part.data)} bytes: {why}]"
     if isinstance(part, Audio):
@@ -303,6 +348,8 @@ def to_anthropic(parts: c.Sequence[Content]) -> list[dict[str, t.Any]]:
                     "title": part.uri,
                 }
             )
+        elif isinstance(part, ResourceLink):
+            blocks.append({"type": "text", "text": _link_text(part)})
         else:
             blocks.append(
                 {"type": "text", "text": placeholder(part, "not shown, Anthropic cannot take it")}
@@ -342,6 +389,8 @@ def to_responses(parts: c.Sequence[Content]) -> list[dict[str, t.Any]]:
                     "file_data": f"data:{mime};base64,{_b64(part.blob)}",
                 }
             )
+        elif isinstance(part, ResourceLink):
+            items.append({"type": "input_text", "text": _link_text(part)})
         else:
             items.append(
                 {
@@ -361,6 +410,12 @@ def to_json(part: Content) -> dict[str, t.Any]:
         return {"type": "image", "mime_type": part.mime_type, "data": _b64(part.data)}
     if isinstance(part, Audio):
         return {"type": "audio", "mime_type": part.mime_type, "data": _b64(part.data)}
+    if isinstance(part, ResourceLink):
+        link = {"type": "resource_link", "uri": part.uri, "name": part.name}
+        for key in ("mime_type", "title", "description", "size"):
+            if getattr(part, key) is not None:
+                link[key] = getattr(part, key)
+        return link
     data: dict[str, t.Any] = {"type": "resource", "uri": part.uri, "mime_type": part.mime_type}
     if part.text is not None:
         data["text"] = part.text

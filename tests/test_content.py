@@ -299,3 +299,44 @@ def test_the_text_parts_of_a_rich_result_keep_to_the_tools_max_result_chars() ->
     (item,) = results.to_responses_items()
     assert len(item["output"][0]["text"]) == 200
     assert len(results.to_openai_messages()[0]["content"]) <= 200
+
+
+def test_a_resource_link_is_a_typed_value_shown_to_every_model_as_text() -> None:
+    from nous_tools.content import ResourceLink, to_anthropic, to_responses, to_text
+
+    link = ResourceLink(
+        "file:///reports/q3.pdf",
+        "q3.pdf",
+        mime_type="application/pdf",
+        title="Q3 report",
+        description="The quarter's figures.",
+        size=2048,
+    )
+    shown = "[resource link Q3 report: file:///reports/q3.pdf (application/pdf, 2048 bytes)]"
+    assert to_text([link]) == f"{shown}\nThe quarter's figures."
+    assert to_anthropic([link]) == [{"type": "text", "text": f"{shown}\nThe quarter's figures."}]
+    assert to_responses([link])[0]["type"] == "input_text"
+    assert to_json(link) == {
+        "type": "resource_link",
+        "uri": "file:///reports/q3.pdf",
+        "name": "q3.pdf",
+        "mime_type": "application/pdf",
+        "title": "Q3 report",
+        "description": "The quarter's figures.",
+        "size": 2048,
+    }
+    assert as_content([link]) == [link]
+    with pytest.raises(ValueError, match="needs a uri"):
+        ResourceLink("", "x")
+    with pytest.raises(ValueError, match="size must be an int >= 0"):
+        ResourceLink("file:///x", "x", size=-1)
+
+
+def test_a_resource_link_crosses_mcp_both_ways_as_itself() -> None:
+    from nous_tools.content import ResourceLink
+    from nous_tools.contrib.mcp._reports import blocks_of, content_of
+
+    link = ResourceLink("test://doc", "doc", mime_type="text/plain", size=3)
+    (block,) = blocks_of([link])
+    assert block.type == "resource_link"
+    assert content_of(block) == link

@@ -222,6 +222,7 @@ MODULE_ALL: dict[str, list[str]] = {
         "Content",
         "Image",
         "Resource",
+        "ResourceLink",
         "Text",
         "as_content",
         "to_anthropic",

@@ -207,7 +207,7 @@ def _report(
     return EXIT_ERR
 
 
-_CONTENT_TYPES = (_content.Text, _content.Image, _content.Audio, _content.Resource)
+_CONTENT_TYPES = t.get_args(_content.Content)
 
 
 def _command_run(options: argparse.Namespace, console: _Console) -> int:

@@ -46,7 +46,7 @@ def _structured_kind(annotation: object) -> bool:
         return False
     from nous_tools import content
 
-    if annotation in (content.Text, content.Image, content.Audio, content.Resource):
+    if annotation in t.get_args(content.Content):
         return False  # content, not data: see nous_tools.content
     return (
         _types.is_typeddict(annotation)

@@ -204,6 +204,17 @@ def blocks_of(parts: c.Sequence[_content.Content]) -> list[types.ContentBlock]:
             blocks.append(types.ImageContent(data=_b64(part.data), mime_type=part.mime_type))
         elif isinstance(part, _content.Audio):
             blocks.append(types.AudioContent(data=_b64(part.data), mime_type=part.mime_type))
+        elif isinstance(part, _content.ResourceLink):
+            blocks.append(
+                types.ResourceLink(
+                    uri=part.uri,
+                    name=part.name,
+                    mime_type=part.mime_type,
+                    title=part.title,
+                    description=part.description,
+                    size=part.size,
+                )
+            )
         elif part.text is not None:
             blocks.append(
                 types.EmbeddedResource(
@@ -233,8 +244,8 @@ def _decoded(data: str, what: str) -> bytes:
 
 
 def content_of(block: object) -> _content.Content | None:
-    """The content value of an MCP content block: text, image, audio and embedded
-    resources (bytes decoded); None for a block of another kind (a resource link).
+    """The content value of an MCP content block: text, image, audio, embedded
+    resources (bytes decoded) and resource links; None for a block of another kind.
     Raises ``ValueError`` for data that is not base64, or content that has no valid
     MIME type."""
     if isinstance(block, types.TextContent):
@@ -243,6 +254,15 @@ def content_of(block: object) -> _content.Content | None:
         return _content.Image(_decoded(block.data, "an image"), block.mime_type)
     if isinstance(block, types.AudioContent):
         return _content.Audio(_decoded(block.data, "audio"), block.mime_type)
+    if isinstance(block, types.ResourceLink):
+        return _content.ResourceLink(
+            str(block.uri),
+            block.name,
+            mime_type=block.mime_type,
+            title=block.title,
+            description=block.description,
+            size=block.size,
+        )
     if isinstance(block, types.EmbeddedResource):
         resource = block.resource
         if isinstance(resource, types.TextResourceContents):
