@@ -472,6 +472,23 @@ def test_a_ref_into_a_registry_schema_is_resolved_and_applied() -> None:
     check_schema(schema, registry=registry)  # no error
 
 
+def test_a_draft_7_registry_schema_without_dollar_schema_keeps_its_own_draft() -> None:
+    """Its ``$id: "#positive"`` is a draft-7 anchor: read as 2020-12 it would not exist."""
+    uri = "https://example.com/numbers.json"
+    numbers = {"definitions": {"positive": {"$id": "#positive", "type": "integer", "minimum": 1}}}
+    registry = referencing.Registry().with_resource(
+        uri, referencing.jsonschema.DRAFT7.create_resource(numbers)
+    )
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "properties": {"count": {"$ref": f"{uri}#positive"}},
+    }
+    validator = ArgumentValidator(schema, registry=registry)
+    assert validator.validate({"count": 3}) is None
+    assert validator.validate({"count": 0}) is not None
+    check_schema(schema, registry=registry)  # no error
+
+
 def test_a_pointer_into_a_registry_schema_that_finds_nothing_is_refused() -> None:
     uri = "https://example.com/defs.json"
     registry = referencing.Registry().with_resource(

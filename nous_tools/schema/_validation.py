@@ -74,6 +74,7 @@ characters, so a megabyte of argument never becomes a megabyte of error.
 from __future__ import annotations
 
 import collections.abc as c
+import functools
 import json
 import threading
 import typing as t
@@ -222,10 +223,35 @@ def _refuse_retrieval(uri: str) -> t.NoReturn:
 
 
 def _native_registry(registry: referencing.Registry[t.Any]) -> t.Any:
-    """``registry``'s schemas as a jsonschema-rs registry."""
+    """``registry``'s schemas as a jsonschema-rs registry, each read by its own draft:
+    a resource made for a draft (``DRAFT7.create_resource(...)``) whose contents
+    name no ``$schema`` gets it, since jsonschema-rs would read it as 2020-12 (a
+    draft-7 ``$id: "#foo"`` anchor would then not exist)."""
     import jsonschema_rs
 
-    return jsonschema_rs.Registry([(uri, registry[uri].contents) for uri in registry])
+    return jsonschema_rs.Registry([(uri, _with_draft(registry[uri])) for uri in registry])
+
+
+def _with_draft(resource: t.Any) -> t.Any:
+    contents = resource.contents
+    if not isinstance(contents, dict) or "$schema" in contents:
+        return contents
+    # referencing keeps the draft a resource was made for in a private attribute.
+    dialect = _dialects().get(getattr(resource, "_specification", None))
+    return contents if dialect is None else {"$schema": dialect, **contents}
+
+
+@functools.cache
+def _dialects() -> dict[t.Any, str]:
+    """Each draft's ``$schema`` URI, by referencing's specification of it."""
+    import referencing.jsonschema as drafts
+
+    return {
+        drafts.DRAFT4: "http://json-schema.org/draft-04/schema#",
+        drafts.DRAFT6: "http://json-schema.org/draft-06/schema#",
+        drafts.DRAFT7: "http://json-schema.org/draft-07/schema#",
+        drafts.DRAFT201909: "https://json-schema.org/draft/2019-09/schema",
+    }
 
 
 def _compile(
