@@ -121,3 +121,38 @@ def test_postgres_journal_refuses_a_bad_table_name() -> None:
     with pytest.raises(ValueError, match="plain SQL identifier"):
         PostgresJournal("host=/nowhere", table="x; DROP TABLE y")
     assert "password" not in repr(PostgresJournal("postgresql://u:password@h/db"))
+
+
+def test_a_host_an_hour_ahead_still_sees_the_running_call_and_never_runs_it_again(
+    postgres: dict[str, str], tmp_path: pathlib.Path
+) -> None:
+    """Leases are written and judged on the database server's clock: a process whose
+    host is an hour ahead gets CallInProgress for a call running elsewhere, even an
+    idempotent one, and the tool runs once."""
+    import json
+    import subprocess
+    import sys
+    import time
+
+    here = pathlib.Path(__file__).parent
+    marker = str(tmp_path / "release")
+    script = [sys.executable, str(here / "journal_clock.py"), dsn_of(postgres)]
+    holder = subprocess.Popen([*script, "hold", marker], stdout=subprocess.PIPE, text=True)
+    try:
+        started = pathlib.Path(marker + ".started")
+        for _ in range(int(WAIT / 0.02)):
+            if started.exists():
+                break
+            time.sleep(0.02)
+        assert started.exists()
+        time.sleep(2.5)  # past the first lease (2 s): only its renewal keeps it
+        skewed = subprocess.run(
+            [*script, "skewed", marker], capture_output=True, text=True, timeout=WAIT, check=True
+        )
+        answer = json.loads(skewed.stdout)
+        assert answer["type"] == "CallInProgress", answer
+    finally:
+        pathlib.Path(marker).write_text("go")
+        out, _ = holder.communicate(timeout=WAIT)
+    assert json.loads(out)["text"] == "charged 5"
+    assert pathlib.Path(marker + ".runs").read_text().count("\n") == 1  # once

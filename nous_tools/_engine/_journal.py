@@ -272,7 +272,7 @@ def _judge(call: _Call, record: JournalRecord | None, again: bool = True) -> Res
         except (Corrupt, ValueError) as exc:
             return _unavailable(call, "read", exc)
         return replayed(call.tool, call.call_id, result)
-    if not record.unknown():  # the one rule (JournalRecord.unknown)
+    if not record.unknown(_now(call.journal)):  # the one rule (JournalRecord.unknown)
         return _RUNNING
     if again:
         # A call of this process may have completed since the record was read (it
@@ -286,6 +286,12 @@ def _judge(call: _Call, record: JournalRecord | None, again: bool = True) -> Res
     if call.tool.idempotent is True and not other_decision:
         return _Go(record.owner)
     return _unknown(call)
+
+
+def _now(journal: t.Any) -> float:
+    """Now on ``journal``'s clock (its database server's), else this host's."""
+    clock = getattr(journal, "clock", None)
+    return float(clock()) if callable(clock) else wall()
 
 
 def _check_wait(wait: object) -> float | None:
@@ -318,7 +324,7 @@ def decide(call: _Call, wait: float | None) -> Result | _Go:
         if left <= 0:
             return _in_progress(call)
         assert record is not None
-        until_expiry = max(record.lease_expires - wall(), 0.0) + 0.001
+        until_expiry = max(record.lease_expires - _now(call.journal), 0.0) + 0.001
         time.sleep(min(left, pause, until_expiry))
         pause = min(pause * 2, 0.25)
 
@@ -369,11 +375,12 @@ class JournalClaim(Claim):
         lease = float(journal.grace)
         if timeout:
             lease += timeout * (tool.retries + 1)
+        clock = getattr(journal, "clock", wall)  # the journal's own clock, when it has one
         try:  # what the tool was, for the record (not compared: a deploy may change it)
             identity = tool_digest(tool)
         except (TypeError, ValueError):  # it captures values a digest cannot hold
             identity = ""
-        now = wall()
+        now = clock()
         record = JournalRecord(
             run_id=call.run_id,
             call_id=call.call_id,

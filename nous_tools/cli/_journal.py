@@ -72,10 +72,16 @@ def _when(seconds: float | None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _state(record: t.Any) -> str:
+def _clock_of(journal: t.Any) -> float | None:
+    """Now on the journal's own clock (its database server's), or None (this host's)."""
+    clock = getattr(journal, "clock", None)
+    return float(clock()) if callable(clock) else None
+
+
+def _state(record: t.Any, now: float | None = None) -> str:
     if record.state == "completed":
         return "settled" if record.settled else "completed"
-    return "unknown" if record.unknown() else "running"
+    return "unknown" if record.unknown(now) else "running"
 
 
 def _outcome(record: t.Any) -> str:
@@ -88,12 +94,12 @@ def _outcome(record: t.Any) -> str:
     return f"error ({error.get('type')})" if isinstance(error, dict) else "error"
 
 
-def _show_record(record: t.Any) -> None:
+def _show_record(record: t.Any, now: float | None = None) -> None:
     rows = [
         ("run", record.run_id),
         ("call", record.call_id),
         ("tool", record.tool),
-        ("state", _state(record)),
+        ("state", _state(record, now)),
         ("decision", record.decision or "-"),
         ("started", _when(record.started_at)),
         ("lease until", _when(record.lease_expires) if record.state == "started" else "-"),
@@ -133,9 +139,10 @@ def _command_journal(options: argparse.Namespace) -> int:
             if not records:
                 _write_stdout("no calls")
                 return EXIT_OK
+            now = _clock_of(journal)
             rows = [("RUN", "CALL", "TOOL", "STATE", "STARTED", "OUTCOME")]
             rows += [
-                (r.run_id, r.call_id, r.tool, _state(r), _when(r.started_at), _outcome(r))
+                (r.run_id, r.call_id, r.tool, _state(r, now), _when(r.started_at), _outcome(r))
                 for r in records
             ]
             widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
@@ -155,7 +162,7 @@ def _command_journal(options: argparse.Namespace) -> int:
             if options.json:
                 _write_stdout(_dumps(record.to_dict(), ascii_only=False))
             else:
-                _show_record(record)
+                _show_record(record, _clock_of(journal))
             return EXIT_OK
         if action == "settle":
             if options.ok is not None:
@@ -173,7 +180,7 @@ def _command_journal(options: argparse.Namespace) -> int:
             if options.json:
                 _write_stdout(_dumps(record.to_dict(), ascii_only=False))
             else:
-                _show_record(record)
+                _show_record(record, _clock_of(journal))
             return EXIT_OK
         removed = journal.prune(older_than=options.older_than)
         if options.json:

@@ -385,6 +385,15 @@ class DjangoJournal(SQLJournal):
                     self._ready = True
         yield connection
 
+    def _database_now(self) -> float | None:
+        """The server's clock on PostgreSQL (a SQLite file is on this host's)."""
+        from django.db import connections
+
+        if connections[self.using].vendor != "postgresql":
+            return None
+        (row,) = self._rows("SELECT EXTRACT(EPOCH FROM clock_timestamp())", ())
+        return float(row[0])
+
     def _make_table(self, connection: t.Any) -> None:
         from django.db import DatabaseError
 

@@ -94,8 +94,11 @@ def _beat() -> None:
 
 def _renew(each: _Held) -> None:
     record = each.record
+    journal = each.journal
     try:
-        each.journal.renew(record, wall() + each.seconds)
+        clock = getattr(journal, "clock", None)
+        now = clock() if callable(clock) else wall()
+        journal.renew(record, now + each.seconds)
     except Exception as exc:  # the next beat tries again; the lease may run out meanwhile
         _log.warning(
             "Call journal: could not renew the lease of call %r of run %r (%s); it is "

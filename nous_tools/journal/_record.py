@@ -339,7 +339,9 @@ def owner_alive(owner: str) -> bool | None:
         from nous_tools.journal._leases import held  # it knows exactly which run
 
         return held(owner)
-    return _start_time(int(pid_text)) == started
+    # Another process of this host: gone, or alive and renewing the leases of the
+    # calls it runs (one it gave up on lets its lease run out).
+    return False if _start_time(int(pid_text)) != started else None
 
 
 def owner_gone(owner: str) -> bool:

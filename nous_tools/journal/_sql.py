@@ -12,10 +12,11 @@ from __future__ import annotations
 import collections.abc as c
 import contextlib
 import json
+import math
 import re
 import typing as t
 
-from nous_tools._util._clock import wall
+from nous_tools._util._clock import monotonic, wall
 from nous_tools.journal._record import (
     STATES,
     Corrupt,
@@ -78,10 +79,14 @@ class SQLJournal:
     grace: float
     #: Not a journal that takes whole calls (as a Cassette does).
     _run_call = None
+    #: How often this process measures its clock against the database's (seconds).
+    CLOCK_CHECK = 60.0
 
     def __init__(self, *, grace: float, table: str) -> None:
         self.grace = check_grace(grace)
         self.table = check_table(table)
+        self._offset = 0.0  # the database's clock less this process's
+        self._offset_until = -math.inf
         columns = ", ".join(COLUMNS)
         p = self._placeholder
         values = ", ".join([p] * len(COLUMNS))
@@ -269,6 +274,27 @@ class SQLJournal:
         )
         return written == 1
 
+    # -- one clock -------------------------------------------------------------------
+
+    def _database_now(self) -> float | None:
+        """The database server's clock (seconds since the epoch), or None when the
+        database is on this host's clock (SQLite). Subclasses on a server say it."""
+        return None
+
+    def clock(self) -> float:
+        """Now, on the journal's clock: the database server's, as this process reads
+        it (its offset from this host's clock measured every :attr:`CLOCK_CHECK`
+        seconds). Leases are written and judged on it, so hosts whose clocks
+        disagree agree on who is still running."""
+        if monotonic() >= self._offset_until:
+            before = wall()
+            server = self._database_now()
+            after = wall()
+            if server is not None:
+                self._offset = server - (before + after) / 2
+            self._offset_until = monotonic() + self.CLOCK_CHECK
+        return wall() + self._offset
+
     def renew(self, record: JournalRecord, lease_expires: float) -> bool:
         """Move the lease of the call ``record`` started to ``lease_expires`` while it
         runs (the heartbeat does); False when the call is no longer started by that
@@ -279,7 +305,7 @@ class SQLJournal:
     def unknown(self) -> list[JournalRecord]:
         """The calls whose outcome is unknown (:meth:`JournalRecord.unknown`: the
         same rule ``execute`` answers ``OutcomeUnknown`` by), oldest first."""
-        now = wall()
+        now = self.clock()
         started = (self._record(row) for row in self._rows(self._sql_unknown, ()))
         return [record for record in started if record.unknown(now)]
 
