@@ -17,6 +17,7 @@ process, whatever the lease says.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import threading
 import typing as t
@@ -47,6 +48,7 @@ _lock = threading.Lock()
 _wake = threading.Condition(_lock)
 _calls: dict[str, _Held] = {}  # by owner
 _thread: threading.Thread | None = None
+_wakes_at = math.inf  # when the heartbeat wakes next by itself (inf: when told)
 
 
 def hold(journal: t.Any, record: JournalRecord, seconds: float) -> None:
@@ -54,15 +56,17 @@ def hold(journal: t.Any, record: JournalRecord, seconds: float) -> None:
     ``seconds`` while it runs (when the journal can: it has ``renew``)."""
     global _thread
     renews = seconds > 0 and callable(getattr(journal, "renew", None))
+    held = _Held(journal, record, seconds if renews else 0.0)
     with _lock:
-        _calls[record.owner] = _Held(journal, record, seconds if renews else 0.0)
+        _calls[record.owner] = held
         if renews:
             if _thread is None or not _thread.is_alive():
                 _thread = threading.Thread(
                     target=_beat, name="nous-tools-journal-heartbeat", daemon=True
                 )
                 _thread.start()
-            _wake.notify()
+            elif held.due < _wakes_at:  # (a wake-up a call is a thread switch a call)
+                _wake.notify()
 
 
 def release(owner: str) -> None:
@@ -78,13 +82,16 @@ def held(owner: str) -> bool:
 
 def _beat() -> None:
     """The heartbeat: renew each held lease when it is due, for ever (a daemon)."""
+    global _wakes_at
     while True:
         with _lock:
             now = monotonic()
             due = [h for h in _calls.values() if h.seconds and h.due <= now]
             if not due:
                 nexts = [h.due for h in _calls.values() if h.seconds]
-                _wake.wait(min(nexts) - now if nexts else None)
+                _wakes_at = min(nexts) if nexts else math.inf
+                _wake.wait(_wakes_at - now if nexts else None)
+                _wakes_at = -math.inf  # awake: told of nothing until it waits again
                 continue
             for each in due:
                 each.due = now + max(_LEAST, each.seconds / 3)
@@ -111,7 +118,8 @@ def _renew(each: _Held) -> None:
 
 def _forget() -> None:
     """In a forked child: the calls are its parent's, and so is the heartbeat."""
-    global _lock, _wake, _thread
+    global _lock, _wake, _thread, _wakes_at
+    _wakes_at = math.inf
     _lock = threading.Lock()
     _wake = threading.Condition(_lock)
     _calls.clear()
