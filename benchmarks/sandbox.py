@@ -14,7 +14,8 @@ average beside it. Not a test: it always exits 0 (unless it crashes).
    confined, warmed up) against a fresh executor's first unconfined call. The probe,
    paid once per process before the first fenced call, is timed on its own.
 3. **``policy.run(["true"])``** against ``subprocess.run(["true"])``, with
-   ``network=True`` (target ≤ 1.5x) and ``network=False`` (target ≤ 2x), and against
+   ``network=True`` (target ≤ 1.5x) and ``network=False`` (target ≤ 2x), with a
+   resource limit (the ``preexec_fn`` way, for scale), and against
    ``bwrap --ro-bind / / --dev /dev --unshare-net true`` when bubblewrap is installed
    (and ``unshare -n true`` for scale).
 """
@@ -101,10 +102,13 @@ def first_call(root: str, rounds: int) -> tuple[list[float], list[float]]:
 def programs(root: str, rounds: int, n: int) -> dict[str, list[float]]:
     with_net = SandboxPolicy.new("workspace_write", workspace_root=root, network=True)
     without = SandboxPolicy.new("workspace_write", workspace_root=root)
+    limited = SandboxPolicy.new("workspace_write", workspace_root=root, max_open_files=1024)
     cases: dict[str, t.Callable[[], object]] = {
         "subprocess": lambda: subprocess.run(["true"], check=True),
         "network=True": lambda: with_net.run(["true"], check=True),
         "network=False": lambda: without.run(["true"], check=True),
+        # a limit needs code in the child: the preexec_fn way (a fork of this process)
+        "with a limit": lambda: limited.run(["true"], check=True),
     }
     if shutil.which("unshare"):
         cases["unshare -n"] = lambda: subprocess.run(["unshare", "-n", "true"], check=True)
@@ -158,7 +162,7 @@ def main() -> int:
         for key, values in ratios_by_case.items():
             if key == "subprocess":
                 continue
-            name = f"policy.run, {key}" if key.startswith("network") else key
+            name = f"policy.run, {key}" if key.startswith(("network", "with")) else key
             target = f" (target {targets[key]})" if key in targets else ""
             print(f"   {name}: {spread(values)}x subprocess.run{target}   load {load()}")
             figures[f"run_{key}"] = statistics.median(values)
