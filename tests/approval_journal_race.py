@@ -6,28 +6,15 @@ of its own (``multiprocessing``'s spawn context): Django is configured per proce
 
 from __future__ import annotations
 
-import os
 import typing as t
 
 SECRET = "journal-race-secret"
 REGISTRY_NAME = "journal-race"
 
-#: The file each run of the tool appends a line to (set in the child).
-_runs_path: str | None = None
-
-
-def refund(order: int) -> str:
-    """Refund an order: one line in the runs file per run, written with O_APPEND."""
-    assert _runs_path is not None
-    descriptor = os.open(_runs_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(descriptor, f"{os.getpid()} {order}\n".encode())
-    finally:
-        os.close(descriptor)
-    return f"refunded {order}"
-
 
 def make_registry(journal: t.Any = None, store: t.Any = None) -> t.Any:
+    from approval_race import refund  # one line in the runs file a run
+
     from nous_tools import Registry, Tool
 
     tool = Tool.from_function(refund, approval="ask", timeout=10)
@@ -80,8 +67,9 @@ def submit(
 ) -> None:
     """For each round: wait for the other request, then resolve that round's batch
     with this request's decision; put ``(round, the text the model gets)``."""
-    global _runs_path
-    _runs_path = runs_path
+    import approval_race
+
+    approval_race._runs_path = runs_path
     _configure(database)
     from nous_tools import ToolCallResults, format_tool_result
     from nous_tools.contrib.django import CacheApprovalStore, DjangoJournal

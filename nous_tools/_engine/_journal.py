@@ -277,15 +277,23 @@ def _judge(call: _Call, record: JournalRecord | None, again: bool = True) -> Res
     if again:
         # A call of this process may have completed since the record was read (it
         # stops being held only after its outcome is written): read it once more.
-        try:
-            fresh = call.journal.get(call.run_id, call.call_id)
-        except Exception as exc:
-            return _unavailable(call, "read", exc)
+        fresh = _read(call)
+        if isinstance(fresh, Err):
+            return fresh
         if fresh != record:
             return _judge(call, fresh, again=False)
     if call.tool.idempotent is True and not other_decision:
         return _Go(record.owner)
     return _unknown(call)
+
+
+def _read(call: _Call) -> JournalRecord | Err | None:
+    """The journal's record of ``call`` (None: none), or the ``Err`` of a journal
+    that cannot be read."""
+    try:
+        return t.cast("JournalRecord | None", call.journal.get(call.run_id, call.call_id))
+    except Exception as exc:
+        return _unavailable(call, "read", exc)
 
 
 def _now(journal: t.Any) -> float:
@@ -308,10 +316,9 @@ def decide(call: _Call, wait: float | None) -> Result | _Go:
     deadline: float | None = None
     pause = 0.005
     while True:
-        try:
-            record = call.journal.get(call.run_id, call.call_id)
-        except Exception as exc:
-            return _unavailable(call, "read", exc)
+        record = _read(call)
+        if isinstance(record, Err):
+            return record
         verdict = _judge(call, record)
         if verdict is not _RUNNING:
             return t.cast("Result | _Go", verdict)
@@ -618,10 +625,9 @@ def _winners_outcome(call: _Call, wait: float | None) -> Result | None:
     end = monotonic() + _WINNER_PATIENCE
     pause = 0.005
     while True:
-        try:
-            record = call.journal.get(call.run_id, call.call_id)
-        except Exception as exc:
-            return _unavailable(call, "read", exc)
+        record = _read(call)
+        if isinstance(record, Err):
+            return record
         if record is not None:
             break
         if monotonic() >= end:
