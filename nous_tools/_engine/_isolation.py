@@ -420,7 +420,10 @@ def reply(
     except BaseException as exc:  # the tool's, handed to the parent
         value, kind = exc, RAISED
         if explain is not None:  # behind a sandbox's fence: name the rule it hit
-            named = explain(exc)
+            try:
+                named = explain(exc)
+            except Exception:  # never lose the tool's own exception to our wording
+                named = None
             if named is not None:
                 named.__cause__ = exc
                 value = named

@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import functools
 import itertools
 import json
 import os
@@ -90,16 +91,13 @@ class Fence:
     max_file_mb: int | None = None
     max_open_files: int | None = None
 
-    def limits(self) -> dict[str, int]:
-        """The resource limits that are set, by field name."""
-        names = ("memory_mb", "cpu_seconds", "max_processes", "max_file_mb", "max_open_files")
-        return {n: v for n in names if (v := getattr(self, n)) is not None}
-
 
 # -- the calls the kernel offers, through libc ---------------------------------------
 
 
+@functools.cache
 def _libc() -> t.Any:
+    """libc, loaded once (a forked child's ``preexec_fn`` uses the parent's)."""
     return ctypes.CDLL(None, use_errno=True)
 
 
@@ -110,14 +108,15 @@ def _check(result: int, what: str) -> int:
     return result
 
 
-def set_parent_death_signal(parent: int, sig: int = signal.SIGKILL) -> None:
+def set_parent_death_signal(parent: int | None, sig: int = signal.SIGKILL) -> None:
     """Ask the kernel to send ``sig`` to this process when its parent ends, then
     check that the parent is still ``parent`` (it may have ended before the ask):
-    if not, end now. Does nothing off Linux."""
+    if not, end now. ``None``: no check (a process whose parent is outside its PID
+    namespace sees its parent's pid as 0). Does nothing off Linux."""
     if not _LINUX:
         return
     _check(_libc().prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
-    if os.getppid() != parent:
+    if parent is not None and os.getppid() != parent:
         os._exit(1)
 
 
@@ -139,7 +138,7 @@ def _new_network_namespace() -> None:
             f.write(text)
 
 
-def _set_limits(fence: Fence, cpu_from: float = 0.0) -> None:
+def _set_limits(fence: Fence) -> None:
     import resource
 
     def lower(which: int, soft: int, hard: int | None = None) -> None:
@@ -153,8 +152,7 @@ def _set_limits(fence: Fence, cpu_from: float = 0.0) -> None:
         lower(resource.RLIMIT_DATA, fence.memory_mb * _MB)
     if fence.cpu_seconds is not None:
         # SIGXCPU at the soft limit (a handler turns it into an error), SIGKILL 2 s later.
-        soft = int(cpu_from) + fence.cpu_seconds
-        lower(resource.RLIMIT_CPU, soft, soft + 2)
+        lower(resource.RLIMIT_CPU, fence.cpu_seconds, fence.cpu_seconds + 2)
     if fence.max_file_mb is not None:
         lower(resource.RLIMIT_FSIZE, fence.max_file_mb * _MB)
     if fence.max_open_files is not None:

@@ -26,7 +26,7 @@ ended makes room for a new one.
 from __future__ import annotations
 
 import atexit
-import ctypes
+import functools
 import os
 import queue
 import shutil
@@ -38,6 +38,7 @@ import typing as t
 import weakref
 
 from nous_tools._util import _confine
+from nous_tools.sandbox._policy import _LIMITS
 
 if t.TYPE_CHECKING:
     from nous_tools.sandbox._policy import SandboxPolicy
@@ -47,7 +48,6 @@ __all__ = ["Launcher", "launcher", "usable"]
 #: The most launchers (policies) kept at once.
 MOST = 8
 _CLONE_NEWPID = 0x20000000
-_CLONE_NEWNET = 0x40000000
 
 # The init of a launcher's PID namespace: reap orphans until killed.
 _INIT = (
@@ -145,7 +145,6 @@ class Launcher:
         """In the thread: its namespaces, Landlock, then the init (inside the fence:
         Landlock's signal scope would refuse it the parent-death signal from
         a thread behind the fence if it were outside)."""
-        libc = ctypes.CDLL(None, use_errno=True)
         fence = self._fence
         ruleset = None
         if fence is not None and (
@@ -156,31 +155,24 @@ class Launcher:
             ruleset = _confine._ruleset(fence, network=not fence.network)
         try:
             if fence is not None and not fence.network:
-                _check(libc.unshare(_CLONE_NEWNET), "unshare(CLONE_NEWNET)")
-            _check(libc.unshare(_CLONE_NEWPID), "unshare(CLONE_NEWPID)")
+                _confine._new_network_namespace()  # this thread's (root: usable() says)
+            _confine._check(_confine._libc().unshare(_CLONE_NEWPID), "unshare(CLONE_NEWPID)")
             if ruleset is not None:
                 ruleset.restrict()
         finally:
             if ruleset is not None:
                 ruleset.close()
 
-        def die_with_thread() -> None:  # this thread waits in Popen: it is alive now
-            libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL: when this thread ends
-
         self._init = subprocess.Popen(
             [sys.executable, "-S", "-c", _INIT],
-            preexec_fn=die_with_thread,
+            # Dies when this thread ends (alive now: it waits in Popen); from inside
+            # its namespace it sees its parent as pid 0: nothing to check.
+            preexec_fn=functools.partial(_confine.set_parent_death_signal, None),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             close_fds=True,
         )
-
-
-def _check(result: int, what: str) -> None:
-    if result == -1:
-        code = ctypes.get_errno()
-        raise OSError(code, f"{what}: {os.strerror(code)}")
 
 
 _lock = threading.Lock()
@@ -194,11 +186,7 @@ def usable(policy: SandboxPolicy) -> bool:
     return (
         sys.platform.startswith("linux")
         and os.geteuid() == 0
-        and policy.memory_mb is None
-        and policy.cpu_seconds is None
-        and policy.max_processes is None
-        and policy.max_file_mb is None
-        and policy.max_open_files is None
+        and all(getattr(policy, name) is None for name in _LIMITS)
         and policy not in _refused
     )
 

@@ -461,7 +461,8 @@ class SandboxPolicy:
         A fence this host cannot prove raises :class:`SandboxUnavailable`, and the
         program never starts. The other arguments are :func:`subprocess.run`'s; a
         ``workspace_write`` program starts in the workspace unless ``cwd`` says
-        otherwise, with ``TMPDIR`` a private temp directory removed after it.
+        otherwise, with ``TMPDIR`` a private temp directory (the policy's, or one
+        removed after the program).
         """
         if input is not None:
             kwargs["stdin"] = subprocess.PIPE
@@ -495,9 +496,10 @@ class SandboxPolicy:
         The fence's leftovers (its temp directory) go when the program ends.
         """
         process, cleanup = self._start(args, kwargs)
-        threading.Thread(
-            target=_after_exit, args=(process, cleanup), daemon=True, name="nous-tools-sandbox"
-        ).start()
+        if cleanup is not _nothing:  # something to remove once the program has ended
+            threading.Thread(
+                target=_after_exit, args=(process, cleanup), daemon=True, name="nous-tools-sandbox"
+            ).start()
         return process
 
     def _start(
@@ -515,12 +517,7 @@ class SandboxPolicy:
 
         found = _launcher.launcher(self) if _launcher.usable(self) else None
         if found is not None:  # no code to run in the child: a plain, quick start
-            if found.temp_dir is not None:
-                env = dict(os.environ if kwargs.get("env") is None else kwargs["env"])
-                env["TMPDIR"] = found.temp_dir
-                kwargs["env"] = env
-            if kwargs.get("cwd") is None and self.mode == "workspace_write":
-                kwargs["cwd"] = self.workspace_root
+            self._in_workspace(kwargs, found.temp_dir)
             return found.launch(args, kwargs), _nothing
         if not self.enforced:
             process = subprocess.Popen(
@@ -530,11 +527,7 @@ class SandboxPolicy:
         temp_dir = None
         if self.mode == "workspace_write":
             temp_dir = tempfile.mkdtemp(prefix="nous-tools-sandbox-")
-            env = dict(os.environ if kwargs.get("env") is None else kwargs["env"])
-            env["TMPDIR"] = temp_dir
-            kwargs["env"] = env
-            if kwargs.get("cwd") is None:
-                kwargs["cwd"] = self.workspace_root
+        self._in_workspace(kwargs, temp_dir)
 
         def cleanup() -> None:
             prepared.close()
@@ -553,6 +546,18 @@ class SandboxPolicy:
             ruleset.close()
         prepared.rulesets = []
         return process, cleanup
+
+    def _in_workspace(self, kwargs: dict[str, t.Any], temp_dir: str | None) -> None:
+        """A ``workspace_write`` program starts in the workspace (unless ``cwd`` says
+        otherwise), with ``TMPDIR`` its private temp directory."""
+        if self.mode != "workspace_write":
+            return
+        if temp_dir is not None:
+            env = dict(os.environ if kwargs.get("env") is None else kwargs["env"])
+            env["TMPDIR"] = temp_dir
+            kwargs["env"] = env
+        if kwargs.get("cwd") is None:
+            kwargs["cwd"] = self.workspace_root
 
     def _contains(self, resolved: pathlib.Path) -> bool:
         # Component-wise, on canonical paths: "/work/rootX" is not under "/work/root".

@@ -84,15 +84,13 @@ def _path_rule(policy: SandboxPolicy, name: str) -> str | None:
     if isinstance(name, bytes):
         return None
     write = policy.allows_write(name) or policy.mode == "danger_full_access"
-    read = (
-        not policy.confine_reads
-        or policy.allows_read(name)
-        or any(
-            os.path.realpath(name).startswith(p.rstrip("/") + "/") or os.path.realpath(name) == p
-            for p in _confine.system_paths()
+    where = os.path.join(policy.workspace_root, name)  # (an absolute name stays itself)
+    read = not policy.confine_reads or policy.allows_read(name)
+    if not read:  # the system paths a fence also lets it read
+        real = os.path.realpath(where)
+        read = any(
+            real == p or real.startswith(p.rstrip("/") + "/") for p in _confine.system_paths()
         )
-    )
-    where = policy.resolve_path(name) if not os.path.isabs(name) else name
     if not write and not read:
         return f"read or write outside the workspace refused: {where}"
     if not read:
