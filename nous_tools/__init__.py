@@ -61,7 +61,13 @@ from nous_tools.usage import Usage
 if t.TYPE_CHECKING:
     from nous_tools.asking import Elicitation
     from nous_tools.context_update import ContextUpdate
-    from nous_tools.journal import Journal, JournalRecord, PostgresJournal, SQLiteJournal
+    from nous_tools.journal import (
+        Journal,
+        JournalApprovalStore,
+        JournalRecord,
+        PostgresJournal,
+        SQLiteJournal,
+    )
     from nous_tools.providers._tool_calls import (
         ToolCallResults,
         execute_tool_calls,
@@ -97,6 +103,7 @@ __all__ = [
     "ExecutorShutdown",
     "InMemoryApprovalStore",
     "Journal",
+    "JournalApprovalStore",
     "JournalConflict",
     "JournalRecord",
     "JournalUnavailable",
@@ -150,6 +157,7 @@ _LAZY = {
     "Elicitation": "nous_tools.asking",
     "ContextUpdate": "nous_tools.context_update",
     "Journal": "nous_tools.journal",
+    "JournalApprovalStore": "nous_tools.journal",
     "JournalRecord": "nous_tools.journal",
     "PostgresJournal": "nous_tools.journal",
     "SQLiteJournal": "nous_tools.journal",

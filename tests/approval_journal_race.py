@@ -1,5 +1,6 @@
 """Two requests racing one paused call, as two Django worker processes on PostgreSQL:
-a ``DjangoJournal`` and the Django cache's approval store (a database cache), for
+a ``DjangoJournal`` and the Django cache's approval store (a database cache) or the
+journal's own (``journal.approvals``), for
 ``tests/test_approval_journal_race.py``. Each function here runs in a child process
 of its own (``multiprocessing``'s spawn context): Django is configured per process.
 """
@@ -64,9 +65,12 @@ def submit(
     runs_path: str,
     barrier: t.Any,
     results: t.Any,
+    store: str = "cache",
 ) -> None:
     """For each round: wait for the other request, then resolve that round's batch
-    with this request's decision; put ``(round, the text the model gets)``."""
+    with this request's decision; put ``(round, the text the model gets)``. The
+    approval store: the database cache's (``"cache"``), or the journal's own
+    (``"journal"``: redeemed with the start record, one transaction)."""
     import approval_race
 
     approval_race._runs_path = runs_path
@@ -74,10 +78,13 @@ def submit(
     from nous_tools import ToolCallResults, format_tool_result
     from nous_tools.contrib.django import CacheApprovalStore, DjangoJournal
 
-    store = CacheApprovalStore()
     journal = DjangoJournal()
-    registry = make_registry(journal, store)
-    store.cache.get("warm-up")  # connect before the race, not in it
+    if store == "journal":
+        registry = make_registry(journal, journal.approvals)
+    else:
+        cache = CacheApprovalStore()
+        registry = make_registry(journal, cache)
+        cache.cache.get("warm-up")  # connect before the race, not in it
     journal.get("warm-up", "warm-up")
     for round_, (wire, decision) in enumerate(zip(wires, decisions, strict=True)):
         batch = ToolCallResults.from_dict(wire, registry, SECRET)

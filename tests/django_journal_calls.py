@@ -21,7 +21,7 @@ def main() -> None:
         USE_TZ=True,
     )
     django.setup()
-    from django.db import transaction
+    from django.db import connection, transaction
 
     from nous_tools import RunContext, Tool, ToolExecutor, format_tool_result
     from nous_tools.contrib.django import DjangoJournal
@@ -41,6 +41,18 @@ def main() -> None:
         with transaction.atomic():
             inside = executor.execute(tool, {"amount": 6}, ctx, call_id="c2")
     record = journal.get("django-run", "c1")
+    # The journal's own approval store: redeemed with the start record, in one
+    # transaction (Django's atomic), and a second redeem answers the first outcome.
+    from nous_tools import NeedsApproval, Registry
+
+    refund = Tool.from_function(charge, name="refund", approval="ask", timeout=10)
+    registry = Registry([refund], journal=journal, approval_store=journal.approvals)
+    na = registry.execute("refund", {"amount": 7}, ctx, call_id="c3")
+    assert isinstance(na, NeedsApproval)
+    approved = [registry.execute_approved(na, ctx) for _ in range(2)]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT run_id, call_id FROM nous_tools_journal_approvals")
+        claims = [list(row) for row in cursor.fetchall()]
     print(
         json.dumps(
             {
@@ -50,6 +62,8 @@ def main() -> None:
                 "inside_type": type(getattr(inside, "reason", None)).__name__,
                 "runs": runs,
                 "state": record.state if record else None,
+                "approved": [format_tool_result(each, "refund") for each in approved],
+                "claims": claims,
             }
         )
     )

@@ -1,6 +1,7 @@
 """Two requests racing one paused call (issue 36): two Django worker processes on a
 real PostgreSQL, a ``DjangoJournal`` and the approval store of Django's database cache,
-both submitting the same batch at once — the same decision twice (a double click), and
+or the journal's own store (``journal.approvals``: one transaction), both submitting
+the same batch at once — the same decision twice (a double click), and
 approve against reject (two tabs). 15 rounds each (slow suite): the tool runs at most
 once, both requests answer the first outcome, and the journal holds nothing but the
 call's outcome (never "its approval was already used").
@@ -56,19 +57,20 @@ def _wire(run_id: str) -> dict[str, t.Any]:
     return t.cast(dict[str, t.Any], json.loads(json.dumps(paused.to_dict(race.SECRET))))
 
 
+@pytest.mark.parametrize("store", ["cache", "journal"], ids=["cache store", "journal's store"])
 @pytest.mark.parametrize("second", ["approve", "reject"], ids=["double click", "two tabs"])
 def test_two_django_processes_racing_one_approval_run_it_once_and_agree(
-    postgres: dict[str, str], tmp_path: pathlib.Path, second: str
+    postgres: dict[str, str], tmp_path: pathlib.Path, second: str, store: str
 ) -> None:
     runs = tmp_path / "runs.txt"
-    run_ids = [f"conversation-{second}-{n}" for n in range(ROUNDS)]
+    run_ids = [f"conversation-{second}-{store}-{n}" for n in range(ROUNDS)]
     wires = [_wire(run_id) for run_id in run_ids]
     barrier = SPAWN.Barrier(2)
     results = SPAWN.Queue()
     processes = [
         SPAWN.Process(
             target=race.submit,
-            args=(postgres, wires, [decision] * ROUNDS, str(runs), barrier, results),
+            args=(postgres, wires, [decision] * ROUNDS, str(runs), barrier, results, store),
         )
         for decision in ("approve", second)
     ]
@@ -96,6 +98,12 @@ def test_two_django_processes_racing_one_approval_run_it_once_and_agree(
             )
             assert "already used" not in stored
             assert answers[n] == [stored, stored], (n, answers[n], stored)
+        if store == "journal":  # each round's approval redeemed once, with its record
+            claims = journal._rows(
+                "SELECT run_id, call_id FROM nous_tools_journal_approvals WHERE run_id = ANY(%s)",
+                (run_ids,),
+            )
+            assert sorted(claims) == sorted((run_id, "call_r") for run_id in run_ids)
     finally:
         journal.close()
     ran = sum(1 for n in range(ROUNDS) if answers[n][0] == "refunded 7")

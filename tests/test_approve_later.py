@@ -1024,20 +1024,25 @@ def test_without_a_run_id_a_journaled_registry_keeps_batch_already_resolved(
     assert deleted.paths == ["/x"]
 
 
+@pytest.mark.parametrize("store", ["in memory", "the journal's own"])
 @pytest.mark.parametrize("second", ["approve", "reject"])
 def test_two_requests_racing_one_approval_run_it_once_and_both_answer_the_first_outcome(
-    executor: ToolExecutor, tmp_path: t.Any, second: str
+    executor: ToolExecutor, tmp_path: t.Any, second: str, store: str
 ) -> None:
     """Two requests submit the same paused call at once (a double click; approve and
     reject from two tabs): the tool runs at most once, both get the outcome the journal
-    records, and the journal holds a tool's outcome, never "approval already used"."""
+    records, and the journal holds a tool's outcome, never "approval already used" —
+    whether the approval is redeemed before the record (a store of its own) or with it
+    (``journal.approvals``, one transaction)."""
     for round_ in range(15):
         deleted = Deleter()
+        journal = SQLiteJournal(tmp_path / f"race-{second}-{store}-{round_}.db")
         registry = Registry(
             [make(deleted, name="delete_file", approval="ask")],
             executor=executor,
             name="agent",
-            journal=SQLiteJournal(tmp_path / f"race-{second}-{round_}.db"),
+            journal=journal,
+            approval_store=journal.approvals if store != "in memory" else None,
         )
         wire = _paused(registry, DELETE_X)
         barrier = threading.Barrier(2, timeout=WAIT)

@@ -726,7 +726,7 @@ def test_a_forked_child_opens_its_own_connections(
 # -- DjangoJournal ---------------------------------------------------------------------
 
 
-def test_a_django_journal_replays_and_refuses_to_write_inside_a_transaction(
+def test_a_django_journal_replays_refuses_to_write_inside_a_transaction_and_redeems(
     tmp_path: t.Any,
 ) -> None:
     pytest.importorskip("django")
@@ -742,10 +742,13 @@ def test_a_django_journal_replays_and_refuses_to_write_inside_a_transaction(
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout)
     assert seen["first"] == seen["again"] == "charged 5"
-    assert seen["runs"] == [5]
+    assert seen["runs"] == [5, 7]
     assert seen["state"] == "completed"
     assert seen["inside_type"] == "JournalUnavailable"
     assert "cannot write inside a transaction" in seen["inside"]
+    # journal.approvals on Django: redeemed with the record, the repeat replayed.
+    assert seen["approved"] == ["charged 7", "charged 7"]
+    assert seen["claims"] == [["django-run", "c3"]]
 
 
 # -- with the tools' limits (the pipeline's order) --------------------------------------

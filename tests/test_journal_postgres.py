@@ -156,3 +156,44 @@ def test_a_host_an_hour_ahead_still_sees_the_running_call_and_never_runs_it_agai
         out, _ = holder.communicate(timeout=WAIT)
     assert json.loads(out)["text"] == "charged 5"
     assert pathlib.Path(marker + ".runs").read_text().count("\n") == 1  # once
+
+
+def test_on_postgres_the_journals_store_redeems_and_records_in_one_transaction(
+    postgres: dict[str, str],
+) -> None:
+    """A start that cannot be recorded (a trigger refuses it, as a full disk would)
+    rolls the approval's redeem back with it: the same token runs once it can."""
+    from nous_tools import NeedsApproval, Registry
+
+    journal = PostgresJournal(dsn_of(postgres), table="approvals_journal")
+    runs: list[int] = []
+
+    def refund(order: int) -> str:
+        runs.append(order)
+        return f"refunded {order}"
+
+    tool = Tool.from_function(refund, approval="ask", timeout=10)
+    registry = Registry([tool], journal=journal, approval_store=journal.approvals)
+    ctx = RunContext.new(run_id="pg-approvals")
+    na = registry.execute("refund", {"order": 7}, ctx, call_id="call_r")
+    assert isinstance(na, NeedsApproval)
+    refuse = (
+        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN RAISE EXCEPTION 'the disk is full'; END $$",
+        "CREATE TRIGGER refuse BEFORE INSERT ON approvals_journal "
+        "FOR EACH ROW EXECUTE FUNCTION refuse()",
+    )
+    journal.get("warm-up", "warm-up")  # the tables exist
+    for statement in refuse:
+        journal._write(statement, ())
+    failed = registry.execute_approved(na, ctx)
+    assert isinstance(failed, Err) and isinstance(failed.reason, JournalUnavailable)
+    assert "the disk is full" in str(failed.reason)
+    assert journal._rows("SELECT count(*) FROM approvals_journal_approvals", ()) == [(0,)]
+    journal._write("DROP TRIGGER refuse ON approvals_journal", ())
+    assert registry.execute_approved(na, ctx) == Ok("refunded 7")
+    assert registry.execute_approved(na, ctx) == Ok("refunded 7")  # replayed
+    claimed = journal._rows("SELECT run_id, call_id FROM approvals_journal_approvals", ())
+    assert claimed == [("pg-approvals", "call_r")]
+    assert runs == [7]
+    journal.close()

@@ -43,6 +43,7 @@ PUBLIC: dict[str, str] = {
     "ExecutorShutdown": "nous_tools.errors",
     "InMemoryApprovalStore": "nous_tools.approval_store",
     "Journal": "nous_tools.journal",
+    "JournalApprovalStore": "nous_tools.journal",
     "JournalConflict": "nous_tools.errors",
     "JournalRecord": "nous_tools.journal",
     "JournalUnavailable": "nous_tools.errors",
@@ -108,6 +109,7 @@ PICKLED_AS: dict[str, str] = {
     "ExecutorShutdown": "nous_tools.errors.ExecutorShutdown",
     "InMemoryApprovalStore": "nous_tools.approval_store.InMemoryApprovalStore",
     "Journal": "nous_tools.journal._record.Journal",
+    "JournalApprovalStore": "nous_tools.journal._approvals.JournalApprovalStore",
     "JournalConflict": "nous_tools.errors.JournalConflict",
     "JournalRecord": "nous_tools.journal._record.JournalRecord",
     "JournalUnavailable": "nous_tools.errors.JournalUnavailable",
@@ -305,6 +307,7 @@ MODULE_ALL: dict[str, list[str]] = {
     ],
     "nous_tools.journal": [
         "Journal",
+        "JournalApprovalStore",
         "JournalRecord",
         "PostgresJournal",
         "SQLiteJournal",

@@ -34,6 +34,7 @@ from nous_tools.errors import (
     ToolError,
 )
 from nous_tools.journal import _leases
+from nous_tools.journal._approvals import ApprovalTaken
 from nous_tools.journal._wait import bounded
 from nous_tools.results import Err
 
@@ -75,6 +76,7 @@ __all__ = [
     "resolve_call",
     "resolve_conflict",
     "run",
+    "step0",
 ]
 
 
@@ -221,6 +223,15 @@ def _in_progress(call: _Call) -> Err:
     )
 
 
+def _used(call: _Call) -> Err:
+    name = call.tool.name
+    return Err(
+        ApprovalAlreadyUsed(
+            f"Tool '{name}' was not run: its approval was already used", tool_name=name
+        )
+    )
+
+
 def _unknown(call: _Call) -> Err:
     name = call.tool.name
     _log.warning("Call of tool '%s' has an unknown outcome in the call journal; not run", name)
@@ -363,7 +374,7 @@ class JournalClaim(Claim):
     """A call step 0 let go on: ``started`` before its first attempt, ``completed``
     after its last."""
 
-    __slots__ = ("call", "deadline", "record", "replace", "wait")
+    __slots__ = ("approval", "call", "deadline", "record", "replace", "wait")
 
     def __init__(self, call: _Call, replace: str | None, wait: float | None = None) -> None:
         self.call = call
@@ -371,6 +382,19 @@ class JournalClaim(Claim):
         self.wait = wait  # how long to wait for the same call started meanwhile elsewhere
         self.record: JournalRecord | None = None
         self.deadline: float | None = None  # the call's, on the monotonic clock
+        # The approval redeemed with the start record, in one transaction (redeems).
+        self.approval: tuple[str, float | None] | None = None
+
+    def redeems(self, store: object, approval_id: str, expires_at: float | None) -> bool:
+        """When ``store`` is the journal's own (``journal.approvals``), have
+        :meth:`start` redeem the approval in the transaction that records the start,
+        and say True: the caller then claims nothing itself."""
+        from nous_tools.journal._approvals import joins
+
+        if not joins(store, self.call.journal):
+            return False
+        self.approval = (approval_id, expires_at)
+        return True
 
     def start(self, tool: Tool, ctx: RunContext[t.Any]) -> RunContext[t.Any] | Result:
         call = self.call
@@ -408,9 +432,14 @@ class JournalClaim(Claim):
             _leases.hold(journal, record, lease)
             try:
                 with bounded(lease - float(journal.grace) if timeout else None):
-                    found = journal.start(record, replace=self.replace)
+                    if self.approval is None:
+                        found = journal.start(record, replace=self.replace)
+                    else:
+                        found = journal.start(record, replace=self.replace, approval=self.approval)
             except Exception as exc:
                 _leases.release(record.owner)
+                if isinstance(exc, ApprovalTaken):  # with another request's record
+                    return self.lost()
                 return _unavailable(call, "record the start of", exc)
             if found is None:
                 self.record = record
@@ -426,6 +455,12 @@ class JournalClaim(Claim):
                 return t.cast("Result", verdict)
             self.replace = verdict.replace
         return _in_progress(call)
+
+    def lost(self) -> Result:
+        """The answer of a call whose approval another request redeemed: the outcome
+        the journal holds (or comes to hold) for it, whatever its decision — the
+        journal's record wins — else ``ApprovalAlreadyUsed``."""
+        return _winners_outcome(self.call, self.wait) or _used(self.call)
 
     def abandon(self) -> None:
         if self.record is not None:
@@ -520,6 +555,20 @@ def peek(
 ) -> Result | None:
     """Step 0 for a call that would not run now (an ``ask`` tool about to come back
     as ``NeedsApproval``): its journaled answer, or None to go on."""
+    answer = step0(journal, tool, arguments, ctx, call_id, wait)
+    return None if isinstance(answer, JournalClaim) else answer
+
+
+def step0(
+    journal: t.Any,
+    tool: Tool,
+    arguments: object,
+    ctx: object,
+    call_id: str | None,
+    wait: float | None = None,
+) -> Result | JournalClaim | None:
+    """Step 0 of a journaled call: its journaled answer, the :class:`JournalClaim`
+    to run it with, or None when the journal has no say (no journal, no key)."""
     from nous_tools.run_context import RunContext
 
     if journal is None or getattr(journal, "_run_call", None) is not None:
@@ -535,7 +584,9 @@ def peek(
     if isinstance(call, Err):
         return call
     decided = decide(call, seconds)
-    return None if type(decided) is _Go else t.cast("Result", decided)
+    if type(decided) is _Go:
+        return JournalClaim(call, decided.replace, seconds)
+    return t.cast("Result", decided)
 
 
 # -- a paused batch's decisions (ToolCallResults.resolve) ---------------------------
@@ -608,7 +659,7 @@ def resolve_call(
     ):
         # Another request redeemed this approval first (the same decision or
         # another): the journal's record wins, and this one answers its outcome.
-        return _winners_outcome(call, seconds) or result
+        return claim.lost()
     return result
 
 

@@ -385,6 +385,25 @@ class DjangoJournal(SQLJournal):
                     self._ready = True
         yield connection
 
+    def _where(self) -> object:
+        return self.using
+
+    @contextlib.contextmanager
+    def _transaction(self) -> c.Iterator[c.Callable[[str, t.Any], int]]:
+        from django.db import transaction
+
+        with (
+            self._connection() as connection,
+            transaction.atomic(using=self.using),
+            connection.cursor() as cursor,
+        ):
+
+            def execute(sql: str, parameters: t.Any) -> int:
+                cursor.execute(sql, parameters)
+                return int(cursor.rowcount)
+
+            yield execute
+
     def _database_now(self) -> float | None:
         """The server's clock on PostgreSQL (a SQLite file is on this host's)."""
         from django.db import connections

@@ -44,6 +44,7 @@ from __future__ import annotations
 import typing as t
 
 if t.TYPE_CHECKING:
+    from nous_tools.journal._approvals import JournalApprovalStore
     from nous_tools.journal._postgres import PostgresJournal
     from nous_tools.journal._record import (
         Journal,
@@ -56,6 +57,7 @@ if t.TYPE_CHECKING:
 
 __all__ = [
     "Journal",
+    "JournalApprovalStore",
     "JournalRecord",
     "PostgresJournal",
     "SQLiteJournal",
@@ -68,6 +70,7 @@ __all__ = [
 #: ``import nous_tools`` (whose executor needs only ``_pipeline``) pays nothing for them.
 _HOMES = {
     "Journal": "_record",
+    "JournalApprovalStore": "_approvals",
     "JournalRecord": "_record",
     "decode_outcome": "_record",
     "encode_outcome": "_record",

@@ -84,6 +84,14 @@ class PostgresJournal(SQLJournal):
             raise
         return connection
 
+    def _where(self) -> object:
+        return self.dsn
+
+    @contextlib.contextmanager
+    def _transaction(self) -> c.Iterator[c.Callable[[str, t.Any], int]]:
+        with self._connection() as connection, connection.transaction():
+            yield lambda sql, parameters: int(connection.execute(sql, parameters).rowcount)
+
     @contextlib.contextmanager
     def _connection(self) -> c.Iterator[t.Any]:
         pid = os.getpid()

@@ -4,19 +4,23 @@ share (private).
 One table, keyed by ``(run_id, call_id)``. Every write is one statement in
 autocommit mode — an insert that does nothing when the key is there, or an update
 guarded by the state and owner it expects — so each is atomic on its own and
-durable when it returns, and no transaction is ever left open across a call.
+durable when it returns, and no transaction is ever left open across a call. The
+one exception is a call that redeems its approval here (``journal.approvals``):
+the approval's claim and the ``started`` record are one short transaction.
 """
 
 from __future__ import annotations
 
 import collections.abc as c
 import contextlib
+import functools
 import json
 import math
 import re
 import typing as t
 
 from nous_tools._util._clock import monotonic, wall
+from nous_tools.journal._approvals import ApprovalTaken, JournalApprovalStore
 from nous_tools.journal._record import (
     STATES,
     Corrupt,
@@ -64,6 +68,10 @@ def check_table(name: object) -> str:
             f"a journal table name must be a plain SQL identifier (letters, digits, _), got {name!r}"
         )
     return name
+
+
+class _KeyTaken(Exception):
+    """Undoes a transaction whose record's key another call holds."""
 
 
 class SQLJournal:
@@ -118,11 +126,27 @@ class SQLJournal:
             "ORDER BY started_at, run_id, call_id"
         )
         self._sql_prune = f"DELETE FROM {table} WHERE state = 'completed' AND completed_at < {p}"
+        self._sql_claim = (
+            f"INSERT INTO {table}_approvals (approval_id, expires_at, claimed_at, run_id, "
+            f"call_id) VALUES ({p}, {p}, {p}, {p}, {p}) ON CONFLICT (approval_id) DO NOTHING"
+        )
+        self._sql_forget = f"DELETE FROM {table}_approvals WHERE expires_at < {p}"
+        self._claims = 0  # claims made since the expired ones were last forgotten
 
     # -- for subclasses --------------------------------------------------------------
 
     def _connection(self) -> contextlib.AbstractContextManager[t.Any]:
         raise NotImplementedError
+
+    def _transaction(self) -> contextlib.AbstractContextManager[c.Callable[[str, t.Any], int]]:
+        """One transaction: yields ``execute(sql, parameters) -> rowcount``; commits
+        when the block ends, rolls back when it raises."""
+        raise NotImplementedError
+
+    def _where(self) -> object:
+        """What names this journal's database (two journals with the same ``_where``
+        and table share their records)."""
+        return id(self)
 
     def _schema(self) -> list[str]:
         """The statements that make the table and its indexes, if missing."""
@@ -139,6 +163,9 @@ class SQLJournal:
             "PRIMARY KEY (run_id, call_id))",
             f"CREATE INDEX IF NOT EXISTS {table}_state ON {table} (state, lease_expires)",
             f"CREATE INDEX IF NOT EXISTS {table}_completed ON {table} (completed_at)",
+            f"CREATE TABLE IF NOT EXISTS {table}_approvals ("
+            f"approval_id TEXT NOT NULL PRIMARY KEY, expires_at {real}, "
+            f"claimed_at {real} NOT NULL, run_id TEXT, call_id TEXT)",
         ]
 
     # -- statements ------------------------------------------------------------------
@@ -233,9 +260,20 @@ class SQLJournal:
         rows = self._rows(self._sql_get, (run_id, call_id))
         return self._record(rows[0]) if rows else None
 
-    def start(self, record: JournalRecord, *, replace: str | None = None) -> JournalRecord | None:
+    def start(
+        self,
+        record: JournalRecord,
+        *,
+        replace: str | None = None,
+        approval: tuple[str, float | None] | None = None,
+    ) -> JournalRecord | None:
         """Write ``record`` as started, if its key is free (or, with ``replace``,
-        still started by that owner); None when written, else the record there."""
+        still started by that owner); None when written, else the record there.
+        With ``approval`` (its id and expiry), the approval is redeemed in
+        :attr:`approvals` in the same transaction: ``ApprovalTaken`` (nothing
+        written) when it was redeemed already."""
+        if approval is not None:
+            return self._start_redeeming(record, replace, approval)
         if replace is None:
             if self._write(self._sql_insert, self._values(record)) == 1:
                 return None
@@ -265,6 +303,76 @@ class SQLJournal:
                 "while it was being started"
             )
         return found
+
+    def _start_redeeming(
+        self, record: JournalRecord, replace: str | None, approval: tuple[str, float | None]
+    ) -> JournalRecord | None:
+        approval_id, expires_at = approval
+        claim = (approval_id, expires_at, wall(), record.run_id, record.call_id)
+        if replace is None:
+            sql, values = self._sql_insert, self._values(record)
+        else:
+            sql = self._sql_replace
+            values = (
+                record.owner,
+                record.lease_expires,
+                record.started_at,
+                record.tool_digest,
+                record.run_id,
+                record.call_id,
+                replace,
+            )
+        for _ in range(2):
+            try:
+                with self._transaction() as execute:
+                    if execute(self._sql_claim, claim) != 1:
+                        raise ApprovalTaken(approval_id)  # rolled back: nothing written
+                    if execute(sql, values) != 1:
+                        raise _KeyTaken  # the key is another call's: the claim is undone
+                self._now_and_then()
+                return None
+            except _KeyTaken:
+                pass
+            found = self.get(record.run_id, record.call_id)
+            if found is not None:
+                return found
+            if replace is not None:
+                break
+        raise Corrupt(
+            f"the record of call {record.call_id!r} of run {record.run_id!r} vanished "
+            "while it was being started"
+        )
+
+    @functools.cached_property
+    def approvals(self) -> JournalApprovalStore:
+        """An :class:`~nous_tools.ApprovalStore` in this journal's database. Given to
+        a registry whose calls this journal records, an approved call redeems its
+        approval in the same transaction that records its start (both or neither),
+        instead of before it."""
+        return JournalApprovalStore(self)
+
+    def _same_database(self, other: object) -> bool:
+        return (
+            isinstance(other, SQLJournal)
+            and type(other) is type(self)
+            and other.table == self.table
+            and other._where() == self._where()
+        )
+
+    def _claim_approval(self, approval_id: str, expires_at: float | None) -> bool:
+        """Claim ``approval_id`` on its own (not with a call's record): True the first
+        time."""
+        claimed = self._write(self._sql_claim, (approval_id, expires_at, wall(), None, None)) == 1
+        self._now_and_then()
+        return claimed
+
+    def _now_and_then(self) -> None:
+        """After a claim: every 256th forgets the claims whose tokens have expired."""
+        self._claims += 1
+        if self._claims >= 256:
+            self._claims = 0
+            with contextlib.suppress(Exception):  # a claim made is not undone by this
+                self._write(self._sql_forget, (wall(),))
 
     def complete(self, record: JournalRecord, outcome: c.Mapping[str, t.Any]) -> bool:
         """Record ``outcome`` if the call is still started by ``record.owner``."""
@@ -336,6 +444,7 @@ class SQLJournal:
         (seconds or a timedelta); the number removed. Started records (running, or
         unknown: waiting for a person) are kept."""
         seconds = older_than_seconds(older_than)
+        self._write(self._sql_forget, (wall(),))  # and the approvals no token can use now
         return self._write(self._sql_prune, (wall() - seconds,))
 
     def records(

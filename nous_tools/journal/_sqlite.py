@@ -153,6 +153,21 @@ class SQLiteJournal(SQLJournal):
             finally:
                 connection.execute(f"PRAGMA synchronous={self.synchronous}")
 
+    def _where(self) -> object:
+        return os.path.realpath(self.path)
+
+    @contextlib.contextmanager
+    def _transaction(self) -> c.Iterator[c.Callable[[str, t.Any], int]]:
+        with self._connection() as connection:
+            connection.execute("BEGIN IMMEDIATE")  # the write lock now, not halfway
+            try:
+                yield lambda sql, parameters: int(connection.execute(sql, parameters).rowcount)
+            except BaseException:
+                with contextlib.suppress(Exception):  # else the connection is closed
+                    connection.execute("ROLLBACK")
+                raise
+            connection.execute("COMMIT")
+
     @contextlib.contextmanager
     def _connection(self) -> c.Iterator[sqlite3.Connection]:
         pid = os.getpid()

@@ -320,6 +320,11 @@ def _reject(registry: Registry, na: NeedsApproval) -> Err:
                 f"Tool '{name}' was not run: its approval was already used", tool_name=name
             )
         )
+    return _rejected(na)
+
+
+def _rejected(na: NeedsApproval) -> Err:
+    name = na.tool.name
     return Err(ToolError(f"Tool '{name}' was rejected by the user and did not run", tool_name=name))
 
 
@@ -770,11 +775,15 @@ def _resolve_journaled(
     def go(claim: _journal.JournalClaim) -> Result:
         if decision != "reject":
             return registry._execute_approval(na, None, ctx, call_id, claim=claim)
-        # The approval is used up first: a request that loses that race writes
-        # nothing (it answers the winner's outcome), never a refusal as the outcome.
-        result = _reject(registry, na)
-        if isinstance(result.reason, ApprovalAlreadyUsed):
-            return result
+        # The approval is used up first (or, in the journal's own store, with the
+        # start record): a request that loses that race writes nothing (it answers
+        # the winner's outcome), never a refusal as the outcome.
+        if claim.redeems(registry._approval_store, na.id, na._claim_expiry(registry)):
+            result = _rejected(na)
+        else:
+            result = _reject(registry, na)
+            if isinstance(result.reason, ApprovalAlreadyUsed):
+                return result
         started = claim.start(tool, ctx)
         if not isinstance(started, RunContext):
             return started

@@ -12,7 +12,8 @@ import typing as t
 
 import attrs
 
-from nous_tools._engine._journal import peek as _journal_peek
+from nous_tools._engine._journal import JournalClaim
+from nous_tools._engine._journal import step0 as _step0
 from nous_tools._util import _canonical
 from nous_tools._util._log import log as _safe_log
 from nous_tools._util._scope import interrupts
@@ -126,28 +127,34 @@ def execute_approval(
         if refused is not None:
             return refused
     # (the journal answers only a call of a run: no run id, nothing to look up)
-    journal = None
+    stepped = None
     if claim is None and ctx is not None and ctx.run_id is not None:
-        journal = registry._effective_journal()
-    if journal is not None:
         # The journal first: a call it holds is answered, the approval not used.
-        answered = _journal_peek(
-            journal,
+        answered = _step0(
+            registry._effective_journal(),
             tool,
             _canonical.thaw(na.arguments),
             ctx,
             call_id if call_id is not None else na.call_id,
             wait,
         )
-        if answered is not None:
+        if isinstance(answered, JournalClaim):
+            claim = stepped = answered  # step 0 is done: the call runs with this claim
+        elif answered is not None:
             return answered
     accepted = na._limits  # na._limits_in(registry), a call fewer
     max_age, skew = accepted if accepted is not None else limits(registry, None, None)
     why = refusal(na.issued_at, max_age, skew)
     if why is not None:
         return Err(ToolError(f"Tool '{name}' was not run: its approval {why}", tool_name=name))
+    expires_at = claim_expiry(na.issued_at, max_age, skew)
     try:
-        claimed = registry._claim(na.id, claim_expiry(na.issued_at, max_age, skew))
+        if isinstance(claim, JournalClaim) and claim.redeems(
+            registry._approval_store, na.id, expires_at
+        ):
+            claimed: object = True  # redeemed with the start record, in one transaction
+        else:
+            claimed = registry._claim(na.id, expires_at)
     except BaseException as exc:  # fail closed
         if interrupts(exc):
             raise
@@ -160,6 +167,8 @@ def execute_approval(
             )
         )
     if claimed is not True:
+        if stepped is not None:  # another request redeemed it: its journaled outcome wins
+            return stepped.lost()
         _log.warning("Approval of tool '%s' was already used; not run again", name)
         return Err(
             ApprovalAlreadyUsed(
