@@ -13,18 +13,19 @@ another file). Then, with the CSRF cookie that ``GET /`` sets::
 
     curl -s -c jar localhost:8000/ >/dev/null
     curl -s -b jar -H "X-CSRFToken: $(awk '/csrftoken/ {print $7}' jar)" \\
-      -H 'Content-Type: application/json' localhost:8000/tool-calls -d '{"tool_calls": [
+      -H 'Content-Type: application/json' localhost:8000/tool-calls/ -d '{"tool_calls": [
         {"id": "call_1", "type": "function",
          "function": {"name": "get_weather", "arguments": "{\\"city\\": \\"Paris\\"}"}}]}'
 
-The flow is the one of ``examples/flask_app.py`` (``docs/how-to/approve-later.md``):
+The views come with the library (``nous_tools.contrib.django.urls``); the flow is
+the one of ``examples/flask_app.py`` (``docs/how-to/approve-later.md``):
 
-- ``POST /tool-calls`` with the model's response as JSON (an OpenAI ``ChatCompletion``
+- ``POST /tool-calls/`` with the model's response as JSON (an OpenAI ``ChatCompletion``
   or its message, a Responses ``Response``, an Anthropic ``Message``) or
   ``{"tool_calls": [...]}`` → 200 ``{"messages": [...]}`` in the shape the calls came
   in, or 202 ``{"pending": [...], "batch": {...}}`` when some wait for a person: what
   to show them, and the paused batch, signed. The server keeps no pending calls.
-- ``POST /tool-calls/resolve`` with ``{"batch": <as received>, "decisions":
+- ``POST /tool-calls/resolve/`` with ``{"batch": <as received>, "decisions":
   {<call_id>: "approve" | "reject" | {"edit": {<arguments>}}}}`` → 200 with one
   message per call of the model, in call order (or 202 and a new batch while some
   are undecided); a malformed, changed, forged, expired or foreign batch, an
@@ -35,14 +36,15 @@ Both are POSTs behind Django's CSRF protection: a page sends the ``csrftoken``
 cookie's value in the ``X-CSRFToken`` header.
 
 What the batch cannot do for you: know *who* decides. In a real project the
-resolve view must require a logged-in person allowed to approve
-(``@login_required`` plus a permission check) — see ``docs/concepts/approval.md``.
+resolve view must require a logged-in person allowed to approve: pass
+``urls(registry, may_decide=lambda request: request.user.has_perm(...))`` — see
+``docs/concepts/approval.md``. A header ``X-Conversation-Id`` names the run the calls
+belong to (the call journal's key, when the registry has a journal).
 """
 
 from __future__ import annotations
 
 import contextvars
-import json
 import os
 import pathlib
 import secrets
@@ -50,22 +52,16 @@ import sys
 import typing as t
 import uuid
 
-from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.urls import path
+# --8<-- [start:imports]
+from django.http import HttpRequest, HttpResponse
+from django.urls import include, path
 from django.views.decorators.csrf import ensure_csrf_cookie
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET
 
-from nous_tools import (
-    BatchAlreadyResolved,
-    Registry,
-    ToolCallResults,
-    execute_tool_calls,
-    parse_decisions,
-    tool,
-)
-from nous_tools.contrib.django import CacheApprovalStore
+from nous_tools import Registry, tool
+from nous_tools.contrib.django import CacheApprovalStore, urls
+
+# --8<-- [end:imports]
 
 # -- settings -----------------------------------------------------------------------
 
@@ -139,59 +135,17 @@ def delete_file(path: str) -> str:
 
 
 # --8<-- [start:views]
-def approval_secret() -> str:
-    secret: str = settings.NOUS_TOOLS_APPROVAL_SECRET
-    if not secret:
-        raise ImproperlyConfigured("set the NOUS_TOOLS_APPROVAL_SECRET setting")
-    return secret
-
-
-def reply(result: ToolCallResults) -> JsonResponse:
-    """200 and the messages for the model, or 202 and what a person must decide."""
-    if result.pending:
-        batch = result.to_dict(approval_secret())
-        return JsonResponse({"pending": result.pending_summary(), "batch": batch}, status=202)
-    return JsonResponse({"messages": result.response_messages()})
-
-
-@require_POST
-def tool_calls(request: HttpRequest) -> JsonResponse:
-    try:
-        body = json.loads(request.body)
-        if not isinstance(body, dict):
-            raise ValueError('expected the model\'s response, or {"tool_calls": [...]}')
-        result = execute_tool_calls(registry, body.get("tool_calls", body))
-    except (ValueError, TypeError) as exc:  # not JSON; not a response or list of calls
-        return JsonResponse({"error": str(exc)}, status=400)
-    return reply(result)
-
-
-@require_POST
-def resolve(request: HttpRequest) -> JsonResponse:
-    # A real project checks here that request.user may decide these calls.
-    try:
-        body = json.loads(request.body)
-        decisions = parse_decisions(body)
-        batch = ToolCallResults.from_dict(body.get("batch"), registry, approval_secret())
-        resolved = batch.resolve(decisions)
-    except BatchAlreadyResolved:
-        return JsonResponse({"error": "this batch was already decided"}, status=409)
-    except ValueError as exc:  # malformed, changed, forged, expired: nothing ran
-        return JsonResponse({"error": str(exc)}, status=400)
-    return reply(resolved)
-
-
 @require_GET
 @ensure_csrf_cookie
 def index(request: HttpRequest) -> HttpResponse:
     """The page a browser starts from: it sets the CSRF cookie the POSTs need."""
-    return HttpResponse("POST tool calls to /tool-calls, decisions to /tool-calls/resolve\n")
+    return HttpResponse("POST tool calls to /tool-calls/, decisions to /tool-calls/resolve/\n")
 
 
 urlpatterns = [
     path("", index),
-    path("tool-calls", tool_calls),
-    path("tool-calls/resolve", resolve),
+    # POST tool-calls/ and tool-calls/resolve/; who may decide: may_decide=...
+    path("", include(urls(registry))),
 ]
 # --8<-- [end:views]
 

@@ -8,7 +8,8 @@ Run it (``pip install flask``)::
       {"id": "call_1", "type": "function",
        "function": {"name": "get_weather", "arguments": "{\\"city\\": \\"Paris\\"}"}}]}'
 
-The flow (``docs/how-to/approve-later.md``):
+The views come with the library (``nous_tools.contrib.flask.blueprint``); the flow
+(``docs/how-to/approve-later.md``):
 
 - ``POST /tool-calls`` with the model's response as JSON — an OpenAI
   ``ChatCompletion`` or its message, a Responses ``Response``, an Anthropic
@@ -21,9 +22,8 @@ The flow (``docs/how-to/approve-later.md``):
   signed (``ToolCallResults.to_dict``).
 - ``POST /tool-calls/resolve`` with ``{"batch": <as it was received>, "decisions":
   {<call_id>: "approve" | "reject" | {"edit": {<arguments>}}}}``: the decisions are
-  read (``parse_decisions``), the batch is checked (``ToolCallResults.from_dict``:
-  its signature, age, registry and tools), then the decisions are applied once
-  (``resolve``). The answer is as above: 200 with one message per call of the
+  read, the batch is checked (its signature, age, registry and tools), then the
+  decisions are applied once. The answer is as above: 200 with one message per call of the
   model, in call order, or 202 with a new batch while some calls are undecided.
   Anything malformed, changed, forged or expired is 400 with the reason; a batch
   already decided is 409 (the registry's approval store — here the in-memory one,
@@ -34,8 +34,10 @@ secret comes from the app's config (``NOUS_TOOLS_APPROVAL_SECRET``); share it
 between the processes of one site, and keep it out of the browser.
 
 What the batch cannot do for you: know *who* decides. In a real app the resolve
-view must require a logged-in person allowed to approve (e.g. Flask-Login's
-``@login_required`` and a permission check) — see ``docs/concepts/approval.md``.
+view must require a logged-in person allowed to approve: pass
+``blueprint(registry, may_decide=lambda request: ...)`` (with Flask-Login,
+``current_user.is_authenticated`` and a permission check) — see
+``docs/concepts/approval.md``.
 
 A request id (header ``X-Request-Id``, or a new one) is put in a ``ContextVar``
 before each request; the tools see it, also when they run in a worker thread,
@@ -60,22 +62,13 @@ import os
 import typing as t
 import uuid
 
+# --8<-- [start:imports]
 from flask import Flask, g, request
-from flask.typing import ResponseReturnValue
 
-from nous_tools import (
-    BatchAlreadyResolved,
-    InMemoryApprovalStore,
-    Journal,
-    JournalConflict,
-    Registry,
-    RunContext,
-    SQLiteJournal,
-    ToolCallResults,
-    execute_tool_calls,
-    parse_decisions,
-    tool,
-)
+from nous_tools import InMemoryApprovalStore, Journal, Registry, SQLiteJournal, tool
+from nous_tools.contrib.flask import blueprint
+
+# --8<-- [end:imports]
 
 #: The id of the request being served; tools may read it (for logs, say).
 request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
@@ -121,54 +114,14 @@ def create_app(
     ``NOUS_TOOLS_JOURNAL`` (a path) the example registry journals its calls."""
     app = Flask(__name__)
     app.config.from_mapping(config or {})
-    secret = app.config.get("NOUS_TOOLS_APPROVAL_SECRET")
-    if not secret:
-        raise RuntimeError("set NOUS_TOOLS_APPROVAL_SECRET in the app's config")
     if registry is None:
         path = app.config.get("NOUS_TOOLS_JOURNAL")
         registry = example_registry(SQLiteJournal(path) if path else None)
     wait = float(app.config.get("NOUS_TOOLS_JOURNAL_WAIT", 30.0))
-
-    def run_context() -> RunContext[t.Any] | None:
-        """The conversation the calls belong to (the journal's run_id), if named."""
-        conversation = request.headers.get("X-Conversation-Id")
-        return RunContext.new(run_id=conversation) if conversation else None
-
     # --8<-- [start:views]
-    def reply(result: ToolCallResults) -> ResponseReturnValue:
-        """200 and the messages for the model, or 202 and what a person must decide."""
-        if result.pending:
-            batch = result.to_dict(secret)
-            return {"pending": result.pending_summary(), "batch": batch}, 202
-        return {"messages": result.response_messages()}
-
-    @app.post("/tool-calls")
-    def tool_calls() -> ResponseReturnValue:
-        body = request.get_json(silent=True)
-        if not isinstance(body, dict):
-            return {"error": 'expected the model\'s response, or {"tool_calls": [...]}'}, 400
-        try:
-            result = execute_tool_calls(
-                registry, body.get("tool_calls", body), run_context(), wait=wait
-            )
-        except TypeError as exc:  # not a response or a list of calls
-            return {"error": str(exc)}, 400
-        return reply(result)
-
-    @app.post("/tool-calls/resolve")
-    def resolve() -> ResponseReturnValue:
-        # A real app checks here that a logged-in person may decide these calls.
-        body = request.get_json(silent=True) or {}
-        try:
-            decisions = parse_decisions(body)
-            batch = ToolCallResults.from_dict(body.get("batch"), registry, secret)
-            resolved = batch.resolve(decisions, run_context(), wait=wait)
-        except (BatchAlreadyResolved, JournalConflict):  # JournalConflict: other arguments
-            return {"error": "this batch was already decided"}, 409
-        except ValueError as exc:  # malformed, changed, forged, expired: nothing ran
-            return {"error": str(exc)}, 400
-        return reply(resolved)
-
+    # POST /tool-calls and /tool-calls/resolve; the secret: NOUS_TOOLS_APPROVAL_SECRET.
+    # A real app says who may decide: blueprint(registry, may_decide=...).
+    app.register_blueprint(blueprint(registry, wait=wait))
     # --8<-- [end:views]
 
     @app.before_request

@@ -68,6 +68,7 @@ if t.TYPE_CHECKING:
         PostgresJournal,
         SQLiteJournal,
     )
+    from nous_tools.providers._endpoints import ToolCallEndpoints
     from nous_tools.providers._tool_calls import (
         ToolCallResults,
         execute_tool_calls,
@@ -127,6 +128,7 @@ __all__ = [
     "ThreadBackend",
     "Tool",
     "ToolCall",
+    "ToolCallEndpoints",
     "ToolCallResults",
     "ToolCancelled",
     "ToolDenied",
@@ -162,6 +164,7 @@ _LAZY = {
     "PostgresJournal": "nous_tools.journal",
     "SQLiteJournal": "nous_tools.journal",
     "ToolCallResults": "nous_tools.providers._tool_calls",
+    "ToolCallEndpoints": "nous_tools.providers._endpoints",
     "execute_tool_calls": "nous_tools.providers._tool_calls",
     "format_tool_result": "nous_tools.providers._tool_calls",
     "parse_decisions": "nous_tools.providers._web",

@@ -17,6 +17,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import types
 import typing as t
 
 import pytest
@@ -26,11 +27,13 @@ pytest.importorskip("django")
 import django
 from django.core.cache import caches
 from django.test import Client, override_settings
+from django.urls import include
+from django.urls import path as url_path
 
 import nous_tools
 from nous_tools import Ok, Registry, Tool, ToolExecutor, default_executor, execute
 from nous_tools.contrib import django as contrib_django
-from nous_tools.contrib.django import CacheApprovalStore, django_executor
+from nous_tools.contrib.django import CacheApprovalStore, django_executor, urls
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
 DATA = pathlib.Path(tempfile.mkdtemp(prefix="nous-tools-django-"))
@@ -90,9 +93,7 @@ def deleted() -> Deleted:
 
 
 @pytest.fixture
-def registry(
-    executor: ToolExecutor, deleted: Deleted, monkeypatch: pytest.MonkeyPatch
-) -> c.Iterator[Registry]:
+def registry(executor: ToolExecutor, deleted: Deleted) -> c.Iterator[Registry]:
     def get_weather(city: str) -> dict[str, t.Any]:
         return {"city": city, "temp_c": 21, "request_id": django_app.request_id.get()}
 
@@ -107,10 +108,18 @@ def registry(
         approval_store=CacheApprovalStore(timeout=django_app.APPROVAL_MAX_AGE),
     )
     caches["default"].clear()
-    monkeypatch.setattr(django_app, "registry", registry)
-    with override_settings(NOUS_TOOLS_APPROVAL_SECRET=SECRET):
+    # The example's URLconf, serving this registry (urls() takes it when called).
+    site = _urlconf(registry)
+    with override_settings(NOUS_TOOLS_APPROVAL_SECRET=SECRET, ROOT_URLCONF=site):
         yield registry
     caches["default"].clear()
+
+
+def _urlconf(registry: Registry) -> types.ModuleType:
+    """The example's URLconf, serving ``registry``."""
+    site = types.ModuleType("site_urls")
+    site.urlpatterns = [url_path("", django_app.index), url_path("", include(urls(registry)))]  # type: ignore[attr-defined]
+    return site
 
 
 @pytest.fixture
@@ -140,7 +149,7 @@ def post(client: Client, url: str, body: t.Any, request_id: str = "r-1") -> t.An
 
 
 def post_calls(client: Client, *calls: dict[str, t.Any], request_id: str = "r-1") -> t.Any:
-    return post(client, "/tool-calls", {"tool_calls": list(calls)}, request_id)
+    return post(client, "/tool-calls/", {"tool_calls": list(calls)}, request_id)
 
 
 def paused(client: Client, *calls: dict[str, t.Any]) -> dict[str, t.Any]:
@@ -150,7 +159,9 @@ def paused(client: Client, *calls: dict[str, t.Any]) -> dict[str, t.Any]:
 
 
 def decide(client: Client, batch: t.Any, decisions: t.Any, request_id: str = "r-2") -> t.Any:
-    return post(client, "/tool-calls/resolve", {"batch": batch, "decisions": decisions}, request_id)
+    return post(
+        client, "/tool-calls/resolve/", {"batch": batch, "decisions": decisions}, request_id
+    )
 
 
 def weather_text(request_id: str = "r-1") -> str:
@@ -172,7 +183,7 @@ def test_responses_and_anthropic_calls_are_answered_in_their_own_shape(client: C
         "name": "get_weather",
         "arguments": '{"city": "Paris"}',
     }
-    response = post(client, "/tool-calls", {"output": [responses_item]})
+    response = post(client, "/tool-calls/", {"output": [responses_item]})
     assert response.json() == {
         "messages": [
             {"type": "function_call_output", "call_id": "call_w", "output": weather_text()}
@@ -184,7 +195,7 @@ def test_responses_and_anthropic_calls_are_answered_in_their_own_shape(client: C
         "name": "get_weather",
         "input": {"city": "Paris"},
     }
-    response = post(client, "/tool-calls", {"role": "assistant", "content": [tool_use]})
+    response = post(client, "/tool-calls/", {"role": "assistant", "content": [tool_use]})
     assert response.json() == {
         "messages": [
             {
@@ -252,8 +263,8 @@ def test_single_use_is_kept_in_the_django_cache(
         name="django-example",
         approval_store=CacheApprovalStore(),  # the database cache: shared
     )
-    django_app.registry = twin  # put back by the registry fixture's monkeypatch
-    assert decide(client, batch, {"call_d": "approve"}).status_code == 409
+    with override_settings(ROOT_URLCONF=_urlconf(twin)):
+        assert decide(client, batch, {"call_d": "approve"}).status_code == 409
     assert deleted.paths == ["/tmp/x"]
 
 
@@ -321,8 +332,8 @@ def test_the_secret_comes_from_the_settings(client: Client, deleted: Deleted) ->
 
 
 def test_only_post_is_allowed(client: Client) -> None:
-    assert client.get("/tool-calls").status_code == 405
-    assert client.get("/tool-calls/resolve").status_code == 405
+    assert client.get("/tool-calls/").status_code == 405
+    assert client.get("/tool-calls/resolve/").status_code == 405
 
 
 @pytest.mark.parametrize(
@@ -338,14 +349,14 @@ def test_a_malformed_decision_is_400(client: Client, deleted: Deleted, body: t.A
     batch = paused(client)
     if isinstance(body, dict) and body.get("batch") == "BATCH":
         body = {**body, "batch": batch}
-    assert post(client, "/tool-calls/resolve", body).status_code == 400
+    assert post(client, "/tool-calls/resolve/", body).status_code == 400
     assert deleted.paths == []
 
 
 @pytest.mark.parametrize("body", ["not json", {"tool_calls": {"id": "x"}}, [1], {"id": "x"}])
 def test_a_malformed_tool_call_request_is_400(client: Client, body: t.Any) -> None:
     data = body if isinstance(body, str) else json.dumps(body)
-    response = client.post("/tool-calls", data=data, content_type="application/json")
+    response = client.post("/tool-calls/", data=data, content_type="application/json")
     assert response.status_code == 400
 
 
@@ -458,13 +469,13 @@ def test_a_timed_tool_does_not_see_the_callers_transaction_an_inline_one_does() 
 def test_posts_need_the_csrf_token_that_the_index_page_sets(registry: Registry) -> None:
     browser = Client(enforce_csrf_checks=True)
     body = json.dumps({"tool_calls": [WEATHER]})
-    refused = browser.post("/tool-calls", data=body, content_type="application/json")
+    refused = browser.post("/tool-calls/", data=body, content_type="application/json")
     assert refused.status_code == 403
     page = browser.get("/")
     assert page.status_code == 200
     token = page.cookies["csrftoken"].value
     response = browser.post(
-        "/tool-calls", data=body, content_type="application/json", headers={"X-CSRFToken": token}
+        "/tool-calls/", data=body, content_type="application/json", headers={"X-CSRFToken": token}
     )
     assert response.status_code == 200
     assert response.json()["messages"][0]["tool_call_id"] == "call_w"
@@ -475,3 +486,119 @@ def test_a_missing_approval_secret_is_a_configuration_error(client: Client) -> N
 
     with override_settings(NOUS_TOOLS_APPROVAL_SECRET=""), pytest.raises(ImproperlyConfigured):
         post_calls(client, WEATHER, DELETE)  # never an unsigned batch
+
+
+# -- the shipped views' options (nous_tools.contrib.django.urls) ------------------------
+
+
+def test_may_decide_refuses_a_request_that_may_not_decide_with_403(
+    registry: Registry, deleted: Deleted
+) -> None:
+    site = types.ModuleType("guarded_urls")
+    site.urlpatterns = urls(registry, may_decide=lambda request: "X-Approver" in request.headers)  # type: ignore[attr-defined]
+    client = Client()
+    with override_settings(ROOT_URLCONF=site):
+        batch = paused(client)
+        refused = decide(client, batch, {"call_d": "approve"})
+        assert refused.status_code == 403
+        assert refused.json() == {"error": "you may not decide these calls"}
+        assert deleted.paths == []  # and the approval is not used up:
+        allowed = post(
+            client, "/tool-calls/resolve/", {"batch": batch, "decisions": {"call_d": "approve"}}
+        )
+        assert allowed.status_code == 403  # still no header
+        response = client.post(
+            "/tool-calls/resolve/",
+            data=json.dumps({"batch": batch, "decisions": {"call_d": "approve"}}),
+            content_type="application/json",
+            headers={"X-Approver": "ann"},
+        )
+        assert response.status_code == 200
+    assert deleted.paths == ["/tmp/x"]
+
+
+def test_the_conversation_header_journals_the_calls_so_a_retry_runs_nothing_twice(
+    executor: ToolExecutor, tmp_path: pathlib.Path
+) -> None:
+    from nous_tools import SQLiteJournal
+
+    runs: list[str] = []
+
+    def charge(order: str) -> str:
+        runs.append(order)
+        return f"charged {order}"
+
+    registry = Registry(
+        [Tool.from_function(charge, timeout=WAIT)],
+        executor=executor,
+        journal=SQLiteJournal(tmp_path / "journal.db"),
+    )
+    site = types.ModuleType("journaled_urls")
+    site.urlpatterns = urls(registry, secret=SECRET)  # type: ignore[attr-defined]
+    client = Client()
+    body = {"tool_calls": [call("call_c", "charge", {"order": "A-1"})]}
+    with override_settings(ROOT_URLCONF=site):
+        answers = [
+            client.post(
+                "/tool-calls/",
+                data=json.dumps(body),
+                content_type="application/json",
+                headers={"X-Conversation-Id": "conversation-9"},
+            ).json()
+            for _ in range(2)
+        ]
+    assert answers[0] == answers[1]
+    assert answers[0]["messages"][0]["content"] == "charged A-1"
+    assert runs == ["A-1"]  # the retry replayed the journaled outcome
+
+
+def test_a_body_that_is_not_json_is_400_and_says_so(client: Client) -> None:
+    response = client.post("/tool-calls/", data="{not json", content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("the body is not JSON")
+
+
+def test_csrf_exempt_views_take_a_post_without_the_token(registry: Registry) -> None:
+    site = types.ModuleType("api_urls")
+    site.urlpatterns = urls(registry, csrf_exempt=True)  # type: ignore[attr-defined]
+    api = Client(enforce_csrf_checks=True)
+    with override_settings(ROOT_URLCONF=site):
+        response = api.post(
+            "/tool-calls/",
+            data=json.dumps({"tool_calls": [WEATHER]}),
+            content_type="application/json",
+        )
+    assert response.status_code == 200
+
+
+def test_urls_refuses_bad_options_at_once(registry: Registry) -> None:
+    with pytest.raises(ValueError, match="wait must be"):
+        urls(registry, wait=-1)
+    with pytest.raises(TypeError, match="secret must be"):
+        urls(registry, secret=42)  # type: ignore[arg-type]
+
+
+def test_the_system_checks_name_a_missing_secret_and_a_missing_cache_table(
+    registry: Registry,
+) -> None:
+    from django.core import checks
+    from django.db import connection
+
+    from nous_tools.contrib.django import check_views
+
+    site = _urlconf(registry)
+    with override_settings(ROOT_URLCONF=site, NOUS_TOOLS_APPROVAL_SECRET=SECRET):
+        assert check_views() == []
+    with override_settings(ROOT_URLCONF=site, NOUS_TOOLS_APPROVAL_SECRET=""):
+        assert [error.id for error in check_views()] == ["nous_tools.E001"]
+        assert check_views in checks.registry.registry.get_checks()
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE nous_tools_cache RENAME TO nous_tools_cache_away")
+    try:
+        with override_settings(ROOT_URLCONF=site, NOUS_TOOLS_APPROVAL_SECRET=SECRET):
+            errors = check_views()
+        assert [error.id for error in errors] == ["nous_tools.E002"]
+        assert "createcachetable" in errors[0].hint
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("ALTER TABLE nous_tools_cache_away RENAME TO nous_tools_cache")

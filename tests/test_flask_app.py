@@ -677,3 +677,53 @@ def test_a_journaled_batch_resolved_twice_gives_the_first_outcome(
     assert reposted.status_code == 200
     assert reposted.get_json() == first.get_json()
     assert deleted.paths == ["/tmp/x"] and charges.amounts == [5]
+
+
+# -- the shipped blueprint's options (nous_tools.contrib.flask.blueprint) ---------------
+
+
+def test_may_decide_refuses_a_request_that_may_not_decide_with_403(
+    registry: Registry, deleted: Deleted
+) -> None:
+    from nous_tools.contrib.flask import blueprint
+
+    app = Flask("guarded")
+    app.register_blueprint(
+        blueprint(registry, secret="s", may_decide=lambda request: "X-Approver" in request.headers),
+        url_prefix="/agent",
+    )
+    client = app.test_client()
+    response = client.post("/agent/tool-calls", json={"tool_calls": [DELETE]})
+    assert response.status_code == 202
+    body = {"batch": response.get_json()["batch"], "decisions": {"call_d": "approve"}}
+    refused = client.post("/agent/tool-calls/resolve", json=body)
+    assert (refused.status_code, refused.get_json()) == (
+        403,
+        {"error": "you may not decide these calls"},
+    )
+    assert deleted.paths == []  # nothing used up: the allowed person can still decide
+    allowed = client.post("/agent/tool-calls/resolve", json=body, headers={"X-Approver": "ann"})
+    assert allowed.status_code == 200
+    assert deleted.paths == ["/tmp/x"]
+
+
+def test_a_body_that_is_not_json_is_400_and_says_so(client: FlaskClient) -> None:
+    response = client.post("/tool-calls", data="{not json", content_type="application/json")
+    assert response.status_code == 400
+    assert response.get_json()["error"].startswith("the body is not JSON")
+
+
+def test_two_blueprints_on_one_app_need_two_names_and_keep_their_own_secrets(
+    registry: Registry,
+) -> None:
+    from nous_tools.contrib.flask import blueprint
+
+    app = Flask("two")
+    app.register_blueprint(blueprint(registry, secret="one"), url_prefix="/a")
+    app.register_blueprint(blueprint(registry, secret="two", name="second"), url_prefix="/b")
+    client = app.test_client()
+    batch = client.post("/a/tool-calls", json={"tool_calls": [DELETE]}).get_json()["batch"]
+    body = {"batch": batch, "decisions": {"call_d": "reject"}}
+    wrong = client.post("/b/tool-calls/resolve", json=body)
+    assert wrong.status_code == 400 and "signature" in wrong.get_json()["error"]
+    assert client.post("/a/tool-calls/resolve", json=body).status_code == 200

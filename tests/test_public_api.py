@@ -67,6 +67,7 @@ PUBLIC: dict[str, str] = {
     "ThreadBackend": "nous_tools.backend",
     "Tool": "nous_tools.tool",
     "ToolCall": "nous_tools.executor",
+    "ToolCallEndpoints": "nous_tools.web",
     "ToolCallResults": "nous_tools.tool_calls",
     "ToolCancelled": "nous_tools.errors",
     "ToolDenied": "nous_tools.errors",
@@ -132,6 +133,7 @@ PICKLED_AS: dict[str, str] = {
     "ThreadBackend": "nous_tools.backend.ThreadBackend",
     "Tool": "nous_tools.tool.Tool",
     "ToolCall": "nous_tools.executor.ToolCall",
+    "ToolCallEndpoints": "nous_tools.providers._endpoints.ToolCallEndpoints",
     "ToolCallResults": "nous_tools.tool_calls.ToolCallResults",
     "ToolCancelled": "nous_tools.errors.ToolCancelled",
     "ToolDenied": "nous_tools.errors.ToolDenied",
@@ -248,7 +250,9 @@ MODULE_ALL: dict[str, list[str]] = {
         "close_connections",
         "django_executor",
         "install_default_executor",
+        "urls",
     ],
+    "nous_tools.contrib.flask": ["blueprint"],
     "nous_tools.contrib.mcp": [
         "FileTokenStorage",
         "InMemoryTokenStorage",
@@ -370,7 +374,12 @@ MODULE_ALL: dict[str, list[str]] = {
         "failure_message",
         "shared_validator",
     ],
-    "nous_tools.web": ["parse_decisions", "pending_summary", "response_messages"],
+    "nous_tools.web": [
+        "ToolCallEndpoints",
+        "parse_decisions",
+        "pending_summary",
+        "response_messages",
+    ],
 }
 
 

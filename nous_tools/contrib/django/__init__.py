@@ -1,5 +1,14 @@
-"""Django integration: an approval store on Django's cache framework, and worker
-hooks that keep the ORM's connections in order.
+"""Django integration: the approval flow's views, an approval store on Django's
+cache framework, worker hooks that keep the ORM's connections in order, and the
+call journal on the site's database.
+
+**The views.** :func:`urls` gives the approval flow's two endpoints for a registry,
+to ``include()`` in the site's URLconf (``docs/how-to/django.md``)::
+
+    from django.urls import include, path
+    from nous_tools.contrib.django import urls
+
+    urlpatterns = [path("agent/", include(urls(registry)))]
 
 ``pip install 'nous-tools[django]'``, then give the registry a store that every
 process of the site shares — a cache whose ``add`` is atomic across processes:
@@ -66,6 +75,7 @@ import time
 import typing as t
 import weakref
 
+from nous_tools.contrib.django._views import check_views, urls
 from nous_tools.journal._sql import TABLE, SQLJournal
 
 if t.TYPE_CHECKING:
@@ -78,6 +88,7 @@ __all__ = [
     "close_connections",
     "django_executor",
     "install_default_executor",
+    "urls",
 ]
 
 #: How long a claim is kept by default: one day, the registry's default approval max age.
@@ -324,8 +335,12 @@ def _app_config() -> type:
         verbose_name = "nous-tools"
 
         def ready(self) -> None:
-            """Install the default executor (:func:`install_default_executor`)."""
+            """Install the default executor (:func:`install_default_executor`), and
+            register the system checks of the approval views (:func:`urls`)."""
+            from django.core import checks
+
             install_default_executor()
+            checks.register(check_views)
 
     NousToolsConfig.__module__ = __name__
     return NousToolsConfig
