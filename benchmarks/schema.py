@@ -12,6 +12,10 @@ default), since one run on a shared machine proves little.
   (every violation listed, in Nous's words) against ``list(iter_errors(...))`` of
   jsonschema-rs's own validator for the same schema and instance, at 15
   properties, 200 properties and 10 levels of nesting. Target: at most 3x.
+- ``invalid_call``: the same at 15 properties and 10 levels, the way users meet it:
+  ``executor.execute`` of the call (a default ``ToolExecutor``, default logging)
+  returning the ``Err`` the model gets, against the same ``iter_errors``. Target: at
+  most 3x.
 - ``tool``: ``Tool(name=..., function=..., parameters=schema)`` for a schema no
   tool had before (a 15-property schema with one property of its own) against
   ``jsonschema_rs.validator_for`` of such a schema. Target: at most 5x.
@@ -189,6 +193,37 @@ def case_invalid(options: argparse.Namespace) -> None:
 
         found = ratios(ours, anchor, options.rounds, options.round_ms / 1000)
         report(label, found, "≤ 3x", key=key)
+
+
+def case_invalid_call(options: argparse.Namespace) -> None:
+    """The error path users take: ``executor.execute`` of a call with invalid arguments
+    (default executor, default logging: the ``Err`` the model gets) against
+    jsonschema-rs ``iter_errors`` of the same schema and instance."""
+    print("invalid call: executor.execute -> Err (defaults) / jsonschema-rs iter_errors")
+    executor = nous_tools.ToolExecutor()
+    try:
+        for label, key, (schema, arguments) in (
+            ("15 properties", "invalid_call.15", wide_schema(15)),
+            ("10 levels", "invalid_call.levels10", deep_schema(10)),
+        ):
+            tool = Tool(name="t", function=lambda **kw: None, parameters=schema)
+            native = jsonschema_rs.validator_for(schema)
+            assert not executor.execute(tool, arguments).is_ok()
+
+            def ours(
+                n: int, run: t.Any = executor.execute, tl: t.Any = tool, a: t.Any = arguments
+            ) -> None:
+                for _ in range(n):
+                    run(tl, a)
+
+            def anchor(n: int, errors: t.Any = native.iter_errors, a: t.Any = arguments) -> None:
+                for _ in range(n):
+                    list(errors(a))
+
+            found = ratios(ours, anchor, options.rounds, options.round_ms / 1000)
+            report(label, found, "≤ 3x", key=key)
+    finally:
+        executor.shutdown()
 
 
 # -- making tools ------------------------------------------------------------------------
@@ -446,6 +481,7 @@ def case_structured(options: argparse.Namespace) -> None:
 
 CASES = {
     "invalid": case_invalid,
+    "invalid_call": case_invalid_call,
     "tool": case_tool,
     "registry": case_registry,
     "import": case_import,

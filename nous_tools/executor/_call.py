@@ -202,7 +202,7 @@ class Calls(HandOffs):
             if validator is not None:
                 failure = validator.validate(arguments)
                 if failure is not None:
-                    _log.warning("Invalid arguments for tool '%s'", tool.name)
+                    _log.debug("Invalid arguments for tool '%s'", tool.name)  # the model's error, answered to it
                     return Err(
                         ToolError(
                             f"Invalid arguments for '{tool.name}': {failure.message}",

@@ -146,7 +146,7 @@ def _failure_err(
     from nous_tools.schema._validation import failure_message  # imported on the failure path only
 
     message, original = failure_message(missing, mismatches, invalid)
-    _log.warning("Invalid arguments for tool '%s'", tool_name)
+    _log.debug("Invalid arguments for tool '%s'", tool_name)  # the model's error, answered to it
     return Err(
         ToolError(
             f"Invalid arguments for '{tool_name}': {message}",
