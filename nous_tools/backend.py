@@ -174,7 +174,8 @@ class Backend(t.Protocol):
 class ThreadBackend:
     """Worker threads under real-time deadlines: the default backend.
 
-    ``max_workers`` (default ``min(32, cpus + 4)``, at least 8) bounds the attempts that run at
+    ``max_workers`` (default 32, or ``cpus + 4`` up to 64; a bound: workers start as
+    calls need them) bounds the attempts that run at
     once; ``max_abandoned`` (default 64) the workers stuck past their deadlines
     before new attempts get ``Err(ExecutorSaturated)``; ``on_timeout``
     (``"interrupt"`` or ``"abandon"``) is the default for tools that set none.

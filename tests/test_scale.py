@@ -241,19 +241,30 @@ def test_readers_see_a_whole_table_while_another_thread_registers() -> None:
 # -- the default executor's size ---------------------------------------------------------
 
 
-def test_the_default_size_runs_a_batch_of_eight_at_once() -> None:
-    assert default_max_workers() >= DEFAULT_MIN_WORKERS == 8
-    together = threading.Barrier(8)
+def test_the_default_size_runs_a_fan_out_of_thirty_two_calls_at_once() -> None:
+    """A model's turn of I/O-bound calls (some of them hung until their deadline)
+    does not run in waves: 32 calls by default, on any machine."""
+    assert default_max_workers() >= DEFAULT_MIN_WORKERS == 32
+    together = threading.Barrier(32)
 
     def meet(n: int) -> int:
-        together.wait(10)  # breaks (an Err) unless all eight run at the same time
+        together.wait(10)  # breaks (an Err) unless all of them run at the same time
         return n
 
     tool = make(meet, timeout=30)
     with ToolExecutor() as executor:
-        assert executor.max_workers >= 8
-        results = executor.execute_many([(tool, {"n": n}) for n in range(8)])
-    assert results == [Ok(n) for n in range(8)]
+        assert executor.max_workers >= 32
+        results = executor.execute_many([(tool, {"n": n}) for n in range(32)])
+        assert executor.stats()["workers"] <= 32  # started as the calls needed them
+    assert results == [Ok(n) for n in range(32)]
+
+
+def test_the_default_pool_starts_only_the_workers_its_calls_need() -> None:
+    tool = make(lambda: "ok", name="quick", timeout=30)
+    with ToolExecutor() as executor:
+        for _ in range(20):
+            assert executor.execute(tool, {}) == Ok("ok")  # one at a time
+        assert executor.stats()["workers"] == 1  # the idle worker, reused
 
 
 # -- batches: timed attempts handed straight to workers ----------------------------------

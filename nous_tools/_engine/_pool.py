@@ -109,16 +109,17 @@ __all__ = [
 _WAIT_MAX = threading.TIMEOUT_MAX
 
 
-#: The fewest workers a pool gets by default: a model's batch of parallel tool
-#: calls (eight is a common upper end) runs at once even on a small machine.
-DEFAULT_MIN_WORKERS = 8
+#: The fewest workers a pool may grow to by default: a model's turn fans out to
+#: dozens of I/O-bound calls (some of them hung until their deadline), and they
+#: should not run in waves, even on a small machine.
+DEFAULT_MIN_WORKERS = 32
 
 
 def default_max_workers() -> int:
-    """``max_workers`` when none is given: ``min(32, cpus + 4)`` as in
-    ``ThreadPoolExecutor`` (tools mostly wait on I/O), but at least
-    :data:`DEFAULT_MIN_WORKERS`. Workers start only when calls need them."""
-    return max(DEFAULT_MIN_WORKERS, min(32, (os.cpu_count() or 1) + 4))
+    """``max_workers`` when none is given: 32, or ``cpus + 4`` up to 64 on a machine
+    with more CPUs (tools mostly wait on I/O). It is a bound, not a size: workers
+    start only when calls need them, and an idle one is reused first."""
+    return max(DEFAULT_MIN_WORKERS, min(64, (os.cpu_count() or 1) + 4))
 
 
 class WorkerPool(_Threads):

@@ -79,9 +79,9 @@ class ToolCall:
 class ToolExecutor(Batches):
     """Runs tools: approval, validation, attempts with retries, deadlines and signals.
 
-    ``max_workers`` bounds concurrent timed attempts (default ``min(32, cpus + 4)``
-    but at least 8, so a batch of 8 runs at once; workers start as calls need
-    them), however many callers and batches run at once; ``max_abandoned`` (default 64,
+    ``max_workers`` bounds concurrent timed attempts (default 32, or ``cpus + 4`` up
+    to 64 on a bigger machine, so a model's turn of dozens of calls does not run in
+    waves; workers start as calls need them, an idle one is reused first), however many callers and batches run at once; ``max_abandoned`` (default 64,
     at least 1) is how many workers may be stuck past their deadlines before new
     timed calls get ``Err(ExecutorSaturated)``; ``on_timeout`` (``"interrupt"`` or
     ``"abandon"``) is the default for tools that do not set their own.
