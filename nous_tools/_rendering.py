@@ -167,6 +167,11 @@ def _err_content(reason: object, name: str) -> str:
         if type(stored) is str:
             return stored
     if isinstance(reason, ToolTimeout):
+        own = f"Tool '{name}' "
+        if reason.waited is not None and reason.message.startswith(own):
+            # It waited for a max_concurrency slot first: its message says how long
+            # it waited and how long it ran, which the bare timeout would hide.
+            return _clip(f"Error: tool '{name}' {reason.message[len(own) :]}, and was not retried")
         if reason.timeout:
             return f"Error: tool '{name}' timed out after {float(reason.timeout)} s and was not retried"
         return f"Error: tool '{name}' timed out and was not retried"

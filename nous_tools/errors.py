@@ -105,7 +105,16 @@ class ToolTimeout(ToolError, TimeoutError):
     It is also a :class:`TimeoutError`, so a tool that calls another and lets its
     ``ToolTimeout`` escape (``executor.execute(inner, ...).unwrap()``) is itself
     cut off, not retried: a timeout is terminal all the way out.
+
+    ``timeout`` is the tool's ``timeout``. ``waited`` is the seconds the attempt
+    waited for a ``max_concurrency`` slot before it ran (the wait counts towards
+    the timeout), or None when it did not wait; the message then says both, e.g.
+    ``"Tool 'db' waited 1.2 s for a slot (max_concurrency=2), then timed out after
+    0.3 s of running (its timeout of 1.5 s counts the wait)"``.
     """
+
+    #: Seconds waited for a ``max_concurrency`` slot before the attempt ran, or None.
+    waited: float | None = None
 
     def __init__(
         self,
@@ -115,10 +124,14 @@ class ToolTimeout(ToolError, TimeoutError):
         timeout: float | None = None,
         attempt: int | None = None,
         original_error: object = None,
+        waited: float | None = None,
     ) -> None:
         self.timeout = timeout
+        self.waited = waited
         if message is None:
             message = f"Tool '{tool_name or 'unknown'}' timed out after {timeout or 0} s"
+            if waited is not None:
+                message += f", {round(waited, 2):g} s of it waiting for a slot (max_concurrency)"
         super().__init__(
             message, tool_name=tool_name, attempt=attempt, original_error=original_error
         )
@@ -126,7 +139,14 @@ class ToolTimeout(ToolError, TimeoutError):
     def __reduce__(self) -> tuple[t.Any, ...]:
         return (
             _rebuild_timeout,
-            (self.message, self.tool_name, self.timeout, self.attempt, self.original_error),
+            (
+                self.message,
+                self.tool_name,
+                self.timeout,
+                self.attempt,
+                self.original_error,
+                self.waited,
+            ),
         )
 
 
@@ -136,6 +156,7 @@ def _rebuild_timeout(
     timeout: float | None,
     attempt: int | None,
     original_error: object,
+    waited: float | None = None,
 ) -> ToolTimeout:
     return ToolTimeout(
         message,
@@ -143,6 +164,7 @@ def _rebuild_timeout(
         timeout=timeout,
         attempt=attempt,
         original_error=original_error,
+        waited=waited,
     )
 
 

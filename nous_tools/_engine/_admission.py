@@ -10,8 +10,9 @@ rules. Here:
 - :func:`tool_limits` (from ``nous_tools._util._rates``): a tool's limits, read
   once when the tool is made. A tool without any has None, and the executor pays
   one ``is None`` check for it.
-- :class:`Admission`: one executor's books — a semaphore per tool name for
-  ``max_concurrency``, the ``limits`` library's rate limiter for ``rate_limit``
+- :class:`Admission`: one executor's books — a queue of slots per tool name for
+  ``max_concurrency`` (first come, first served), the ``limits`` library's rate
+  limiter for ``rate_limit``
   (in memory, or in a shared storage such as Redis), the counts of
   ``max_calls_per_run``.
 - :func:`clip_text`: a result's model-facing text kept to ``max_result_chars``,
@@ -115,6 +116,56 @@ def _calls(n: int) -> str:
     return "1 call" if n == 1 else f"{n:,} calls"
 
 
+def option_text(seconds: float) -> str:
+    """A number of seconds as an option set it, never rounded: ``1.5``, ``30``, ``0.25``."""
+    if float(seconds).is_integer():
+        return f"{int(seconds):,}"
+    return repr(float(seconds))
+
+
+def _measured_text(seconds: float) -> str:
+    """A measured time, to a hundredth: ``1.23``, ``0.3``, ``2``."""
+    return f"{seconds:,.2f}".rstrip("0").rstrip(".")
+
+
+def no_slot_text(tool: Tool, cap: int, until: str | None) -> str:
+    """What a call that got no ``max_concurrency`` slot is told. ``until``: what
+    ended its wait — ``"timeout"`` (its own: the number named is the option's),
+    ``"outer"`` (the deadline of the call it was made in, which came first), or
+    None (it did not wait: see :meth:`Admission.slot`)."""
+    if until == "timeout":
+        why = (
+            f"no slot came free within its timeout of {option_text(t.cast(float, tool.timeout))} s"
+        )
+    elif until == "outer":
+        why = "no slot came free before the deadline of the call it was made in"
+    else:
+        why = (
+            "none was free (a call that holds another tool's slot and has no timeout does not wait)"
+        )
+    return (
+        f"rate limited: '{tool.name}' allows {_calls(cap)} at once (max_concurrency={cap}), "
+        f"and {why}; retry later"
+    )
+
+
+def waited_text(tool: Tool, slot: Slot) -> str:
+    """What an attempt that waited for its slot, then timed out, is told: both times,
+    which add up to its timeout (or to an enclosing call's deadline, which came first)."""
+    waited = round(t.cast(float, slot.waited), 2)
+    ran = max(round(t.cast(float, slot.span) - waited, 2), 0.0)
+    timeout = tool.timeout
+    if slot.own and timeout is not None:
+        end = f" (its timeout of {option_text(timeout)} s counts the wait)"
+    else:
+        end = ", at the deadline of the call it was made in"
+    return (
+        f"Tool '{tool.name}' waited {_measured_text(waited)} s for a slot "
+        f"(max_concurrency={tool.max_concurrency}), then timed out after "
+        f"{_measured_text(ran)} s of running{end}"
+    )
+
+
 def rate_text(item: RateLimitItem) -> str:
     """``"10 calls a minute"``, ``"1 call an hour"``, ``"100 calls per 5 minutes"``."""
     unit = item.GRANULARITY.name
@@ -137,28 +188,129 @@ _HELD: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(
 _TOKEN = object()
 
 
+class _Slots:
+    """A tool's ``max_concurrency`` slots, granted first come, first served.
+
+    ``free`` holds a token per free slot, and an attempt that finds one takes it
+    without a lock of ours (C code: the path of every attempt of such a tool).
+    One that finds none queues in ``waiters`` (under ``lock``) and sleeps on a lock
+    of its own, which is released when a slot is handed to it. A slot given back
+    while anyone waits goes straight to the first of them, never through
+    ``free``: a newcomer cannot take it past them. So tokens are in ``free`` only
+    while nobody waits, and a call that queued before a slot was given back gets
+    one before any call that came after it.
+    """
+
+    __slots__ = ("cap", "free", "lock", "waiters")
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.free: queue.SimpleQueue[object] = queue.SimpleQueue()
+        for _ in range(cap):
+            self.free.put(_TOKEN)
+        self.lock = threading.Lock()
+        self.waiters: collections.deque[threading.Lock] = collections.deque()
+
+    def wait(self, name: str, began: float, deadline: float | None) -> float | None:
+        """Queue for a slot (the caller found none free at ``began``) and wait for it
+        until ``deadline`` (None: as long as it takes); the time it was granted, on
+        the monotonic clock, or None when none came free before the deadline (the
+        call then holds none and has left the queue)."""
+        me = threading.Lock()
+        me.acquire()
+        with self.lock:
+            self.waiters.append(me)
+            ahead = len(self.waiters) - 1
+            self._drain()  # a slot given back as this call queued
+        _log.debug(
+            "Tool '%s' waits for a slot (max_concurrency=%d), %d call(s) ahead of it",
+            name,
+            self.cap,
+            ahead,
+        )
+        try:
+            if deadline is None:
+                granted = me.acquire()
+            else:
+                granted = me.acquire(True, min(max(deadline - began, 0.0), threading.TIMEOUT_MAX))
+            now = monotonic()
+        except BaseException:  # Ctrl-C: leave the queue, pass on a slot granted meanwhile
+            self._leave(me)
+            raise
+        if granted and (deadline is None or now < deadline):
+            return now
+        self._leave(me)  # granted too late to run is not granted: the next one gets it
+        return None
+
+    def give_back(self) -> None:
+        """Free a slot: to the first call in the queue, else into ``free``."""
+        if self.waiters:
+            with self.lock:
+                self._pass_on()
+            return
+        self.free.put(_TOKEN)
+        if self.waiters:  # a call queued as the token went back, having found none
+            with self.lock:
+                self._drain()
+
+    def _leave(self, me: threading.Lock) -> None:
+        """A waiter leaves the queue; the slot it was granted, if any, goes on."""
+        with self.lock:
+            try:
+                self.waiters.remove(me)
+            except ValueError:  # not in the queue: it was granted a slot
+                self._pass_on()
+
+    def _pass_on(self) -> None:
+        """(``lock`` held) A free slot to the first waiter, else into ``free``."""
+        if self.waiters:
+            self.waiters.popleft().release()
+        else:
+            self.free.put(_TOKEN)
+
+    def _drain(self) -> None:
+        """(``lock`` held) The tokens in ``free`` to the first waiters, in order."""
+        waiters = self.waiters
+        while waiters:
+            try:
+                self.free.get(False)
+            except queue.Empty:
+                return
+            waiters.popleft().release()
+
+
 class Slot:
     """A ``max_concurrency`` slot held by an attempt: :meth:`release` it after.
-    ``deadline``: the attempt's, when it had to wait for the slot (the wait counts
-    towards it), else None."""
 
-    __slots__ = ("deadline", "slots", "token")
+    When the attempt had to wait for it: ``deadline``, the attempt's (the wait
+    counts towards it); ``waited``, the seconds it waited; ``span``, the seconds
+    from the start of the wait to the deadline; ``own``, whether that deadline is
+    the tool's own timeout (not an enclosing call's, which came first). Else None.
+    """
+
+    __slots__ = ("deadline", "own", "slots", "span", "token", "waited")
 
     def __init__(
         self,
-        slots: queue.SimpleQueue[object] | None,
+        slots: _Slots | None,
         token: contextvars.Token[tuple[str, ...]] | None,
         deadline: float | None = None,
+        waited: float | None = None,
+        span: float | None = None,
+        own: bool = True,
     ) -> None:
         self.slots = slots
         self.token = token
         self.deadline = deadline
+        self.waited = waited
+        self.span = span
+        self.own = own
 
     def release(self) -> None:
         if self.token is not None:
             _HELD.reset(self.token)
         if self.slots is not None:
-            self.slots.put(_TOKEN)
+            self.slots.give_back()
 
 
 #: What a nested call of a tool whose slot an enclosing call holds gets.
@@ -182,9 +334,8 @@ class Admission:
         self._strategy: str = strategy
         self._fixed = strategy == "fixed-window"
         self._lock = threading.Lock()
-        # A tool name's cap and its free slots: a queue of tokens (C code, no lock of
-        # ours on the way: the path of every attempt of such a tool).
-        self._slots: dict[str, tuple[int, queue.SimpleQueue[object]]] = {}
+        # A tool name's slots (its cap, its free slots and the calls waiting for one).
+        self._slots: dict[str, _Slots] = {}
         self._budgets: collections.OrderedDict[tuple[str, str], int] = collections.OrderedDict()
         self._limiter: RateLimiter | None = None
         self._storage: Storage | None = None
@@ -320,7 +471,7 @@ class Admission:
         """A slot of ``tool`` for one attempt, waiting for one until the attempt's
         deadline (its ``timeout`` from now, never later than an enclosing attempt's;
         a tool without either waits as long as it takes); the ``Err`` when none
-        came free.
+        came free. Calls that wait get their slots in the order they came.
 
         A call nested in a call that holds a slot of the same tool runs under that
         slot (a tool that calls itself never waits for itself). A call that holds a
@@ -333,37 +484,46 @@ class Admission:
             return _REENTERED
         slots = self._free(name, cap)
         try:
-            slots.get(False)
+            slots.free.get(False)
         except queue.Empty:
-            deadline = _deadline(tool.timeout)
-            waited = _wait_for(slots, deadline, bool(held))
-            if waited is not None:
-                within = f" within {seconds_text(waited)} s" if deadline is not None else ""
-                return self.refuse(
-                    tool,
-                    "max_concurrency",
-                    None,
-                    f"rate limited: '{name}' allows {_calls(cap)} at once, and no slot came "
-                    f"free{within}; retry later",
-                    call_id,
-                )
-            return Slot(slots, _HELD.set((*held, name)), deadline)
+            return self._queue(tool, slots, held, call_id)
         return Slot(slots, _HELD.set((*held, name)))
 
-    def _free(self, name: str, cap: int) -> queue.SimpleQueue[object]:
-        """The queue of free slots of the tool ``name`` (made on first use)."""
+    def _queue(
+        self, tool: Tool, slots: _Slots, held: tuple[str, ...], call_id: str | None
+    ) -> Slot | Err:
+        """:meth:`slot` when none is free: wait in the queue until the deadline."""
+        began = monotonic()
+        timeout = tool.timeout
+        deadline = None if timeout is None else began + timeout
+        own = True
+        scope = here.scope
+        outer = scope.deadline if scope is not None else None
+        if outer is not None and (deadline is None or outer < deadline):
+            deadline, own = outer, False  # nested: never later than the enclosing attempt's
+        granted = None
+        if deadline is not None or not held:
+            granted = slots.wait(tool.name, began, deadline)
+        if granted is None:
+            until = None if deadline is None else "timeout" if own else "outer"
+            return self.refuse(
+                tool, "max_concurrency", None, no_slot_text(tool, slots.cap, until), call_id
+            )
+        span = None if deadline is None else deadline - began
+        token = _HELD.set((*held, tool.name))
+        return Slot(slots, token, deadline, granted - began, span, own)
+
+    def _free(self, name: str, cap: int) -> _Slots:
+        """The slots of the tool ``name`` (made on first use)."""
         found = self._slots.get(name)
-        if found is not None and found[0] == cap:
-            return found[1]
+        if found is not None and found.cap == cap:
+            return found
         with self._lock:
             found = self._slots.get(name)
-            if found is None or found[0] != cap:  # a new tool of that name, another cap
-                slots: queue.SimpleQueue[object] = queue.SimpleQueue()
-                for _ in range(cap):
-                    slots.put(_TOKEN)
-                found = (cap, slots)
+            if found is None or found.cap != cap:  # a new tool of that name, another cap
+                found = _Slots(cap)
                 self._slots[name] = found
-            return found[1]
+            return found
 
     # -- refusals
 
@@ -379,35 +539,6 @@ class Admission:
                 metadata["call_id"] = call_id
             _send(_rate_limited, tool, {"retry_after": retry_after}, metadata)
         return Err(RateLimited(message, tool_name=tool.name, limit=limit, retry_after=retry_after))
-
-
-def _deadline(timeout: float | None) -> float | None:
-    """The deadline of an attempt that starts now (None: none)."""
-    deadline = None if timeout is None else monotonic() + timeout
-    scope = here.scope
-    limit = scope.deadline if scope is not None else None
-    if limit is not None and (deadline is None or limit < deadline):
-        deadline = limit  # nested: never later than the enclosing attempt's
-    return deadline
-
-
-def _wait_for(
-    slots: queue.SimpleQueue[object], deadline: float | None, holding: bool
-) -> float | None:
-    """Wait for a free slot: None once taken, else the seconds waited in vain.
-    Without a deadline: for ever, unless the call holds a slot already (then not
-    at all: see :meth:`Admission.slot`)."""
-    began = monotonic()
-    try:
-        if deadline is None:
-            if holding:
-                return 0.0
-            slots.get()
-        else:
-            slots.get(True, min(max(deadline - began, 0.0), threading.TIMEOUT_MAX))
-    except queue.Empty:
-        return monotonic() - began
-    return None
 
 
 def _budget_key(name: str, run_id: str) -> str:

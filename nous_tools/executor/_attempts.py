@@ -45,6 +45,7 @@ from nous_tools.run_context import with_channel as _with_channel
 from nous_tools.tool import Tool
 
 if t.TYPE_CHECKING:
+    from nous_tools._engine._admission import Slot
     from nous_tools._engine._pool import WorkerPool
     from nous_tools._engine._process_pool import ProcessPool
     from nous_tools.journal._record import Journal
@@ -167,7 +168,14 @@ class Attempts:
             return slot
         try:
             return self._attempt(
-                tool, arguments, ctx, attempt, total, call_id, deadline=slot.deadline
+                tool,
+                arguments,
+                ctx,
+                attempt,
+                total,
+                call_id,
+                deadline=slot.deadline,
+                waited=slot if slot.waited is not None else None,
             )
         finally:
             slot.release()
@@ -257,10 +265,12 @@ class Attempts:
         call_id: str | None = None,
         *,
         deadline: float | None = None,
+        waited: Slot | None = None,
     ) -> Result | _Failure:
         """One attempt: its signals, the call (inline or in a worker), its outcome.
         ``deadline``: a timed attempt's, when the call set it already (a wait for a
-        ``max_concurrency`` slot counts towards it)."""
+        ``max_concurrency`` slot counts towards it); ``waited``: that slot, when the
+        attempt waited for it (a timeout then says how long it waited, how long it ran)."""
         emit = bool(_start.receivers or _stop.receivers or _exception.receivers)
         channel: _reporting.Channel | None = None
         if (
@@ -324,7 +334,9 @@ class Attempts:
         if channel is not None:
             channel.finish()  # what the tool reported, before the attempt's end
         duration = time.perf_counter_ns() - began if emit else 0
-        return self._ended(tool, arguments, attempt, total, timeout, kind, value, text, duration)
+        return self._ended(
+            tool, arguments, attempt, total, timeout, kind, value, text, duration, waited
+        )
 
     @staticmethod
     def _started(tool: Tool, attempt: int, total: int, call_id: str | None) -> int:
@@ -359,8 +371,10 @@ class Attempts:
         value: t.Any,
         text: str | None,
         duration: int,
+        waited: Slot | None = None,
     ) -> Result | _Failure:
-        """An attempt's outcome: its result or failure, and its signals and log lines."""
+        """An attempt's outcome: its result or failure, and its signals and log lines.
+        ``waited``: the ``max_concurrency`` slot the attempt waited for, if it did."""
         if kind == RETURNED:
             if type(value) is Ok or type(value) is Err or isinstance(value, (Ok, Err)):
                 result = value
@@ -379,7 +393,7 @@ class Attempts:
                 text = _safe_str(value)
             return self._raised(tool, arguments, value, text, attempt, total, duration)
         if kind == TIMED_OUT:
-            return self._timed_out(tool, attempt, t.cast(float, timeout), duration)
+            return self._timed_out(tool, attempt, t.cast(float, timeout), duration, waited)
         # The attempt never started (or could not cross to a child process).
         if kind == _isolation.UNPICKLABLE:
             where = (
@@ -583,11 +597,31 @@ class Attempts:
             )
         return _Failure(exc, attempt, text, will_retry)
 
-    def _timed_out(self, tool: Tool, attempt: int, timeout: float, duration: int) -> Err:
+    def _timed_out(
+        self,
+        tool: Tool,
+        attempt: int,
+        timeout: float,
+        duration: int,
+        waited: Slot | None = None,
+    ) -> Err:
+        """The ``Err(ToolTimeout)`` of an attempt past its deadline; when it waited for
+        a ``max_concurrency`` slot first, its message says how long it waited and how
+        long it ran (the wait counts towards the timeout)."""
         if _exception.receivers:
             self._send_exception(tool, attempt, duration, False, "timeout", "timeout", None)
         if _timeout.receivers:
             _send(_timeout, tool, {"timeout": timeout}, {"tool_name": tool.name})
+        if waited is not None:
+            error = ToolTimeout(
+                _admission.waited_text(tool, waited),
+                tool_name=tool.name,
+                timeout=timeout,
+                attempt=attempt,
+                waited=waited.waited,
+            )
+            _log.error("%s, on attempt %d; terminal, not retried", error.message, attempt)
+            return Err(error)
         _log.error(
             "Tool '%s' timed out after %s s on attempt %d; terminal, not retried",
             tool.name,
