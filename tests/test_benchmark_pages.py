@@ -13,6 +13,7 @@ import importlib.util
 import json
 import pathlib
 import re
+import statistics
 import types
 
 import pytest
@@ -122,5 +123,32 @@ def test_render_writes_the_pages_from_a_results_file(tmp_path: pathlib.Path) -> 
     assert (out / "benchmarks.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     docs = (out / "benchmarks.md").read_text("utf-8")
     row = "| invalid arguments, 15 properties / jsonschema-rs `iter_errors` "
-    assert f"{row}| 1.50x | 1.80x | 2.50x | 3 | ≤ 3x | 3.0 to 5.0 |" in docs
+    assert f"{row}| 1.80x | 1.50 to 2.50x | ≤ 3x |" in docs
+    assert "over 3 runs" in docs and "`schema` 3.0 to 5.0" in docs  # the runs' load
     assert "not measured" in docs  # the benchmarks the fixture leaves out say so
+
+
+def test_the_chart_is_a_link_to_itself_at_full_size() -> None:
+    page = (ROOT / "docs" / "benchmarks.md").read_text("utf-8")
+    assert re.search(r"\[!\[[^]]+\]\(assets/benchmarks\.png\)\]\(assets/benchmarks\.png\)", page)
+
+
+def test_every_row_beyond_its_target_on_the_page_says_why() -> None:
+    module = record()
+    recorded = results()
+    page = section(ROOT / "docs" / "benchmarks.md", "record.py")
+    for part in module.SECTIONS:
+        for row in part.rows:
+            found = module.values(recorded, row)
+            if row.docs and found and module.beyond(row.target, statistics.median(found)):
+                assert row.note, f"{row.docs}: beyond {row.target} without a note"
+                assert f"- {row.docs}: " in page and row.note in page
+
+
+def test_beyond_reads_the_targets_as_bounds() -> None:
+    beyond = record().beyond
+    assert beyond("≤ 2 ms", 3.6) and not beyond("≤ 2 ms", 2.0)
+    assert beyond("≥ 100x", 99.0) and not beyond("≥ 100x", 230.0)
+    assert beyond("0", 1.0) and not beyond("0", 0.0)
+    assert not beyond("≤ 1 s", 0.37) and beyond("≤ 1.05x", 1.06)
+    assert not beyond("aim ≤ 1x", 5.0) and not beyond("", 5.0)

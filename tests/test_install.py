@@ -152,7 +152,8 @@ def test_nous_tools_makes_and_runs_tools_with_every_extra_out_of_reach() -> None
                              schema_registry={{"https://x": {{}}}}),
                 TypeError, "nous-tools[schema-registry]")
         refused(lambda: Tool(name="t", function=len, rate_limit="10/minute"),
-                ImportError, "nous-tools[rate-limits]")
+                ImportError, "pip install limits, or from a clone of nous-tools: "
+                "pip install '.[rate-limits]'")
         capped = Tool(name="capped", function=lambda: 1, timeout=None, max_calls_per_run=1,
                       max_concurrency=2)
         assert execute(capped) == Ok(1)

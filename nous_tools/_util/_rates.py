@@ -104,11 +104,13 @@ def parse_rate(value: str) -> tuple[RateLimitItem, ...]:
 
 
 def need_limits(option: str) -> None:
-    """Raise ``ImportError`` naming the extra when the ``limits`` library (the
-    ``rate-limits`` extra) is not installed."""
+    """Raise ``ImportError`` saying what to install when the ``limits`` library (the
+    ``rate-limits`` extra) is not installed: ``limits`` itself, or the extra from a
+    clone (nous-tools is not on PyPI yet, so ``nous-tools[rate-limits]`` is not)."""
     try:
         import limits  # noqa: F401
     except ImportError:
         raise ImportError(
-            f"{option} needs the limits library: pip install 'nous-tools[rate-limits]'"
+            f"{option} needs the limits library (the 'rate-limits' extra): "
+            "pip install limits, or from a clone of nous-tools: pip install '.[rate-limits]'"
         ) from None
