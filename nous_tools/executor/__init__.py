@@ -23,6 +23,7 @@ caller's own thread propagates (it is the user's Ctrl-C).
 from __future__ import annotations
 
 import collections.abc as c
+import contextvars
 import threading
 import typing as t
 
@@ -446,10 +447,16 @@ class ToolExecutor(Batches):
         *,
         max_concurrency: int | None = None,
         on_progress: c.Callable[[int, int, t.Any], object] | None = None,
+        straight: c.Callable[[Tool], bool] | None = None,
+        enter: c.Callable[[int], object] | None = None,
     ) -> list[t.Any]:
         """Run prepared ``(tool, arguments, call_id)`` jobs concurrently; an ``Err``
-        in ``jobs`` is its own result. ``run`` replaces :meth:`execute` per job;
-        ``on_progress`` is told of each job that ends (see :meth:`execute_many`).
+        in ``jobs`` is its own result. ``run`` replaces :meth:`execute` per job,
+        except for a job whose tool ``straight(tool)`` lets go straight to this
+        executor's pipeline (``run`` would do nothing more for it), which is handed to
+        a worker as in :meth:`execute_many`; ``enter(i)`` is called in job ``i``'s
+        context first (to set its ``contextvars``). ``on_progress`` is told of each
+        job that ends (see :meth:`execute_many`).
         The engine of :meth:`execute_many`, of :meth:`Registry.execute_many
         <nous_tools.Registry.execute_many>` and of ``execute_tool_calls``.
 
@@ -483,7 +490,12 @@ class ToolExecutor(Batches):
         if len(todo) == 1:
             i = todo[0]
             tool, arguments, call_id = t.cast(tuple[Tool, t.Any, "str | None"], jobs[i])
-            results[i] = runner(tool, arguments, ctx, call_id)
+            if enter is None:
+                results[i] = runner(tool, arguments, ctx, call_id)
+            else:  # in a context of its own, as a batch's calls
+                context = contextvars.copy_context()
+                context.run(enter, i)
+                results[i] = context.run(runner, tool, arguments, ctx, call_id)
             if tally is not None:
                 tally.ended(results[i])
             return results
@@ -499,10 +511,22 @@ class ToolExecutor(Batches):
         # In a pool worker (a tool running a batch), the batch's own bookkeeping is
         # the library's code: no cancellation lands in it. Cancelling the attempt
         # cancels the batch through its scope; ToolCancelled is raised on return.
-        token = _pool.shield() if run is None else None
+        batched = run is None or straight is not None
+        token = _pool.shield() if batched else None
         try:
-            if run is None:
-                self._run_batch(jobs, todo, results, ctx, batch, limit, tally)
+            if batched:
+                self._run_batch(
+                    jobs,
+                    todo,
+                    results,
+                    ctx,
+                    batch,
+                    limit,
+                    tally,
+                    run=run,
+                    straight=straight,
+                    enter=enter,
+                )
             else:
                 self._run_lanes(jobs, todo, results, ctx, batch, runner, limit, tally)
         finally:

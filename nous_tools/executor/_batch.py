@@ -49,13 +49,16 @@ class _Batch:
         "ctx",
         "deadlines",
         "direct",
+        "enter",
         "jobs",
         "lanes",
         "notify",
         "pending",
         "results",
+        "run",
         "scope",
         "session",
+        "straight",
         "tally",
         "timers",
         "waiting",
@@ -89,6 +92,12 @@ class _Batch:
         self.session: t.Any = None
         self.direct = True
         self.ahead: Tool | None = None  # the tool of the last call handed to the session
+        # A caller's own way to run a call whole (a registry's), the calls it lets go
+        # straight to the pipeline, and what it sets up in each call's context.
+        self.run: c.Callable[[Tool, t.Any, RunContext[t.Any] | None, str | None], t.Any] | None
+        self.run = None
+        self.straight: c.Callable[[Tool], bool] | None = None
+        self.enter: c.Callable[[int], object] | None = None
 
 
 class Batches(Lanes):
@@ -103,6 +112,10 @@ class Batches(Lanes):
         batch: Scope,
         limit: int,
         tally: _Tally | None = None,
+        *,
+        run: c.Callable[[Tool, t.Any, RunContext[t.Any] | None, str | None], t.Any] | None = None,
+        straight: c.Callable[[Tool], bool] | None = None,
+        enter: c.Callable[[int], object] | None = None,
     ) -> None:
         """``execute_many``'s batch, run from the caller's thread without a thread per call.
 
@@ -118,8 +131,14 @@ class Batches(Lanes):
         retried (``retry_wait`` sleeps there); a lane reports to the same queue, and
         so does what a running first attempt reports (progress, log lines: see
         :mod:`nous_tools._engine._reporting`), which the caller delivers as it comes.
+
+        With ``run`` (a registry's batch), a call runs whole in a lane through
+        ``run(tool, arguments, ctx, call_id)`` unless ``straight(tool)`` says the
+        executor's pipeline is all ``run`` would do for it; ``enter(i)`` is called in
+        the context of call ``i`` before anything of it runs.
         """
         state = _Batch(jobs, todo, results, ctx, batch, tally)
+        state.run, state.straight, state.enter = run, straight, enter
         saved = here.scope
         here.scope = batch  # the calls' tasks are the batch's children
         try:
@@ -163,12 +182,15 @@ class Batches(Lanes):
                 i = pending.popleft()
                 tool, arguments, call_id = t.cast(tuple[Tool, t.Any, "str | None"], jobs[i])
                 job = _Job(i, contextvars.copy_context(), notify)
+                if state.enter is not None:
+                    job.context.run(state.enter, i)
                 if isinstance(tool, Tool) and (
                     tool.timeout is None
                     or not (self._on_threads(tool) or self._in_children(tool, ctx, job))
                     or (tool.approval == "ask" and not gated)
                     or (tool._limits is not None and tool._limits.in_lane)
                     or journaled
+                    or (state.straight is not None and not state.straight(tool))
                 ):
                     job.tool = tool
 
@@ -176,7 +198,10 @@ class Batches(Lanes):
                         tool: Tool = tool,
                         arguments: t.Any = arguments,
                         call_id: t.Any = call_id,
+                        run: t.Any = state.run,
                     ) -> Result:
+                        if run is not None:
+                            return t.cast(Result, run(tool, arguments, ctx, call_id))
                         result: Result = self.execute(tool, arguments, ctx, call_id=call_id)
                         return result
 

@@ -202,7 +202,8 @@ class Calls(HandOffs):
             if validator is not None:
                 failure = validator.validate(arguments)
                 if failure is not None:
-                    _log.debug("Invalid arguments for tool '%s'", tool.name)  # the model's error, answered to it
+                    # The model's error, answered to it: DEBUG, not the program's.
+                    _log.debug("Invalid arguments for tool '%s'", tool.name)
                     return Err(
                         ToolError(
                             f"Invalid arguments for '{tool.name}': {failure.message}",

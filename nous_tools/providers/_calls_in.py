@@ -88,6 +88,8 @@ _JSON_TYPES: dict[type, str] = {
 def _field(item: object, key: str) -> t.Any:
     """``item[key]`` for a mapping, ``item.key`` for anything else (an SDK object);
     None when it is missing or reading it raises."""
+    if type(item) is dict:  # JSON's own (a plain dict's get cannot raise)
+        return item.get(key)
     try:
         if isinstance(item, c.Mapping):
             return item.get(key)

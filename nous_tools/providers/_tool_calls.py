@@ -650,8 +650,8 @@ def execute_tool_calls(
             continue
         arguments = _defaults_for_nulls(tool, arguments)
         if arguments is not call.arguments:
-            call = attrs.evolve(call, arguments=arguments)
-        add(call, kind, (tool, call, call.id))  # the ToolCall rides as the job's payload
+            call = ToolCall(call.id, call.name, arguments)
+        add(call, kind, (tool, call.arguments, call.id))
 
     observer = _observer
     for tool, call, err in refused:  # calls refused before running, for a tracer
@@ -660,30 +660,45 @@ def execute_tool_calls(
     own = registry.executor
     runner = executor if executor is not None else own
 
+    def enter(i: int) -> None:
+        """In call ``i``'s own context, before anything of it runs: the call a tool
+        sees as ``current_tool_call()``."""
+        _current_call.set(calls[i])
+
     def run(
-        tool: Tool, call: ToolCall, run_ctx: RunContext[t.Any] | None, call_id: str | None
+        tool: Tool, arguments: t.Any, run_ctx: RunContext[t.Any] | None, call_id: str | None
     ) -> CallResult:
-        token = _current_call.set(call)
-        seen = _observe_start(observer, tool, call)
+        """A call the registry runs whole (approval, advice, its journal), in a lane."""
+        seen = _observe_start(observer, tool, t.cast("ToolCall", _current_call.get()))
         result: CallResult | None = None
         try:
             if runner is own:
-                result = registry.execute(
-                    tool.name, call.arguments, run_ctx, call_id=call_id, wait=wait
-                )
+                result = registry.execute(tool.name, arguments, run_ctx, call_id=call_id, wait=wait)
             else:
-                result = registry._dispatch(
-                    tool, call.arguments, run_ctx, call_id, runner, wait=wait
-                )
+                result = registry._dispatch(tool, arguments, run_ctx, call_id, runner, wait=wait)
             return result
         finally:
             _observe_end(observer, seen, result)
-            _current_call.reset(token)
+
+    # A call the registry would only hand to the executor's pipeline (no approval to
+    # ask, no advice, no journal of its own, no tracer to tell) goes to a worker from
+    # here, as execute_many's do: no helper thread per call.
+    chains = registry.advice._chains
+    simple = observer is None and registry._journal is None
+
+    def straight(tool: Tool) -> bool:
+        return simple and tool.approval == "auto" and tool.name not in chains
 
     results = t.cast(
         list[CallResult],
         runner.run_jobs(
-            jobs, ctx, run=run, max_concurrency=max_concurrency, on_progress=on_progress
+            jobs,
+            ctx,
+            run=run,
+            max_concurrency=max_concurrency,
+            on_progress=on_progress,
+            straight=straight,
+            enter=enter,
         ),
     )
     default = runner.max_result_chars
