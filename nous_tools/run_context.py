@@ -48,6 +48,9 @@ from nous_tools._types import ReportSink
 from nous_tools._util._clock import monotonic
 from nous_tools.usage import Usage
 
+#: A new context's usage: nothing yet (a frozen value, shared).
+_NO_USAGE = Usage()
+
 if t.TYPE_CHECKING:
     from nous_tools.asking import Elicitation, Elicitor, Sampler
     from nous_tools.results import ApprovalRequest, Edit
@@ -256,7 +259,7 @@ class RunContext(t.Generic[DepsT]):
         return cls(
             deps=deps,
             retry=retry,
-            usage=usage if usage is not None else Usage(),
+            usage=usage if usage is not None else _NO_USAGE,
             approval_handler=approval_handler,
             approval_gated=approval_gated,
             sandbox=sandbox,
