@@ -24,7 +24,12 @@ from __future__ import annotations
 import collections.abc as c
 import typing as t
 
-from nous_tools.providers._endpoints import ToolCallEndpoints, check_wait, read_json
+from nous_tools.providers._endpoints import (
+    ToolCallEndpoints,
+    check_wait,
+    conversation_header,
+    read_json,
+)
 from nous_tools.run_context import RunContext
 
 if t.TYPE_CHECKING:
@@ -37,17 +42,12 @@ __all__ = ["blueprint"]
 SECRET_CONFIG = "NOUS_TOOLS_APPROVAL_SECRET"
 
 
-def _header_run_id(request: t.Any) -> str | None:
-    """The run id of a request: its ``X-Conversation-Id`` header, if any."""
-    return request.headers.get("X-Conversation-Id") or None
-
-
 def blueprint(
     registry: Registry,
     *,
     secret: str | bytes | None = None,
     wait: float | None = 30.0,
-    run_id: c.Callable[[t.Any], str | None] = _header_run_id,
+    run_id: c.Callable[[t.Any], str | None] = conversation_header,
     may_decide: c.Callable[[t.Any], bool] | None = None,
     show: c.Callable[[ToolCallResults], object] | None = None,
     name: str = "nous_tools",

@@ -70,6 +70,19 @@ def check_table(name: object) -> str:
     return name
 
 
+def _replacing(record: JournalRecord, replace: str) -> tuple[t.Any, ...]:
+    """The parameters of ``_sql_replace``: ``record`` takes over from owner ``replace``."""
+    return (
+        record.owner,
+        record.lease_expires,
+        record.started_at,
+        record.tool_digest,
+        record.run_id,
+        record.call_id,
+        replace,
+    )
+
+
 class _KeyTaken(Exception):
     """Undoes a transaction whose record's key another call holds."""
 
@@ -277,21 +290,8 @@ class SQLJournal:
         if replace is None:
             if self._write(self._sql_insert, self._values(record)) == 1:
                 return None
-        else:
-            written = self._write(
-                self._sql_replace,
-                (
-                    record.owner,
-                    record.lease_expires,
-                    record.started_at,
-                    record.tool_digest,
-                    record.run_id,
-                    record.call_id,
-                    replace,
-                ),
-            )
-            if written == 1:
-                return None
+        elif self._write(self._sql_replace, _replacing(record, replace)) == 1:
+            return None
         found = self.get(record.run_id, record.call_id)
         if found is None and replace is None:  # removed meanwhile: try once more
             if self._write(self._sql_insert, self._values(record)) == 1:
@@ -312,16 +312,7 @@ class SQLJournal:
         if replace is None:
             sql, values = self._sql_insert, self._values(record)
         else:
-            sql = self._sql_replace
-            values = (
-                record.owner,
-                record.lease_expires,
-                record.started_at,
-                record.tool_digest,
-                record.run_id,
-                record.call_id,
-                replace,
-            )
+            sql, values = self._sql_replace, _replacing(record, replace)
         for _ in range(2):
             try:
                 with self._transaction() as execute:

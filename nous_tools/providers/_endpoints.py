@@ -45,12 +45,18 @@ from nous_tools.run_context import RunContext
 if t.TYPE_CHECKING:
     from nous_tools.registry import Registry
 
-__all__ = ["ToolCallEndpoints", "check_wait", "read_json"]
+__all__ = ["ToolCallEndpoints", "check_wait", "conversation_header", "read_json"]
 
 #: An answer: the HTTP status and the JSON body.
 Answer = tuple[int, dict[str, t.Any]]
 
 _EXPECTED = 'expected the model\'s response, or {"tool_calls": [...]}'
+
+
+def conversation_header(request: t.Any) -> str | None:
+    """The run id of a web request (Django's or Flask's): its ``X-Conversation-Id``
+    header, if any — the call journal's key for the calls it carries."""
+    return request.headers.get("X-Conversation-Id") or None
 
 
 def read_json(raw: bytes | str) -> object:
