@@ -1,16 +1,22 @@
-"""The tool definitions a registry sends to a model, made once (private).
+"""The tool definitions a registry sends to a model, kept up to date (private).
 
 :meth:`Registry.tool_definitions <nous_tools.Registry.tool_definitions>` is called on
 every model turn, with the same answer until the registry changes. So:
 
-- **per tool**, its parameters schema — as it is, and in OpenAI's strict form — is
-  made once into a read-only tree (:class:`ReadOnlyDict` / :class:`ReadOnlyList`)
-  and kept on the :class:`~nous_tools.Tool` (a tool is immutable; its schema is read
-  the first time);
-- **per registry**, the sorted definitions of each (provider, strict) pair are kept
-  with the registry's version, which every ``register``, ``unregister`` and
-  replacement moves on: the next call after a change builds the list again, from
-  the tools' cached parts.
+- **per schema**, the parameters schema — as it is, and in OpenAI's strict form —
+  is made once into a read-only tree (:class:`ReadOnlyDict` / :class:`ReadOnlyList`),
+  shared by every tool whose schema reads the same: the tools that share one
+  compiled validator (:attr:`Tool.validator <nous_tools.Tool.validator>`: one per
+  schema text) and whose schemas still equal the tree, or that have no parameters;
+  it is kept while one of those tools lives;
+- **per tool**, the trees of a tool that shares none (its arguments are not
+  validated) and a strict form that could not be made (sent non-strict, with a
+  warning once) are kept on the :class:`~nous_tools.Tool` (a tool is immutable);
+- **per registry**, :class:`Definitions` keeps the sorted definitions of each
+  (provider, strict) pair with the count of changes they reflect. Each
+  ``register``, ``unregister`` and replacement reports the names it changed; the
+  next call patches just those entries of the list (a copy of it, so a reader never
+  sees one half made), and makes the list again only after many changes.
 
 Each call returns a new list of new top-level dicts, so a caller may add or change
 keys there — say, Anthropic's ``cache_control`` on the last tool. What is inside
@@ -26,18 +32,21 @@ a warning naming the tool and the keyword, once per tool.
 
 from __future__ import annotations
 
+import bisect
+import collections
 import collections.abc as c
 import copy
+import itertools
 import threading
 import typing as t
+import weakref
 
 from nous_tools._util._log import log as _safe_log
 
 if t.TYPE_CHECKING:
-    from nous_tools.registry._registry import Registry
     from nous_tools.tool import Tool
 
-__all__ = ["ReadOnlyDict", "ReadOnlyList", "definitions", "read_only"]
+__all__ = ["Definitions", "ReadOnlyDict", "ReadOnlyList", "read_only"]
 
 _log = _safe_log
 
@@ -144,7 +153,7 @@ def read_only(value: t.Any) -> t.Any:
     return copy.deepcopy(value)
 
 
-# -- per tool ---------------------------------------------------------------------------
+# -- per schema -------------------------------------------------------------------------
 
 
 class _Parts(t.NamedTuple):
@@ -155,28 +164,91 @@ class _Parts(t.NamedTuple):
     strict: bool
 
 
+class _Shared:
+    """The parts of the tools whose schemas read as ``source`` does (the first such
+    tool's parameters): ``plain`` and ``strict``, each made when a tool first asks
+    for it (None until then). A strict form that cannot be made is not here: each
+    tool keeps its own (and its warning)."""
+
+    __slots__ = ("plain", "source", "strict")
+
+    def __init__(self, source: c.Mapping[str, t.Any] | None) -> None:
+        self.source = source
+        self.plain: _Parts | None = None
+        self.strict: _Parts | None = None
+
+
+# Every tool without parameters shares these.
+_NO_PARAMETERS = _Shared(None)
+# By compiled validator: an entry goes with the last tool holding its validator.
+_by_validator: weakref.WeakKeyDictionary[object, _Shared] = weakref.WeakKeyDictionary()
+
+
+def _shared(tool: Tool) -> _Shared | None:
+    """The parts ``tool`` shares (a new entry if it is the first of its schema), or
+    None for a tool with a schema of its own: its arguments are not validated, or its
+    schema no longer reads as the one its validator was compiled from. Called under
+    ``_making``."""
+    parameters = tool.parameters
+    if not parameters:
+        return _NO_PARAMETERS
+    validator = tool.validator
+    if validator is None:
+        return None
+    shared = _by_validator.get(validator)
+    if shared is None:
+        shared = _by_validator[validator] = _Shared(parameters)
+    elif shared.source is not parameters and shared.source != parameters:
+        return None
+    return shared
+
+
+# -- per tool ---------------------------------------------------------------------------
+
+
+def _own(tool: Tool, strict: bool) -> _Parts | None:
+    """The parts kept on ``tool`` itself, if any."""
+    own = tool._definition_parts
+    parts: _Parts | None = own.get(strict) if own is not None else None
+    return parts
+
+
 def _parts(tool: Tool, strict: bool) -> _Parts:
-    """The definition parts of ``tool`` (cached on it; made at the first call, once
-    even when threads ask together, so a warning is logged once)."""
-    cache = tool._definition_parts
-    parts: _Parts | None = cache.get(strict) if cache is not None else None
+    """The definition parts of ``tool``: those it shares with the tools whose schemas
+    read the same, else its own (kept on it: those of a schema it shares with no
+    tool, and a strict form that could not be made). Made at the first call, once
+    even when threads ask together, so a warning is logged once per tool."""
+    parts = _own(tool, strict)
     if parts is not None:
         return parts
     with _making:
-        cache = tool._definition_parts
-        if cache is None:
-            cache = {}
-            object.__setattr__(tool, "_definition_parts", cache)
-        parts = cache.get(strict)
+        parts = _own(tool, strict)
+        if parts is not None:
+            return parts
+        shared = _shared(tool)
+        if shared is not None:
+            parts = shared.strict if strict else shared.plain
         if parts is None:
-            parts = cache[strict] = _make_parts(tool, strict)
+            parts = _make_parts(tool, strict)
+            if shared is not None and parts.strict == strict:  # made as asked: shared
+                if strict:
+                    shared.strict = parts
+                else:
+                    shared.plain = parts
+            else:
+                own = tool._definition_parts
+                if own is None:
+                    own = {}
+                    object.__setattr__(tool, "_definition_parts", own)
+                own[strict] = parts
     return parts
 
 
 def _make_parts(tool: Tool, strict: bool) -> _Parts:
+    """The parts of ``tool`` (a strict form that cannot be made: its plain schema,
+    sent non-strict, and a warning)."""
     if not strict:
-        schema = tool.parameters if tool.parameters else _EMPTY
-        return _Parts(read_only(schema), False)
+        return _Parts(read_only(tool.parameters if tool.parameters else _EMPTY), False)
     try:
         return _Parts(read_only(tool.strict_parameters()), True)
     except ValueError as exc:
@@ -187,9 +259,16 @@ def _make_parts(tool: Tool, strict: bool) -> _Parts:
         return _Parts(_parts(tool, False).parameters, False)
 
 
-def _template(tool: Tool, provider: str, strict: bool) -> dict[str, t.Any]:
-    """The definition of ``tool`` for ``provider``, sharing the tool's read-only schema
-    (for "openai", its read-only ``function`` part, which each call wraps)."""
+def _read_only_dict(**items: t.Any) -> ReadOnlyDict:
+    """A :class:`ReadOnlyDict` of ``items`` as they are (no copy)."""
+    mapping: ReadOnlyDict = _new_dict(ReadOnlyDict)
+    _fill_dict(mapping, items)
+    return mapping
+
+
+def _definition(tool: Tool, provider: str, strict: bool) -> dict[str, t.Any]:
+    """The definition of ``tool`` for ``provider``, around the tool's read-only schema
+    (for "openai", around its read-only ``function`` part): each call copies it."""
     parts = _parts(tool, strict)
     description = tool.description or "No description provided"
     if provider == "anthropic":
@@ -202,35 +281,110 @@ def _template(tool: Tool, provider: str, strict: bool) -> dict[str, t.Any]:
             "parameters": parts.parameters,
             "strict": parts.strict,
         }
-    function = ReadOnlyDict(name=tool.name, description=description, parameters=parts.parameters)
+    function = _read_only_dict(name=tool.name, description=description, parameters=parts.parameters)
     if strict:  # a tool that could not be strict says so: "strict": false
         dict.__setitem__(function, "strict", parts.strict)
-    return function  # each call wraps it: {"type": "function", "function": function}
+    return {"type": "function", "function": function}
 
 
 # -- per registry -----------------------------------------------------------------------
 
+#: The most changes the next call patches in; after more, it makes the list again.
+_PATCH_LIMIT = 64
 
-def definitions(registry: Registry, provider: str, strict: bool) -> list[dict[str, t.Any]]:
-    """What :meth:`Registry.tool_definitions` returns (checked arguments, fresh copies
-    of the cached definitions)."""
-    if provider not in _PROVIDERS:
-        raise ValueError(f"provider must be 'openai', 'responses' or 'anthropic', got {provider!r}")
-    if strict and provider == "anthropic":
-        raise ValueError("strict=True is OpenAI's strict mode; not for provider 'anthropic'")
-    key = (provider, bool(strict))
-    cached = registry._definitions.get(key)
-    if cached is None or cached[0] != registry._version:
-        with registry._lock:  # the version and the tools it counts, together
-            version = registry._version
-            tools = registry._tools.copy()
-        templates = [
-            _template(tools[name], provider, key[1])
-            for name in sorted(tools)
-            if tools[name].approval != "deny"
-        ]
-        cached = (version, templates)
-        registry._definitions[key] = cached
-    if provider == "openai":  # a new dict around each shared, read-only function part
-        return [{"type": "function", "function": function} for function in cached[1]]
-    return [template.copy() for template in cached[1]]
+
+class _Listing(t.NamedTuple):
+    """The definitions of one (provider, strict) pair as of ``version`` changes:
+    ``names`` sorted (the tools not "deny"), ``definitions`` in the same order.
+    Never changed once made: a change makes a new listing."""
+
+    version: int
+    names: list[str]
+    definitions: list[dict[str, t.Any]]
+
+
+def _listing(tools: c.Mapping[str, Tool], provider: str, strict: bool, version: int) -> _Listing:
+    """The listing of ``tools`` (a snapshot of the registry's table), made anew."""
+    names = sorted(name for name, tool in tools.items() if tool.approval != "deny")
+    return _Listing(version, names, [_definition(tools[name], provider, strict) for name in names])
+
+
+def _patched(
+    listing: _Listing,
+    changed: c.Mapping[str, Tool | None],
+    provider: str,
+    strict: bool,
+    version: int,
+) -> _Listing:
+    """``listing`` with the tools of the ``changed`` names as they are now (None:
+    removed), in a copy of its lists."""
+    names, definitions = listing.names.copy(), listing.definitions.copy()
+    for name, tool in changed.items():
+        at = bisect.bisect_left(names, name)
+        if at < len(names) and names[at] == name:
+            del names[at], definitions[at]
+        if tool is not None and tool.approval != "deny":
+            names.insert(at, name)
+            definitions.insert(at, _definition(tool, provider, strict))
+    return _Listing(version, names, definitions)
+
+
+class Definitions:
+    """A registry's tool definitions, kept up to date with its table.
+
+    ``tools`` is the registry's table and ``lock`` the lock its writes hold; each
+    write reports the names it changed (:meth:`changed`, under that lock). A call
+    (:meth:`get`) reads the kept listing of its (provider, strict) pair without the
+    lock; when changes came since it was made, it takes a snapshot of what they
+    changed under the lock, then patches a copy of the listing outside it.
+    """
+
+    __slots__ = ("_changed", "_listings", "_lock", "_tools", "version")
+
+    def __init__(self, tools: c.Mapping[str, Tool], lock: threading.Lock) -> None:
+        self._tools = tools
+        self._lock = lock
+        #: How many changes were reported (the version the listings are made at).
+        self.version = 0
+        # The names of the last changes, oldest first; older ones are forgotten.
+        self._changed: collections.deque[str] = collections.deque(maxlen=_PATCH_LIMIT)
+        self._listings: dict[tuple[str, bool], _Listing] = {}
+
+    def changed(self, *names: str) -> None:
+        """The tools of ``names`` were registered, replaced or removed (called with
+        the registry's lock held)."""
+        self._changed.extend(names)
+        self.version += len(names)
+
+    def get(self, provider: str, strict: bool) -> list[dict[str, t.Any]]:
+        """What :meth:`Registry.tool_definitions` returns (checked arguments, new
+        copies of the kept definitions)."""
+        if provider not in _PROVIDERS:
+            raise ValueError(
+                f"provider must be 'openai', 'responses' or 'anthropic', got {provider!r}"
+            )
+        if strict and provider == "anthropic":
+            raise ValueError("strict=True is OpenAI's strict mode; not for provider 'anthropic'")
+        key = (provider, bool(strict))
+        listing = self._listings.get(key)
+        if listing is None or listing.version != self.version:
+            listing = self._update(key, listing)
+        return list(map(dict.copy, listing.definitions))
+
+    def _update(self, key: tuple[str, bool], listing: _Listing | None) -> _Listing:
+        """The listing of ``key`` as of now: ``listing`` patched with the changes
+        since it was made, or (with too many of them) made anew."""
+        with self._lock:  # the version and the tools it counts, together
+            version = self.version
+            if listing is not None and version - listing.version <= len(self._changed):
+                since = itertools.islice(reversed(self._changed), version - listing.version)
+                changed = {name: self._tools.get(name) for name in since}
+            else:
+                listing, tools = None, dict(self._tools)
+        provider, strict = key
+        if listing is None:
+            listing = _listing(tools, provider, strict, version)
+        else:
+            listing = _patched(listing, changed, provider, strict, version)
+        self._listings[key] = listing
+        return listing

@@ -55,6 +55,7 @@ from nous_tools.executor import (
     _read_jobs,
     default_executor,
 )
+from nous_tools.registry._definitions import Definitions
 from nous_tools.results import (
     DEFAULT_MAX_CLOCK_SKEW,
     Err,
@@ -207,9 +208,8 @@ class Registry:
         self._journal = journal
         self._lock = threading.Lock()
         self._tools: dict[str, Tool] = {}
-        # Moves on at every change of the table: tool_definitions' cache key.
-        self._version = 0
-        self._definitions: dict[tuple[str, bool], tuple[int, list[dict[str, t.Any]]]] = {}
+        # tool_definitions' answers, told of every change of the table.
+        self._definitions = Definitions(self._tools, self._lock)
         self._executor = executor
         self._name = name
         self._approval_max_age = check_max_age(approval_max_age)
@@ -285,7 +285,7 @@ class Registry:
                 _made_by_register[tool] = weakref.ref(self)
         with self._lock:
             self._tools[tool.name] = tool
-            self._version += 1
+            self._definitions.changed(tool.name)
         return tool
 
     def _register_all(
@@ -308,7 +308,7 @@ class Registry:
                     seen[tool.name] = tool
             for tool in tools:
                 self._tools[tool.name] = tool
-            self._version += 1
+            self._definitions.changed(*(tool.name for tool in tools))
 
     def _replace(self, old: Tool, new: Tool) -> None:
         """``new`` in place of ``old``, if ``old`` is still registered here."""
@@ -317,13 +317,14 @@ class Registry:
                 return
             del self._tools[old.name]
             self._tools[new.name] = new
-            self._version += 1
+            self._definitions.changed(old.name, new.name)
 
     def unregister(self, name: str) -> Tool | None:
         """Remove the tool called ``name``; return it, or None when there was none."""
         with self._lock:
             removed = self._tools.pop(name, None)
-            self._version += 1
+            if removed is not None:
+                self._definitions.changed(name)
             return removed
 
     def lookup(self, name: str) -> Tool | None:
@@ -379,16 +380,15 @@ class Registry:
         schema — and a warning names it and the keyword, once: one tool never stops
         the others.
 
-        The definitions are made once per tool and kept until the registry changes
-        (``register``, ``unregister``, a replacement): a repeated call costs a copy of
-        the list. Each call returns new top-level dicts, which you may change — add
-        Anthropic's ``cache_control``, say; what is inside them (the schemas, an
-        OpenAI definition's ``"function"``) is shared and read-only (``TypeError``;
-        ``copy.deepcopy`` gives a copy you can change).
+        The definitions are made once per tool (tools with schemas that read the same
+        share theirs) and kept: a repeated call costs a copy of the list, and a change
+        (``register``, ``unregister``, a replacement) remakes only the definitions of
+        the names it changed. Each call returns new top-level dicts, which you may
+        change — add Anthropic's ``cache_control``, say; what is inside them (the
+        schemas, an OpenAI definition's ``"function"``) is shared and read-only
+        (``TypeError``; ``copy.deepcopy`` gives a copy you can change).
         """
-        from nous_tools.registry import _definitions
-
-        return _definitions.definitions(self, provider, strict)
+        return self._definitions.get(provider, strict)
 
     # -- execution --------------------------------------------------------------
 
