@@ -26,7 +26,9 @@ class ApprovalTaken(Exception):
 
 class JournalApprovalStore:
     """The :class:`~nous_tools.ApprovalStore` of a journal's database:
-    ``journal.approvals``. See :mod:`nous_tools.journal._approvals`.
+    ``journal.approvals``. Given to the registry whose calls that journal records,
+    an approved call of a run redeems its approval in the transaction that records
+    its start: both are written, or neither (``docs/concepts/journal.md``).
 
     A claim is an ``INSERT`` of the approval id (autocommit when made on its own);
     claims past their ``expires_at`` are forgotten from time to time.
