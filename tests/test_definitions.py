@@ -72,14 +72,15 @@ def registry() -> Registry:
 
 
 @pytest.mark.parametrize(("provider", "strict"), PROVIDERS)
-def test_repeated_definitions_are_equal_and_in_new_containers(
+def test_repeated_definitions_are_equal_new_lists_of_the_same_kept_definitions(
     registry: Registry, provider: t.Literal["openai", "responses", "anthropic"], strict: bool
 ) -> None:
     first = registry.tool_definitions(provider, strict=strict)
     second = registry.tool_definitions(provider, strict=strict)
     assert first == second
-    assert first is not second
-    assert all(a is not b for a, b in zip(first, second, strict=True))
+    assert first is not second  # the list is the caller's
+    # no new dict per tool per call: the kept, read-only definitions themselves
+    assert all(a is b for a, b in zip(first, second, strict=True))
     # what the tools themselves say, as before the cache
     expected = [
         tool.to_anthropic_schema()
@@ -93,25 +94,29 @@ def test_repeated_definitions_are_equal_and_in_new_containers(
 
 
 @pytest.mark.parametrize(("provider", "strict"), PROVIDERS)
-def test_changing_a_returned_definition_does_not_change_the_next_answer(
+def test_changing_a_returned_definition_raises_and_the_next_answer_is_unchanged(
     registry: Registry, provider: t.Literal["openai", "responses", "anthropic"], strict: bool
 ) -> None:
     before = copy.deepcopy(registry.tool_definitions(provider, strict=strict))
     got = registry.tool_definitions(provider, strict=strict)
     schemas = [schema_of(definition) for definition in got]
-    got[-1]["cache_control"] = {"type": "ephemeral"}  # Anthropic prompt caching, say
-    for definition in got:
+    with pytest.raises(TypeError, match=r"read-only; \{\*\*definition, key: value\}"):
+        got[-1]["cache_control"] = {"type": "ephemeral"}
+    # the way to add a key: a new dict in the list, which is the caller's
+    got[-1] = {**got[-1], "cache_control": {"type": "ephemeral"}}  # Anthropic prompt caching
+    assert got[-1]["cache_control"] == {"type": "ephemeral"}
+    for definition in got[:-1]:
+        with pytest.raises(TypeError, match="read-only"):
+            del definition["type" if provider != "anthropic" else "name"]
+        with pytest.raises(TypeError, match="read-only"):
+            definition.update(name="renamed")
         if provider == "openai":
             with pytest.raises(TypeError, match="read-only"):
                 definition["function"]["name"] = "renamed"
-            definition["function"] = {"name": "renamed"}
-        else:
-            definition["name"] = "renamed"
-            del definition["description"]
     got.reverse()
     got.append({"type": "function", "name": "extra"})
     for schema in schemas:
-        with pytest.raises(TypeError, match=r"read-only; copy\.deepcopy"):
+        with pytest.raises(TypeError, match=r"read-only; .*copy\.deepcopy"):
             schema["properties"]["x"] = {"type": "string"}
         with pytest.raises(TypeError, match="read-only"):
             schema["required"].append("x")

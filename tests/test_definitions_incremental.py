@@ -126,8 +126,8 @@ def test_a_decorator_that_renames_the_registered_tool_moves_its_definition() -> 
 def test_a_copy_a_caller_changed_never_reaches_the_next_answer_after_a_change() -> None:
     registry = Registry([make("a"), make("b")])
     got = registry.tool_definitions("anthropic")
-    got[-1]["cache_control"] = {"type": "ephemeral"}
-    got[0]["name"] = "renamed"
+    got[-1] = {**got[-1], "cache_control": {"type": "ephemeral"}}
+    got[0] = {**got[0], "name": "renamed"}
     registry.register(make("c"))
     after = registry.tool_definitions("anthropic")
     assert names(after) == ["a", "b", "c"]

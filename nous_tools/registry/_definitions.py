@@ -18,12 +18,14 @@ every model turn, with the same answer until the registry changes. So:
   next call patches just those entries of the list (a copy of it, so a reader never
   sees one half made), and makes the list again only after many changes.
 
-Each call returns a new list of new top-level dicts, so a caller may add or change
-keys there — say, Anthropic's ``cache_control`` on the last tool. What is inside
-(the schemas, and the ``"function"`` part of an OpenAI Chat Completions definition)
-is shared by every call and read-only: changing it raises ``TypeError``;
-``copy.deepcopy`` of a definition gives a plain, mutable copy. (A new copy of
-everything would cost about as much as the definitions did before the cache.)
+Each call returns a new list (yours to reorder, extend or cut) of the kept
+definitions themselves, read-only all the way down, shared by every call: changing
+one raises ``TypeError``. To add a key — say, Anthropic's ``cache_control`` on the
+last tool — put a new dict in its place (``tools[-1] = {**tools[-1], "cache_control":
+...}``); ``copy.deepcopy`` of a definition gives a plain, mutable copy of it all.
+(A new dict per tool per call would fill the garbage collector's oldest generation
+while an agent loop keeps the last answer, and stall every few turns in a full
+collection: about 50 ms at 5,000 tools.)
 
 A tool whose schema cannot be made strict is not an error in a registry's strict
 definitions: it is sent non-strict (``"strict": false``, its schema as it is), with
@@ -62,7 +64,8 @@ _making = threading.RLock()
 def _read_only(self: object, *args: object, **kwargs: object) -> t.NoReturn:
     raise TypeError(
         f"{type(self).__name__}: tool definitions share their schemas with the registry's "
-        "cache, read-only; copy.deepcopy(definition) gives one you can change"
+        "cache, read-only; {**definition, key: value} or copy.deepcopy(definition) gives "
+        "one you can change"
     )
 
 
@@ -266,25 +269,27 @@ def _read_only_dict(**items: t.Any) -> ReadOnlyDict:
     return mapping
 
 
-def _definition(tool: Tool, provider: str, strict: bool) -> dict[str, t.Any]:
-    """The definition of ``tool`` for ``provider``, around the tool's read-only schema
-    (for "openai", around its read-only ``function`` part): each call copies it."""
+def _definition(tool: Tool, provider: str, strict: bool) -> ReadOnlyDict:
+    """The read-only definition of ``tool`` for ``provider``, around the tool's
+    read-only schema (for "openai", around a read-only ``function`` part)."""
     parts = _parts(tool, strict)
     description = tool.description or "No description provided"
     if provider == "anthropic":
-        return {"name": tool.name, "description": description, "input_schema": parts.parameters}
+        return _read_only_dict(
+            name=tool.name, description=description, input_schema=parts.parameters
+        )
     if provider == "responses":
-        return {
-            "type": "function",
-            "name": tool.name,
-            "description": description,
-            "parameters": parts.parameters,
-            "strict": parts.strict,
-        }
+        return _read_only_dict(
+            type="function",
+            name=tool.name,
+            description=description,
+            parameters=parts.parameters,
+            strict=parts.strict,
+        )
     function = _read_only_dict(name=tool.name, description=description, parameters=parts.parameters)
     if strict:  # a tool that could not be strict says so: "strict": false
         dict.__setitem__(function, "strict", parts.strict)
-    return {"type": "function", "function": function}
+    return _read_only_dict(type="function", function=function)
 
 
 # -- per registry -----------------------------------------------------------------------
@@ -300,7 +305,7 @@ class _Listing(t.NamedTuple):
 
     version: int
     names: list[str]
-    definitions: list[dict[str, t.Any]]
+    definitions: list[ReadOnlyDict]
 
 
 def _listing(tools: c.Mapping[str, Tool], provider: str, strict: bool, version: int) -> _Listing:
@@ -357,8 +362,8 @@ class Definitions:
         self.version += len(names)
 
     def get(self, provider: str, strict: bool) -> list[dict[str, t.Any]]:
-        """What :meth:`Registry.tool_definitions` returns (checked arguments, new
-        copies of the kept definitions)."""
+        """What :meth:`Registry.tool_definitions` returns (checked arguments, a new
+        list of the kept, read-only definitions)."""
         if provider not in _PROVIDERS:
             raise ValueError(
                 f"provider must be 'openai', 'responses' or 'anthropic', got {provider!r}"
@@ -369,7 +374,8 @@ class Definitions:
         listing = self._listings.get(key)
         if listing is None or listing.version != self.version:
             listing = self._update(key, listing)
-        return list(map(dict.copy, listing.definitions))
+        answer: list[dict[str, t.Any]] = [*listing.definitions]
+        return answer
 
     def _update(self, key: tuple[str, bool], listing: _Listing | None) -> _Listing:
         """The listing of ``key`` as of now: ``listing`` patched with the changes

@@ -383,10 +383,11 @@ class Registry:
         The definitions are made once per tool (tools with schemas that read the same
         share theirs) and kept: a repeated call costs a copy of the list, and a change
         (``register``, ``unregister``, a replacement) remakes only the definitions of
-        the names it changed. Each call returns new top-level dicts, which you may
-        change — add Anthropic's ``cache_control``, say; what is inside them (the
-        schemas, an OpenAI definition's ``"function"``) is shared and read-only
-        (``TypeError``; ``copy.deepcopy`` gives a copy you can change).
+        the names it changed. Each call returns a new list, yours to change, of the
+        kept definitions, which every call shares and which are read-only all the
+        way down (``TypeError``): to add Anthropic's ``cache_control``, say, put a
+        new dict in the list (``tools[-1] = {**tools[-1], "cache_control": ...}``);
+        ``copy.deepcopy`` of a definition gives a copy you can change.
         """
         return self._definitions.get(provider, strict)
 
