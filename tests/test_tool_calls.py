@@ -195,6 +195,27 @@ def test_invalid_json_arguments_quote_line_and_column_and_run_nothing(
     assert result.calls[0].arguments == '{"a": }'  # the raw text, as received
 
 
+@pytest.mark.parametrize(
+    "text",
+    ['{"a": 1} trailing', '{"a": 1}}', '{"a": 1', "{'a': 1}", '{"a": NaN', "\ufeff{}"],
+)
+def test_invalid_json_arguments_get_json_loads_own_message(registry: Registry, text: str) -> None:
+    with pytest.raises(json.JSONDecodeError) as raised:
+        json.loads(text)
+    (err,) = execute_tool_calls(registry, [chat("c1", "add", text)]).results
+    assert isinstance(err, Err)
+    assert err.reason.message == f"Invalid JSON arguments for 'add': {raised.value}"
+
+
+@pytest.mark.parametrize("text", ['{"a": 1, "b": 2}', ' {"a": 1, "b": 2}\n', '\t{"a":1,"b":2} '])
+def test_json_arguments_read_as_json_loads_reads_them_whitespace_around_too(
+    registry: Registry, text: str
+) -> None:
+    result = execute_tool_calls(registry, [chat("c1", "add", text)])
+    assert result.calls[0].arguments == json.loads(text) == {"a": 1, "b": 2}
+    assert isinstance(result.results[0], Ok) and result.results[0].value == 3
+
+
 def test_invalid_json_on_a_later_line_names_that_line(registry: Registry) -> None:
     result = execute_tool_calls(registry, [chat("c1", "add", '{\n  "a": 1,\n  "b": \n}')])
     assert "line 4 column 1" in result.results[0].reason.message

@@ -213,11 +213,14 @@ class _Unreadable(t.NamedTuple):
 
 
 class _Read(t.NamedTuple):
-    """A tool call as read: its arguments still raw; ``kind`` is ``"function"`` or
+    """A tool call as read: its ``id``, ``name`` and ``arguments``, still raw (the
+    :class:`ToolCall` is made once they are parsed); ``kind`` is ``"function"`` or
     ``"custom"`` (a freeform call whose arguments are the raw input text);
     ``provider`` the API whose shape it had (None for a :class:`ToolCall`)."""
 
-    call: ToolCall
+    id: str | None
+    name: str
+    arguments: t.Any
     kind: str
     provider: Provider | None = None
 
@@ -227,8 +230,15 @@ _SKIP = object()
 
 def _read(item: object) -> _Read | _Unreadable | object:
     """Parse one item; :data:`_SKIP` for an item that is not ours to run."""
+    if type(item) is dict and item.get("type") == "function":  # Chat Completions, as JSON
+        function = item.get("function")
+        name = function.get("name") if type(function) is dict else None
+        if type(name) is str and name:
+            call_id = item.get("id")
+            arguments = function.get("arguments")  # type: ignore[union-attr]
+            return _Read(call_id if type(call_id) is str else None, name, arguments, "function")
     if isinstance(item, ToolCall):
-        return _Read(item, "function")
+        return _Read(item.id, item.name, item.arguments, "function", None)
     kind = _field(item, "type")
     custom = False
     provider: Provider = "openai"
@@ -262,7 +272,7 @@ def _read(item: object) -> _Read | _Unreadable | object:
         )
     if not isinstance(name, str) or not name:
         return _Unreadable(ToolCall(call_id, "", arguments), "it has no tool name")
-    return _Read(ToolCall(call_id, name, arguments), "custom" if custom else "function", provider)
+    return _Read(call_id, name, arguments, "custom" if custom else "function", provider)
 
 
 def _read_quietly(item: object) -> object:
@@ -276,6 +286,21 @@ def _invalid_json(name: str, why: str, exc: BaseException) -> Err:
     return Err(
         ToolError(f"Invalid JSON arguments for '{name}': {why}", tool_name=name, original_error=exc)
     )
+
+
+# The C scanner json.loads ends in (JSONDecoder sets it; typeshed does not say so).
+_scan: c.Callable[[str, int], tuple[t.Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def _json_value(text: str) -> t.Any:
+    """``json.loads(text)``, read by its C scanner directly when the text is JSON
+    with nothing around it (what a model sends); anything else — whitespace around
+    it, an error — goes through ``json.loads`` itself, for its answer and message."""
+    try:
+        value, end = _scan(text, 0)
+    except (StopIteration, ValueError):
+        return json.loads(text)
+    return value if end == len(text) else json.loads(text)
 
 
 def _parse_arguments(name: str, arguments: object) -> c.Mapping[str, t.Any] | Err:
@@ -294,14 +319,14 @@ def _parse_arguments(name: str, arguments: object) -> c.Mapping[str, t.Any] | Er
         if not arguments or arguments.isspace():  # (strip() would copy a padded text)
             return {}
         try:
-            arguments = json.loads(arguments)
+            arguments = _json_value(arguments)
         except json.JSONDecodeError as exc:  # its str() names the line and column
             return _invalid_json(name, str(exc), exc)
         except RecursionError as exc:
             return _invalid_json(name, "nested too deeply", exc)
         except ValueError as exc:  # an integer of more digits than int() takes, ...
             return _invalid_json(name, _clip(_safe_str(exc).split(";")[0]), exc)
-    if isinstance(arguments, c.Mapping):
+    if type(arguments) is dict or isinstance(arguments, c.Mapping):
         return arguments
     got = _JSON_TYPES.get(type(arguments), type(arguments).__name__)
     return Err(
@@ -348,7 +373,7 @@ def _defaults_for_nulls(tool: Tool, arguments: c.Mapping[str, t.Any]) -> c.Mappi
     schema = tool.parameters
     if not schema:
         return arguments
-    plan = _NULL_PLANS.get(tool, _UNPLANNED)
+    plan = _NULL_PLAN_OF.get(weakref.ref(tool), _UNPLANNED)
     try:
         if plan is _UNPLANNED:
             from nous_tools.schema._strict import null_plan
@@ -365,4 +390,6 @@ def _defaults_for_nulls(tool: Tool, arguments: c.Mapping[str, t.Any]) -> c.Mappi
 
 #: The plan of :func:`_defaults_for_nulls` for each tool (see ``_strict.null_plan``).
 _NULL_PLANS: weakref.WeakKeyDictionary[Tool, t.Any] = weakref.WeakKeyDictionary()
+# Its table, read with a plain weak reference as WeakKeyDictionary.get reads it.
+_NULL_PLAN_OF: dict[weakref.ref[Tool], t.Any] = _NULL_PLANS.data  # type: ignore[attr-defined]
 _UNPLANNED = object()

@@ -633,25 +633,24 @@ def execute_tool_calls(
             add(read.call, "function", _unreadable_err(position, read.why, read.call.name))
             continue
         assert isinstance(read, _Read)
-        call, kind, provider = read
+        call_id, name, raw, kind, provider = read
         providers.add(provider)
-        tool = lookup(call.name)
+        tool = lookup(name)
         if tool is None:
-            name = call.name
-            add(call, kind, Err(ToolNotFound(name if isinstance(name, str) else _safe_repr(name))))
+            shown = name if isinstance(name, str) else _safe_repr(name)
+            add(ToolCall(call_id, name, raw), kind, Err(ToolNotFound(shown)))
             continue
         if kind == "custom":
-            arguments = _custom_arguments(tool, call.arguments)
+            arguments = _custom_arguments(tool, raw)
         else:
-            arguments = _parse_arguments(call.name, call.arguments)
+            arguments = _parse_arguments(name, raw)
         if isinstance(arguments, Err):
+            call = ToolCall(call_id, name, raw)
             add(call, kind, arguments)
             refused.append((tool, call, arguments))
             continue
         arguments = _defaults_for_nulls(tool, arguments)
-        if arguments is not call.arguments:
-            call = ToolCall(call.id, call.name, arguments)
-        add(call, kind, (tool, call.arguments, call.id))
+        add(ToolCall(call_id, name, arguments), kind, (tool, arguments, call_id))
 
     observer = _observer
     for tool, call, err in refused:  # calls refused before running, for a tracer
