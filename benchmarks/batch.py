@@ -41,7 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="whole runs (default 3)")
     parser.add_argument("--rounds", type=int, default=9, help="rounds per run (default 9)")
+    parser.add_argument("--json", metavar="PATH", help="also write each run's figures there")
     options = parser.parse_args(argv)
+    runs: list[dict[str, float]] = []
     executor = ToolExecutor()
     tool = Tool.from_function(echo, timeout=5)
     registry = Registry([tool], executor=executor)
@@ -94,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
                     f"  {name:24} {min(values):6.1f} - {statistics.median(values):6.1f} - "
                     f"{max(values):6.1f} us"
                 )
+            runs.append(
+                {f"{name}.us": statistics.median(values) for name, values in times.items()}
+                | {"ratio": statistics.median(ratios)}
+            )
             print(
                 f"  execute_tool_calls / execute_many  {min(ratios):.2f}x - "
                 f"{statistics.median(ratios):.2f}x - {max(ratios):.2f}x   (target ≤ 1.2x)"
@@ -101,6 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         executor.shutdown()
         bare.shutdown()
+    if options.json:
+        sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+        import _results  # beside this file: --json's format
+
+        _results.dump(options.json, "batch", [_results.run(figures) for figures in runs])
     return 0
 
 

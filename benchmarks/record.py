@@ -104,6 +104,19 @@ BENCHMARKS: dict[str, Bench] = {
         "journal.py", (), ("--quick",), "--runs",
         "the call journal's overhead (SQLite, PostgreSQL), DBOS's, a replay",
     ),
+    "turn": Bench(
+        "turn.py", (), ("--runs", "1", "--rounds", "2"), "--runs",
+        "a whole model turn (100 calls, 10 hung, 10 invalid) against pydantic-ai, "
+        "langchain-core and openai-agents",
+    ),
+    "turn-nohang": Bench(
+        "turn.py", ("--no-hang",), ("--no-hang", "--runs", "1", "--rounds", "2"), "--runs",
+        "the same turn without the hung tool",
+    ),
+    "batch": Bench(
+        "batch.py", (), ("--runs", "1", "--rounds", "2"), "--runs",
+        "`execute_tool_calls` of 1,000 calls against `execute_many` and a bare pool",
+    ),
     "mcp": Bench(
         "mcp.py", (), ("--rounds", "1", "--number", "20"), "repeat",
         "a sync MCP call against the SDK's async one; OAuth's cost",
@@ -230,6 +243,8 @@ SECTIONS: list[Section] = [
             Row("schema", "15 properties / jsonschema-rs `iter_errors`", key("invalid.15"), "x", "≤ 3x", "invalid arguments, 15 properties / iter_errors", 3, 'invalid arguments, 15 properties / jsonschema-rs `iter_errors`'),
             Row("schema", "200 properties / jsonschema-rs `iter_errors`", key("invalid.200"), "x", "≤ 3x", "invalid arguments, 200 properties / iter_errors", 3, 'invalid arguments, 200 properties / jsonschema-rs `iter_errors`'),
             Row("schema", "10 levels of nesting / jsonschema-rs `iter_errors`", key("invalid.levels10"), "x", "≤ 3x", "invalid arguments, 10 levels / iter_errors", 3, 'invalid arguments, 10 levels / jsonschema-rs `iter_errors`'),
+            Row("schema", "the error path: `executor.execute` → the `Err`, 15 properties / `iter_errors`", key("invalid_call.15"), "x", "≤ 3x", "invalid call, execute -> Err, 15 properties / iter_errors", 3, 'an invalid call through `execute` (the `Err` a model gets), 15 properties / `iter_errors`'),
+            Row("schema", "… 10 levels of nesting / `iter_errors`", key("invalid_call.levels10"), "x", "≤ 3x", docs='… 10 levels of nesting / `iter_errors`'),
         ],
     ),
     Section(
@@ -245,6 +260,8 @@ SECTIONS: list[Section] = [
             Row("schema", "… / `validator_for` of as many schemas (for scale)", key("registry.over_validator_for"), "x"),
             Row("schema", "`import nous_tools` + the first `Tool.from_function` over `python -c pass`, wall", key("import.wall_ms"), "ms", "≤ 80 ms", docs='`import nous_tools` + the first tool, over `python -c pass`'),
             Row("schema", "… CPU (user + system)", key("import.cpu_ms"), "ms", "≤ 80 ms"),
+            Row("schema", "… and its first call (`Registry.execute`: the lazy `Tool` finished, the first worker), wall", key("import.first_call_wall_ms"), "ms", docs='… and its first call, over `python -c pass`'),
+            Row("schema", "1 KB of arguments, one call, through `execute_tool_calls` / the JSON round trip", key("structured.1kb"), "x", "≤ 1.5x", docs='1 KB of arguments, one call, `execute_tool_calls` / the JSON round trip', note="One call with a deadline is handed to a worker thread and its result handed back: two thread wake-ups, about 9 µs each with a CPU busy beside it and 30-70 µs each when both CPUs of this VM sleep, against a 25 µs round trip of the JSON itself. The reading, validation and rendering around them cost about 9 µs; a bare `ThreadPoolExecutor` round trip pays the same wake-ups."),
             Row("schema", "1 MB of structured rows through `execute_tool_calls` / the JSON round trip", key("structured"), "x", "≤ 1.2x", "1 MB of rows, execute_tool_calls / JSON round trip", 1.2, '1 MB of structured rows, `execute_tool_calls` / the JSON round trip'),
         ],
     ),
@@ -262,6 +279,37 @@ SECTIONS: list[Section] = [
             Row("definitions", "Anthropic, repeated, ms", key("anthropic.repeated_ms"), "ms", "≤ 5 ms"),
             Row("definitions", "Chat Completions strict, the first call, ms", key("openai_strict.first_ms"), "ms"),
             Row("definitions", "Chat Completions strict, uncached (every call before the cache), ms", key("openai_strict.uncached_ms"), "ms"),
+            Row("definitions", "the next call after one `register()`, Chat Completions strict, ms", key("change.openai_strict.register_ms"), "ms", "≤ 2 ms", docs='`tool_definitions` at 10,000 tools, the next call after one `register()`'),
+            Row("definitions", "… after an `unregister()`, ms", key("change.openai_strict.unregister_ms"), "ms", "≤ 2 ms"),
+            Row("definitions", "the first call at 100,000 tools, one shared schema, strict, s", key("first.openai_strict.one_shared_schema_s"), "s", "≤ 0.5 s", docs='`tool_definitions`, the first call at 100,000 tools (strict)'),
+            Row("definitions", "… every schema its own, s", key("first.openai_strict.own_schema_s"), "s"),
+            Row("definitions", "repeated calls at 5,000 tools, gc on: p99 / p50, strict", key("gc.openai_strict.p99_over_p50"), "x", "≤ 2x", docs='`tool_definitions` at 5,000 tools, gc on: p99 / p50'),
+            Row("definitions", "… p99, ms", key("gc.openai_strict.p99_ms"), "ms"),
+        ],
+    ),
+    Section(
+        "A whole model turn and a model's batch (issue 39)",
+        "`benchmarks/turn.py`: one response of 100 calls, 10 of them a sync tool that "
+        "hangs (stopped at its 0.1 s timeout), 10 with invalid arguments, each side on "
+        "its own tool path with its defaults, turns interleaved; the floor is the "
+        "longest deadline, 100 ms. *Stopped*: 1 when the hung tool's polls stop once "
+        "the turn has answered. `benchmarks/batch.py`: 1,000 Chat Completions calls "
+        "through `execute_tool_calls` against the same calls, already read, through "
+        "`execute_many`, rounds interleaved.",
+        [
+            Row("turn", "the turn, ours, default executor: wall ms", key("nous_tools.wall_ms"), "ms", "≤ 105 ms", docs='a model turn (100 calls, 10 hung at 0.1 s), ours'),
+            Row("turn", "… pydantic-ai's, wall ms", key("pydantic_ai.wall_ms"), "ms", docs="… pydantic-ai's"),
+            Row("turn", "… CPU, ours / pydantic-ai's", ratio("nous_tools.cpu_ms", "pydantic_ai.cpu_ms"), "x", "≤ 1.0x", "model turn CPU, ours / pydantic-ai", 1.0, '… CPU, ours / pydantic-ai'),
+            Row("turn", "… langchain-core's `abatch` under `wait_for` / ours, wall", ratio("langchain_core.wall_ms", "nous_tools.wall_ms"), "x"),
+            Row("turn", "… openai-agents' `on_invoke_tool` under `wait_for` / ours, wall", ratio("openai_agents.wall_ms", "nous_tools.wall_ms"), "x"),
+            Row("turn", "a hung sync tool really stopped: ours", key("nous_tools.stopped"), "n", "≥ 1", docs='a hung sync tool really stopped (1 = yes): ours'),
+            Row("turn", "… pydantic-ai", key("pydantic_ai.stopped"), "n", docs='… pydantic-ai'),
+            Row("turn", "… langchain-core", key("langchain_core.stopped"), "n"),
+            Row("turn", "… openai-agents", key("openai_agents.stopped"), "n"),
+            Row("turn-nohang", "the same turn without the hung tool: pydantic-ai's / ours, wall", ratio("nohang.pydantic_ai.wall_ms", "nohang.nous_tools.wall_ms"), "x", "≥ 10x", docs="the turn without the hung tool: pydantic-ai's time / ours"),
+            Row("batch", "1,000 calls: `execute_tool_calls` / `execute_many`, per call", key("ratio"), "x", "≤ 1.2x", "batch of 1,000: execute_tool_calls / execute_many", 1.2, '1,000 calls: `execute_tool_calls` / `execute_many`'),
+            Row("batch", "… `execute_tool_calls`, µs per call", key("execute_tool_calls.us"), "us"),
+            Row("batch", "… a bare `ThreadPoolExecutor(8)`, µs per call", key("ThreadPoolExecutor(8).us"), "us"),
         ],
     ),
     Section(

@@ -351,18 +351,27 @@ FIRST_TOOL = (
     "def add(a: int, b: int = 0) -> int:\n"
     "    '''Add two numbers.'''\n"
     "    return a + b\n"
-    "nous_tools.Tool.from_function(add)\n"
+    "tool = nous_tools.Tool.from_function(add)\n"
+)
+#: ... and its first call, as a user's first call goes: through a registry, the default
+#: executor (the Tool is finished lazily, at its first use).
+FIRST_CALL = FIRST_TOOL + (
+    "assert nous_tools.Registry([tool]).execute('add', {'a': 1, 'b': 2}).value == 3\n"
 )
 
 
 def case_import(options: argparse.Namespace) -> None:
     print("`import nous_tools` + the first Tool.from_function, over `python -c pass` (ms)")
-    argv = {"pass": [sys.executable, "-c", "pass"], "first": [sys.executable, "-c", FIRST_TOOL]}
+    argv = {
+        "pass": [sys.executable, "-c", "pass"],
+        "first": [sys.executable, "-c", FIRST_TOOL],
+        "call": [sys.executable, "-c", FIRST_CALL],
+    }
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # start-up as users have it: bytecode cached
     for command in argv.values():  # warm the file cache and write the bytecode
         subprocess.run(command, check=True, env=env)
-    over_wall, over_cpu = [], []
+    over_wall, over_cpu, call_wall = [], [], []
     for _ in range(options.pairs):
         walls, cpus = {}, {}
         for key, command in argv.items():
@@ -374,6 +383,7 @@ def case_import(options: argparse.Namespace) -> None:
             cpus[key] = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000
         over_wall.append(walls["first"] - walls["pass"])
         over_cpu.append(cpus["first"] - cpus["pass"])
+        call_wall.append(walls["call"] - walls["pass"])
     report(
         f"wall, {options.pairs} pairs of processes",
         over_wall,
@@ -389,6 +399,14 @@ def case_import(options: argparse.Namespace) -> None:
         " ms",
         1,
         "import.cpu_ms",
+    )
+    report(
+        f"... and its first call (registry.execute), wall, {options.pairs} triples",
+        call_wall,
+        "none set",
+        " ms",
+        1,
+        "import.first_call_wall_ms",
     )
     if options.importtime:
         done = subprocess.run(

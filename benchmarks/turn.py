@@ -44,6 +44,8 @@ except ImportError:  # run from a checkout that is not installed
 
 from nous_tools import Registry, Tool, execute_tool_calls
 
+HERE = pathlib.Path(__file__).resolve().parent
+
 CALLS = 100
 HUNG = 10
 INVALID = 10
@@ -212,13 +214,23 @@ def langchain() -> Side:
 
 def openai_agents() -> Side:
     side = Side("openai-agents")
+    saved = sys.path[:]  # this folder's mcp.py would stand in for the mcp package it imports
+    sys.path[:] = [entry for entry in sys.path if pathlib.Path(entry or ".").resolve() != HERE]
     try:
         from agents import function_tool
         from agents.tool_context import ToolContext
     except ImportError:
         side.reason = "not installed"
         return side
+    finally:
+        sys.path[:] = saved
     side.name = f"openai-agents {_version('openai-agents')}"
+    import logging
+
+    from agents import set_tracing_disabled
+
+    set_tracing_disabled(True)  # no model, no trace: its log lines would fill the output
+    logging.getLogger("openai.agents").setLevel(logging.CRITICAL)
     tools = {"lookup": function_tool(lookup), "hang": function_tool(hang)}
     loop = asyncio.new_event_loop()
 
@@ -291,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", action="append", choices=["ours", "pydantic-ai", "langchain", "openai-agents"]
     )
+    parser.add_argument("--json", metavar="PATH", help="also write each run's figures there")
     options = parser.parse_args(argv)
     makers = {
         "ours": ours,
@@ -311,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
         side.turn(hung)  # warm: imports, first pool threads
         next_turn()
     live = [side for side in sides if side.turn is not None]
+    prefix = "" if hung else "nohang."
+    runs: list[dict[str, float]] = []
     for run in range(options.runs):
         walls: dict[str, list[float]] = {side.name: [] for side in live}
         cpus: dict[str, list[float]] = {side.name: [] for side in live}
@@ -322,7 +337,12 @@ def main(argv: list[str] | None = None) -> int:
         load = " ".join(f"{x:.2f}" for x in os.getloadavg())
         print(f"== run {run + 1} of {options.runs} (load {load})")
         base = statistics.median(walls[live[0].name])
+        figures: dict[str, float] = {}
+        runs.append(figures)
         for side in live:
+            key = prefix + side.name.split()[0].replace("-", "_")
+            figures[f"{key}.wall_ms"] = statistics.median(walls[side.name])
+            figures[f"{key}.cpu_ms"] = statistics.median(cpus[side.name])
             ratio = statistics.median(walls[side.name]) / base
             print(
                 f"  {side.name:28} wall {spread(walls[side.name])}   "
@@ -332,6 +352,13 @@ def main(argv: list[str] | None = None) -> int:
         for side in live:
             verdict = stopped(t.cast(c.Callable[[bool], object], side.turn))
             print(f"  {side.name:28} a hung sync tool stopped: {'yes' if verdict else 'NO'}")
+            for figures in runs:  # one verdict, beside every run's figures
+                figures[f"{side.name.split()[0].replace('-', '_')}.stopped"] = float(verdict)
+    if options.json:
+        sys.path.append(str(HERE))
+        import _results  # beside this file: --json's format
+
+        _results.dump(options.json, "turn", [_results.run(figures) for figures in runs])
     return 0
 
 
