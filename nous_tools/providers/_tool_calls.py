@@ -679,15 +679,9 @@ def execute_tool_calls(
         finally:
             _observe_end(observer, seen, result)
 
-    # A call the registry would only hand to the executor's pipeline (no approval to
-    # ask, no advice, no journal of its own, no tracer to tell) goes to a worker from
-    # here, as execute_many's do: no helper thread per call.
-    chains = registry.advice._chains
-    simple = observer is None and registry._journal is None
-
-    def straight(tool: Tool) -> bool:
-        return simple and tool.approval == "auto" and tool.name not in chains
-
+    # A call the registry would only hand to the executor's pipeline goes to a worker
+    # from here (no helper thread per call), unless a tracer is told of each call.
+    straight = registry._goes_straight() if observer is None else None
     results = t.cast(
         list[CallResult],
         runner.run_jobs(

@@ -573,6 +573,7 @@ class Registry:
                 run=self._run_job,
                 max_concurrency=max_concurrency,
                 on_progress=on_progress,
+                straight=self._goes_straight(),
             )
         except BaseException as exc:
             if interrupts(exc):
@@ -629,6 +630,19 @@ class Registry:
                     original_error=exc,
                 )
             )
+
+    def _goes_straight(self) -> c.Callable[[Tool], bool] | None:
+        """Which tools a batch may hand straight to the executor's pipeline, as
+        :meth:`execute` would (no approval to ask, no advice of their name): None
+        when this registry keeps a journal of its own (its calls go through it)."""
+        if self._journal is not None:
+            return None
+        chains = self.advice._chains
+
+        def straight(tool: Tool) -> bool:
+            return tool.approval == "auto" and tool.name not in chains
+
+        return straight
 
     def _run_job(
         self,
