@@ -1,8 +1,8 @@
 """The fixed cost per call of a model's batch (issue 39): ``execute_tool_calls`` of
 1,000 Chat Completions calls (JSON arguments, as a model sends them) against
-``execute_many`` of the same calls already read, and a bare
-``ThreadPoolExecutor(8)`` ``submit``/``result`` of the function, in microseconds per
-call. Target: ``execute_tool_calls`` at most 1.2x ``execute_many``.
+``execute_many`` of the same calls already read, ``Registry.execute_many`` of them by
+name, and a bare ``ThreadPoolExecutor(8)`` ``submit``/``result`` of the function, in
+microseconds per call. Target: ``execute_tool_calls`` at most 1.2x ``execute_many``.
 
 Run it with ``.venv/bin/python benchmarks/batch.py [--runs N] [--rounds N]``. The
 sides are timed in turn, round after round (interleaved); each run prints min -
@@ -67,6 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     def many() -> None:
         executor.execute_many(jobs)
 
+    named = [("echo", {"x": "y"}) for _ in range(CALLS)]
+
+    def registry_many() -> None:
+        registry.execute_many(named)
+
     def pool() -> None:
         for future in [bare.submit(echo, "y") for _ in range(CALLS)]:
             future.result()
@@ -74,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     sides: list[tuple[str, c.Callable[[], None]]] = [
         ("execute_tool_calls", tool_calls),
         ("execute_many", many),
+        ("Registry.execute_many", registry_many),
         ("ThreadPoolExecutor(8)", pool),
     ]
     print(f"nous_tools {nous_tools.__version__}: {CALLS} calls a batch, us per call")
