@@ -345,7 +345,7 @@ SECTIONS: list[Section] = [
         "re-serialisation, one HMAC-SHA256 and its constant-time comparison (and, for a "
         "batch, the tool function called directly); per call of the batch.",
         [
-            Row("approval", "`ToolCallResults.from_dict` + `resolve`, one pending call / its floor", key("batch1.ratio"), "x", "≤ 2x", "approval: from_dict + resolve / JSON + HMAC floor", 2, 'approval read-back: `from_dict` + `resolve` / the JSON + HMAC floor'),
+            Row("approval", "`ToolCallResults.from_dict` + `resolve`, one pending call / its floor", key("batch1.ratio"), "x", "≤ 2x", "approval: from_dict + resolve / JSON + HMAC floor", 2, 'approval read-back: `from_dict` + `resolve` / the JSON + HMAC floor', "Recorded at 1.89x on 2026-12-04; the commit that recorded it (9303e99) measures the same as main does today, side by side on this machine (31-32 µs a call against a 12-13 µs floor, `timeit`, interleaved), so what moved is the machine or the fresh venv's dependencies, not the code. Not chased further this round."),
             Row("approval", "… µs per call", key("batch1.us"), "us"),
             Row("approval", "`NeedsApproval.from_dict` of a token / its floor", key("token.ratio"), "x"),
             Row("approval", "`ToolCallResults.from_dict` of ten pending calls / its floor", key("batch10_read.ratio"), "x"),
