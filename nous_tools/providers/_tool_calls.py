@@ -680,8 +680,9 @@ def execute_tool_calls(
             _observe_end(observer, seen, result)
 
     # A call the registry would only hand to the executor's pipeline goes to a worker
-    # from here (no helper thread per call), unless a tracer is told of each call.
-    straight = registry._goes_straight() if observer is None else None
+    # from here (no helper thread per call), unless a tracer is told of each call. The
+    # batch is always run as one (its calls each in their context: ``enter``).
+    straight = (registry._goes_straight() if observer is None else None) or _never
     results = t.cast(
         list[CallResult],
         runner.run_jobs(
@@ -707,6 +708,11 @@ def execute_tool_calls(
             result_limit(job[0] if isinstance(job, tuple) else None, default) for job in jobs
         ],
     )
+
+
+def _never(tool: Tool) -> bool:
+    """No call goes straight to a worker."""
+    return False
 
 
 def _apply_updates(
