@@ -118,9 +118,13 @@ def draw(config: dict[str, object]) -> str:
         "under TYPE_CHECKING too).</text>"
     )
     y += 18
-    out.append(
-        f'<text x="14" y="{y}" fill="#b3261e">Exceptions pending a move ({len(ignored)}):</text>'
-    )
+    if not ignored:
+        out.append(f'<text x="14" y="{y}">No exceptions: the contracts ignore no import.</text>')
+    else:
+        out.append(
+            f'<text x="14" y="{y}" fill="#b3261e">Exceptions pending a move ({len(ignored)}):'
+            "</text>"
+        )
     for item in ignored:
         y += 18
         out.append(f'<text x="30" y="{y}" fill="#b3261e">{escape(item)}</text>')

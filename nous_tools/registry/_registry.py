@@ -142,6 +142,23 @@ def _internal_error(name: object, exc: BaseException) -> Err:
     )
 
 
+def _collision(server: str, tool: Tool, existing: Tool) -> str:
+    """What ``register_mcp`` says when a remote tool would take a registered name."""
+    if existing.module == tool.module:
+        other = f"another tool of that name from MCP server '{server}'"
+    else:
+        function = getattr(existing.function, "__qualname__", type(existing.function).__name__)
+        other = (
+            f"the tool '{existing.name}' already registered (function {function} "
+            f"in {existing.module or 'an unknown module'}, approval {existing.approval!r})"
+        )
+    return (
+        f"register_mcp: MCP server '{server}' has a tool '{tool.name}', and the registry "
+        f"holds {other}; nothing was registered. Pass prefix='...' to keep both, or "
+        "replace=True to let the remote tool take the name"
+    )
+
+
 def _not_found(name: object) -> Err:
     return Err(ToolNotFound(name if isinstance(name, str) else _shown(name)))
 
@@ -594,10 +611,19 @@ class Registry:
         ``pip install 'nous-tools[mcp]'``. Untrusted servers' tools are all ``"ask"``;
         see :meth:`MCPServer.tools <nous_tools.contrib.mcp.MCPServer.tools>`. Unlike
         :meth:`register`, a name already registered is a ``ValueError`` naming both
-        tools (nothing is registered) unless ``replace=True``."""
-        from nous_tools.contrib.mcp import register_mcp
+        tools (nothing is registered) unless ``replace=True``. (A hostile server could
+        otherwise take over a local tool's name, and its approval level.)
 
-        return register_mcp(self, server, trusted=trusted, prefix=prefix, replace=replace)
+        ``server`` is read through what it shows: its ``name`` and its
+        ``tools(trusted=..., prefix=...)``, so the registry needs nothing of
+        ``contrib.mcp`` (any object with those two works)."""
+        tools: list[Tool] = server.tools(trusted=trusted, prefix=prefix)
+
+        def refuse(tool: Tool, existing: Tool) -> None:
+            raise ValueError(_collision(server.name, tool, existing))
+
+        self._register_all(tools, None if replace else refuse)
+        return tools
 
     # -- internals --------------------------------------------------------------
 

@@ -57,7 +57,7 @@ if t.TYPE_CHECKING:
     from mcp import Client
 
     from nous_tools.contrib.mcp._auth import OAuth
-    from nous_tools.registry._registry import Registry
+    from nous_tools.registry import Registry
 
 __all__ = ["MCPElicitation", "MCPServer", "register_mcp"]
 
@@ -621,35 +621,13 @@ def register_mcp(
     replace: bool = False,
 ) -> list[Tool]:
     """Register ``server.tools(trusted=trusted, prefix=prefix)`` in ``registry`` and
-    return them (what ``registry.register_mcp(...)`` does).
+    return them: ``registry.register_mcp(server, ...)``, as a function.
 
     A remote tool never replaces a registered tool silently: a name already in
     ``registry`` (or twice in the server's list) is a ``ValueError`` naming both
     tools, and nothing is registered — unless ``replace=True``. (A hostile server
     could otherwise take over a local tool's name, and its approval level.)"""
-    tools = server.tools(trusted=trusted, prefix=prefix)
-
-    def refuse(tool: Tool, existing: Tool) -> None:
-        raise ValueError(_collision(server, tool, existing))
-
-    registry._register_all(tools, None if replace else refuse)
-    return tools
-
-
-def _collision(server: MCPServer, tool: Tool, existing: Tool) -> str:
-    if existing.module == tool.module:
-        other = f"another tool of that name from MCP server '{server.name}'"
-    else:
-        function = getattr(existing.function, "__qualname__", type(existing.function).__name__)
-        other = (
-            f"the tool '{existing.name}' already registered (function {function} "
-            f"in {existing.module or 'an unknown module'}, approval {existing.approval!r})"
-        )
-    return (
-        f"register_mcp: MCP server '{server.name}' has a tool '{tool.name}', and the registry "
-        f"holds {other}; nothing was registered. Pass prefix='...' to keep both, or "
-        "replace=True to let the remote tool take the name"
-    )
+    return registry.register_mcp(server, trusted=trusted, prefix=prefix, replace=replace)
 
 
 def _unused(**arguments: t.Any) -> None:  # pragma: no cover - never called
