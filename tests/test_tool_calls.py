@@ -684,3 +684,39 @@ def test_the_result_object_is_a_sequence_of_results(registry: Registry) -> None:
     assert result.all_ok
     assert result.pending == []
     assert "Ok" in repr(result)
+
+
+def test_an_observer_set_with_observe_calls_sees_each_whole_call_refused_ones_too() -> None:
+    from nous_tools.providers._tool_calls import call_observer, observe_calls
+
+    seen: list[tuple[str, str, object]] = []
+
+    class Observer:
+        def call_started(self, tool: t.Any, call: t.Any) -> object:
+            return (tool.name, call.id)
+
+        def call_ended(self, token: object, result: object) -> None:
+            name, call_id = t.cast("tuple[str, str]", token)
+            seen.append((name, call_id, type(result).__name__))
+
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    registry = Registry([Tool.from_function(add)])
+    observer = Observer()
+    previous = observe_calls(observer)
+    try:
+        assert call_observer() is observer
+        calls = [
+            {
+                "id": "ok",
+                "type": "function",
+                "function": {"name": "add", "arguments": '{"a": 1, "b": 2}'},
+            },
+            {"id": "bad", "type": "function", "function": {"name": "add", "arguments": "{"}},
+        ]
+        execute_tool_calls(registry, calls)
+    finally:
+        assert observe_calls(previous) is observer
+    assert sorted(seen) == [("add", "bad", "Err"), ("add", "ok", "Ok")]
+    assert call_observer() is previous

@@ -74,12 +74,13 @@ import typing as t
 
 from nous_tools import signals as _signals
 from nous_tools.errors import ExecutorSaturated, RateLimited, ToolDenied, ToolError, ToolTimeout
-from nous_tools.providers import _tool_calls
 from nous_tools.providers._tool_calls import (
     ToolCall,
     _exception_text,
+    call_observer,
     current_tool_call,
     format_tool_result,
+    observe_calls,
 )
 from nous_tools.results import Err, NeedsApproval, Ok
 from nous_tools.tool import Tool
@@ -499,7 +500,7 @@ class _Instrumentation:
         _signals.tool_progress.connect(self.on_progress, weak=False)
         _signals.tool_log.connect(self.on_log, weak=False)
         _signals.tool_execute_replayed.connect(self.on_replayed, weak=False)
-        _tool_calls._observer = self
+        observe_calls(self)
 
     def disconnect(self) -> None:
         _signals.tool_execute_start.disconnect(self.on_start)
@@ -509,8 +510,8 @@ class _Instrumentation:
         _signals.tool_progress.disconnect(self.on_progress)
         _signals.tool_log.disconnect(self.on_log)
         _signals.tool_execute_replayed.disconnect(self.on_replayed)
-        if _tool_calls._observer is self:
-            _tool_calls._observer = None
+        if call_observer() is self:
+            observe_calls(None)
 
 
 _lock = threading.Lock()

@@ -506,7 +506,7 @@ def resolve(
             f"cannot resolve: tool call batch {batch.id} was already resolved "
             "(a replay or a second submit); nothing was run"
         )
-    observer = _tool_calls._observer  # read now: instrument() sets it
+    observer = _tool_calls.call_observer()  # read now: instrument() sets it
     if len(plan) == 1:  # what run_jobs does with one job, without making the list
         step = plan[0]
         if journal is None and observer is None and step[1] == "approve":

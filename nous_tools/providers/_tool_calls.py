@@ -87,11 +87,14 @@ if t.TYPE_CHECKING:
     from nous_tools.tool import Tool
 
 __all__ = [
+    "CallObserver",
     "ToolCall",
     "ToolCallResults",
+    "call_observer",
     "current_tool_call",
     "execute_tool_calls",
     "format_tool_result",
+    "observe_calls",
 ]
 
 _log = _safe_log
@@ -450,22 +453,39 @@ def _paused() -> t.Any:
     return module
 
 
-class _CallObserver(t.Protocol):
+class CallObserver(t.Protocol):
     """What a tracer implements to see each call of a batch from start to outcome
-    (``nous_tools.contrib.opentelemetry`` does). Private to the library and its
-    contrib modules: the signals report attempts, this reports whole calls — also
-    those refused before their first attempt (approval, validation)."""
+    (``nous_tools.contrib.opentelemetry`` does): the signals report attempts, an
+    observer whole calls, also those refused before their first attempt (approval,
+    validation). Set it with :func:`observe_calls`."""
 
-    def call_started(self, tool: Tool, call: ToolCall) -> object: ...
+    def call_started(self, tool: Tool, call: ToolCall) -> object:
+        """A call begins; what it returns is handed to :meth:`call_ended`."""
 
-    def call_ended(self, token: object, result: CallResult | None) -> None: ...
+    def call_ended(self, token: object, result: CallResult | None) -> None:
+        """The call whose start returned ``token`` ended with ``result`` (None when it
+        raised)."""
 
 
-#: The one observer, set by ``nous_tools.contrib.opentelemetry.instrument()``.
-_observer: _CallObserver | None = None
+_observer: CallObserver | None = None
 
 
-def _observe_start(observer: _CallObserver | None, tool: Tool, call: ToolCall) -> object:
+def observe_calls(observer: CallObserver | None) -> CallObserver | None:
+    """Make ``observer`` the one that sees every call of ``execute_tool_calls`` and of
+    a resolved batch (``None``: none does); return the one it replaces. One observer at
+    a time: a batch reads it once, when it starts. A failing observer is logged and
+    never fails a call."""
+    global _observer
+    previous, _observer = _observer, observer
+    return previous
+
+
+def call_observer() -> CallObserver | None:
+    """The observer :func:`observe_calls` set, or None."""
+    return _observer
+
+
+def _observe_start(observer: CallObserver | None, tool: Tool, call: ToolCall) -> object:
     if observer is None:
         return None
     try:
@@ -475,7 +495,7 @@ def _observe_start(observer: _CallObserver | None, tool: Tool, call: ToolCall) -
         return None
 
 
-def _observe_end(observer: _CallObserver | None, token: object, result: CallResult | None) -> None:
+def _observe_end(observer: CallObserver | None, token: object, result: CallResult | None) -> None:
     if observer is None or token is None:
         return
     try:
