@@ -65,7 +65,13 @@ _TAGS = frozenset({"$int", "$float", "$bytes", "$tuple", "$set", "$frozenset", "
 
 
 def _read_only(self: object, *args: object, **kwargs: object) -> t.NoReturn:
-    raise TypeError(f"{type(self).__name__} is read-only: approved arguments cannot change")
+    kind = type(self)
+    raise TypeError(f"{kind.__name__}{getattr(kind, '_REFUSED', _FROZEN)}")
+
+
+#: What a mutator of a frozen value says (after the class's name); a subclass that is
+#: read-only for another reason (the registry's definitions) says its own ``_REFUSED``.
+_FROZEN = " is read-only: approved arguments cannot change"
 
 
 class FrozenDict(dict[t.Any, t.Any]):

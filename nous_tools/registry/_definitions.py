@@ -43,6 +43,7 @@ import threading
 import typing as t
 import weakref
 
+from nous_tools._util._canonical import FrozenDict, FrozenList
 from nous_tools._util._log import log as _safe_log
 
 if t.TYPE_CHECKING:
@@ -61,12 +62,11 @@ _EMPTY: dict[str, t.Any] = {"type": "object", "properties": {}, "required": []}
 _making = threading.RLock()
 
 
-def _read_only(self: object, *args: object, **kwargs: object) -> t.NoReturn:
-    raise TypeError(
-        f"{type(self).__name__}: tool definitions share their schemas with the registry's "
-        "cache, read-only; {**definition, key: value} or copy.deepcopy(definition) gives "
-        "one you can change"
-    )
+#: What a definition's mutators say, after the class's name.
+_REFUSED = (
+    ": tool definitions share their schemas with the registry's cache, read-only; "
+    "{**definition, key: value} or copy.deepcopy(definition) gives one you can change"
+)
 
 
 def _plain(value: t.Any, memo: dict[int, t.Any] | None = None) -> t.Any:
@@ -78,60 +78,39 @@ def _plain(value: t.Any, memo: dict[int, t.Any] | None = None) -> t.Any:
     return copy.deepcopy(value, memo)
 
 
-class ReadOnlyDict(dict[str, t.Any]):
-    """A ``dict`` whose mutators raise ``TypeError``; ``copy.deepcopy`` gives a plain
-    dict (and ``copy.copy`` a plain shallow one). Equal to a dict of the same items;
+class ReadOnlyDict(FrozenDict):
+    """A frozen ``dict`` (its mutators raise ``TypeError``) whose copies are plain:
+    ``copy.deepcopy`` gives a plain dict, ``copy.copy`` a plain shallow one, so a
+    caller can change a definition's copy. Equal to a dict of the same items;
     ``json.dumps`` writes it as one."""
 
     __slots__ = ()
+    _REFUSED = _REFUSED
 
-    def __init__(self, *args: t.Any, **kwargs: t.Any) -> None:
-        if self:  # __init__ called again on a built value: that would update it
-            _read_only(self)
-        super().__init__(*args, **kwargs)
-
-    __setitem__ = __delitem__ = _read_only
-    clear = pop = popitem = setdefault = update = _read_only
-    __ior__ = _read_only
-
-    def __copy__(self) -> dict[str, t.Any]:
+    def __copy__(self) -> dict[str, t.Any]:  # type: ignore[override]
         return dict(self)
 
-    def __deepcopy__(self, memo: dict[int, t.Any]) -> dict[str, t.Any]:
+    def __deepcopy__(self, memo: dict[int, t.Any]) -> dict[str, t.Any]:  # type: ignore[override]
         return t.cast("dict[str, t.Any]", _plain(self, memo))
 
     def __reduce__(self) -> tuple[t.Any, ...]:
         return (dict, (dict(self),))
 
-    def __repr__(self) -> str:
-        return dict.__repr__(self)
 
-
-class ReadOnlyList(list[t.Any]):
-    """A ``list`` whose mutators raise ``TypeError``; copies are plain lists."""
+class ReadOnlyList(FrozenList):
+    """A frozen ``list`` whose copies are plain lists."""
 
     __slots__ = ()
+    _REFUSED = _REFUSED
 
-    def __init__(self, *args: t.Any) -> None:
-        if self:
-            _read_only(self)
-        super().__init__(*args)
-
-    __setitem__ = __delitem__ = _read_only
-    append = extend = insert = remove = pop = clear = sort = reverse = _read_only
-    __iadd__ = __imul__ = _read_only
-
-    def __copy__(self) -> list[t.Any]:
+    def __copy__(self) -> list[t.Any]:  # type: ignore[override]
         return list(self)
 
-    def __deepcopy__(self, memo: dict[int, t.Any]) -> list[t.Any]:
+    def __deepcopy__(self, memo: dict[int, t.Any]) -> list[t.Any]:  # type: ignore[override]
         return t.cast("list[t.Any]", _plain(self, memo))
 
     def __reduce__(self) -> tuple[t.Any, ...]:
         return (list, (list(self),))
-
-    def __repr__(self) -> str:
-        return list.__repr__(self)
 
 
 _new_dict = dict.__new__
