@@ -40,7 +40,7 @@ import tempfile
 import threading
 import typing as t
 
-from nous_tools._engine._journal import Claim, replayed
+from nous_tools._engine._journal import Claim, Rest, replayed
 from nous_tools._util import _canonical as _c
 from nous_tools.errors import ToolError
 from nous_tools.journal._record import (
@@ -57,7 +57,6 @@ from nous_tools.run_context import RunContext
 if t.TYPE_CHECKING:
     import datetime
 
-    from nous_tools.executor import ToolExecutor
     from nous_tools.tool import Tool
 
 __all__ = ["Cassette", "CassetteMiss"]
@@ -198,7 +197,7 @@ class Cassette:
 
     def _run_call(
         self,
-        executor: ToolExecutor,
+        rest: Rest,
         tool: Tool,
         arguments: c.Mapping[str, t.Any],
         ctx: RunContext[t.Any],
@@ -206,16 +205,10 @@ class Cassette:
         skip_approval: bool,
         shielded: bool,
     ) -> Result:
+        """The journal step of a call, replaced: the rest of the pipeline with a
+        claim that replays or records the call."""
         claim = _CassetteClaim(self, tool.name, arguments, call_id)
-        return executor._execute(
-            tool,
-            arguments,
-            ctx,
-            call_id,
-            skip_approval=skip_approval,
-            shielded=shielded,
-            journal=claim,
-        )
+        return rest(tool, arguments, ctx, call_id, skip_approval, shielded, None, claim)
 
     def _next(self, tool: Tool, arguments: object, call_id: str | None) -> Result | None:
         digest = arguments_digest(tool.name, arguments)

@@ -50,20 +50,22 @@ if t.TYPE_CHECKING:  # _record is imported at the first journaled call, not with
     from nous_tools.tool import Tool
 
 
-class _Executes(t.Protocol):
-    """What a journaled call runs on: a :class:`~nous_tools.ToolExecutor` (above
-    the engine; named here by what is used of it)."""
+class Rest(t.Protocol):
+    """The rest of a call's pipeline after step 0 (``Calls._gated``, above the
+    engine): steps 1 to 6, recorded through ``claim`` when the journal claimed the
+    call (None: unjournaled). The journal step calls it once and never calls back."""
 
-    def _execute(
+    def __call__(
         self,
         tool: Tool,
-        arguments: c.Mapping[str, t.Any] | None,
-        ctx: RunContext[t.Any] | None,
+        arguments: c.Mapping[str, t.Any],
+        ctx: RunContext[t.Any],
         call_id: str | None,
-        *,
-        skip_approval: bool = ...,
-        shielded: bool = ...,
-        journal: t.Any = ...,
+        skip_approval: bool,
+        shielded: bool,
+        job: t.Any,
+        claim: Claim | None,
+        /,
     ) -> Result: ...
 
 
@@ -71,6 +73,7 @@ __all__ = [
     "UNJOURNALED",
     "Claim",
     "JournalClaim",
+    "Rest",
     "check_journal",
     "peek",
     "resolve_call",
@@ -496,7 +499,7 @@ class JournalClaim(Claim):
 
 
 def run(
-    executor: _Executes,
+    rest: Rest,
     journal: t.Any,
     tool: Tool,
     arguments: c.Mapping[str, t.Any],
@@ -506,24 +509,15 @@ def run(
     shielded: bool,
     wait: float | None,
 ) -> Result:
-    """A call on an executor or registry with a journal: step 0, then the pipeline
-    with a :class:`JournalClaim` (or unjournaled, for a call without a key)."""
+    """Step 0 of a call on an executor or registry with a journal, wrapping the
+    rest: the journaled answer of a repeat, or ``rest`` run once with the
+    :class:`JournalClaim` that records it (unjournaled, for a call without a key)."""
     hook = getattr(journal, "_run_call", None)
     if hook is not None:  # a journal that takes the whole call (a Cassette)
-        return t.cast(
-            "Result", hook(executor, tool, arguments, ctx, call_id, skip_approval, shielded)
-        )
+        return t.cast("Result", hook(rest, tool, arguments, ctx, call_id, skip_approval, shielded))
     run_id = ctx.run_id
     if run_id is None or call_id is None:
-        return executor._execute(
-            tool,
-            arguments,
-            ctx,
-            call_id,
-            skip_approval=skip_approval,
-            shielded=shielded,
-            journal=UNJOURNALED,
-        )
+        return rest(tool, arguments, ctx, call_id, skip_approval, shielded, None, None)
     try:
         seconds = _check_wait(wait)
     except ValueError as exc:
@@ -534,15 +528,8 @@ def run(
     decided = decide(call, seconds)
     if type(decided) is not _Go:
         return t.cast("Result", decided)
-    return executor._execute(
-        tool,
-        arguments,
-        ctx,
-        call_id,
-        skip_approval=skip_approval,
-        shielded=shielded,
-        journal=JournalClaim(call, decided.replace, seconds),
-    )
+    claim = JournalClaim(call, decided.replace, seconds)
+    return rest(tool, arguments, ctx, call_id, skip_approval, shielded, None, claim)
 
 
 def peek(

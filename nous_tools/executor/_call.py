@@ -153,13 +153,13 @@ class Calls(HandOffs):
         journal: t.Any = None,
         wait: float | None = None,
     ) -> Result:
-        """The pipeline. ``shielded``: called by :meth:`_shielded` (perhaps in a pool
-        worker, whose shield an inline tool must leave). ``job``: a call of a batch
-        (see :meth:`_run_batch`), whose timed first attempt is handed to a worker and
-        not waited for here. ``journal``: None for the executor's own journal, a
-        registry's journal, a :class:`Claim` (step 0 let the call go on: it is
-        recorded around its attempts), or ``UNJOURNALED``; ``wait`` is passed to
-        the journal's step 0."""
+        """The pipeline's entry and its step 0. ``shielded``: called by
+        :meth:`_shielded` (perhaps in a pool worker, whose shield an inline tool must
+        leave). ``job``: a call of a batch (see :meth:`_run_batch`), whose timed first
+        attempt is handed to a worker and not waited for here. ``journal``: None for
+        the executor's own journal, a registry's journal, a :class:`Claim` (step 0 let
+        the call go on: it is recorded around its attempts), or ``UNJOURNALED``;
+        ``wait`` is passed to the journal's step 0."""
         if type(tool) is not Tool and not isinstance(tool, Tool):
             return Err(ToolError(f"execute expects a Tool, got {type(tool).__name__}"))
         if ctx is None:
@@ -173,17 +173,31 @@ class Calls(HandOffs):
             )
         if arguments is None:
             arguments = {}
-        # 0. the call journal (when there is one): answers a repeat, or lets it go on
+        # 0. the call journal (when there is one) wraps the rest: it answers a repeat,
+        # or runs the rest once with the claim that records the call
         if journal is None:
             journal = self._journal
-            if journal is not None:
-                return _journal_run(
-                    self, journal, tool, arguments, ctx, call_id, skip_approval, shielded, wait
-                )
-        elif journal is not UNJOURNALED and not isinstance(journal, Claim):
-            return _journal_run(
-                self, journal, tool, arguments, ctx, call_id, skip_approval, shielded, wait
-            )
+        if journal is None or journal is UNJOURNALED:
+            return self._gated(tool, arguments, ctx, call_id, skip_approval, shielded, job, None)
+        if isinstance(journal, Claim):
+            return self._gated(tool, arguments, ctx, call_id, skip_approval, shielded, job, journal)
+        return _journal_run(
+            self._gated, journal, tool, arguments, ctx, call_id, skip_approval, shielded, wait
+        )
+
+    def _gated(
+        self,
+        tool: Tool,
+        arguments: c.Mapping[str, t.Any],
+        ctx: RunContext[t.Any],
+        call_id: str | None,
+        skip_approval: bool,
+        shielded: bool,
+        job: _Job | None,
+        claim: Claim | None,
+    ) -> Result:
+        """Steps 1 to 6 of a call: approval, validation, admission, then its attempts
+        (recorded through ``claim`` when the journal claimed the call)."""
         # 1. approval (skipped for a call the caller has already approved)
         if tool.approval != "auto" and not skip_approval:
             approved = check_approval(tool, arguments, ctx, call_id)
@@ -228,11 +242,11 @@ class Calls(HandOffs):
                 refused = self._admission.admit(tool, limits, ctx, call_id)
                 if refused is not None:
                     return refused
-            if limits.in_lane and (journal is None or journal is UNJOURNALED):
+            if limits.in_lane and claim is None:
                 return self._limited(tool, arguments, ctx, call_id, limits)
         # 4. the call journal: started, the attempts, completed (an admitted call only)
-        if journal is not None and journal is not UNJOURNALED:
-            return self._claimed(journal, tool, arguments, ctx, call_id, limits)
+        if claim is not None:
+            return self._claimed(claim, tool, arguments, ctx, call_id, limits)
         # 5. attempts
         if job is not None and tool.timeout is not None:  # (on threads, or job.process)
             return self._hand_off(job, tool, arguments, ctx, call_id, tool.retries + 1, until)  # type: ignore[no-any-return]
