@@ -1,24 +1,22 @@
 """The layout keeps the architecture readable (``docs/concepts/architecture.md``).
 
 ``make lint`` runs the import-linter contracts of ``pyproject.toml``; these tests pin
-what the contracts cannot say: every module is in a layer, no file is too long to
-read in one sitting, and a value wired by the package's ``__init__`` works however
-it is first imported.
+what the contracts cannot say: every module is in a layer, no contract ignores an
+import, no import cycle spans two folders, and a value wired by the package's
+``__init__`` works however it is first imported.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import typing as t
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "nous_tools"
-
-#: The longest a module may be (lines): one concept, small enough to read at once.
-MAX_LINES = 800
 
 
 def _contracts() -> list[dict[str, object]]:
@@ -57,13 +55,56 @@ def test_the_layers_contract_names_only_modules_that_exist() -> None:
     assert not gone, f"remove from the layers contract in pyproject.toml: {gone}"
 
 
-def test_no_file_in_the_package_is_over_800_lines() -> None:
-    long = {
-        str(path.relative_to(ROOT)): n
-        for path in sorted(PACKAGE.rglob("*.py"))
-        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
-    }
-    assert not long, f"split these (lines): {long}"
+def _folder(graph: t.Any, module: str) -> str:
+    """The folder a module's file is in (a package's own ``__init__`` is in its folder)."""
+    return module if graph.find_children(module) else module.rpartition(".")[0]
+
+
+def _cycles(graph: t.Any) -> list[list[str]]:
+    """The import cycles of ``graph`` (its strongly connected components of more than
+    one module; TYPE_CHECKING and in-function imports count), by Tarjan's walk."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for other in sorted(graph.find_modules_directly_imported_by(module)):
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in on_stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            cycle = []
+            while True:
+                other = stack.pop()
+                on_stack.discard(other)
+                cycle.append(other)
+                if other == module:
+                    break
+            if len(cycle) > 1:
+                found.append(sorted(cycle))
+
+    for module in sorted(graph.modules):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_import_cycle_spans_two_folders() -> None:
+    # Modules of one folder may lean on each other; folders stand in layers, so a
+    # cycle between two folders is a knot the layers contract would miss.
+    grimp = pytest.importorskip("grimp", reason="grimp comes with import-linter (the dev extra)")
+    graph = grimp.build_graph("nous_tools", cache_dir=None)
+    cycles = _cycles(graph)
+    assert cycles, "the walk finds the cycles inside folders (a check that it looks at all)"
+    spanning = [c for c in cycles if len({_folder(graph, m) for m in c}) > 1]
+    assert not spanning, f"import cycles across folders: {spanning}"
 
 
 @pytest.mark.parametrize(

@@ -22,9 +22,6 @@ from nous_tools._util._log import log as _safe_log
 from nous_tools._util._scope import here
 from nous_tools.errors import SandboxUnavailable, SandboxViolation
 
-if t.TYPE_CHECKING:
-    from nous_tools.run_context import RunContext
-
 __all__ = ["SandboxPolicy"]
 
 
@@ -238,7 +235,7 @@ class SandboxPolicy:
     @classmethod
     def resolve(
         cls,
-        ctx: RunContext[t.Any] | _ContextLike | None = None,
+        ctx: _ContextLike | None = None,
         *,
         mode: str | None = None,
         workspace_root: StrPath | None = None,
