@@ -35,6 +35,7 @@ import typing as t
 import attrs
 
 from nous_tools._util import _canonical as _c
+from nous_tools._util._canonical import _NotPlain, _plain
 
 # The token mechanics live in nous_tools._util._tokens; the names imported `as`
 # themselves are re-exported for modules that still import them from here.
@@ -210,6 +211,67 @@ def _identity_module() -> t.Any:
     from nous_tools._util import _identity
 
     return _identity
+
+
+def approved_tool(
+    registry: RegistryLike,
+    name: str,
+    digest: object,
+    known: dict[str, tuple[Tool, str]] | None = None,
+) -> Tool:
+    """The tool an approval (a token, or a paused batch's call) names, checked: still
+    registered, not ``"deny"``, and the very tool approved (its :func:`tool_digest`,
+    compared in constant time). A refusal is the ``ValueError`` ``from_dict`` raises.
+    ``known``: the tools (and digests) a batch has already looked up, by name."""
+    found = known.get(name) if known is not None else None
+    if found is None:
+        tool = registry.lookup(name)
+        if tool is None:
+            raise _refused(name, f"tool '{name}' is not registered")
+        if tool.approval == "deny":
+            raise _refused(name, f"tool '{name}' is denied")
+        try:
+            current = tool_digest(tool)
+        except ValueError as exc:  # its configuration cannot be told apart
+            raise _refused(name, str(exc)) from None
+        if known is not None:
+            known[name] = (tool, current)
+    else:
+        tool, current = found
+    if not _same(current, digest):
+        raise _refused(
+            name,
+            f"tool '{name}' is not the tool that was approved (its code, the values "
+            "it captured or its schema changed since the token was issued)",
+        )
+    return tool
+
+
+def approved_arguments(name: str, tree: object) -> _c.FrozenDict:
+    """The arguments of an approval from their canonical tree, checked: an object whose
+    names are str (a refusal is the ``ValueError`` ``from_dict`` raises)."""
+    if type(tree) is not dict:
+        raise _refused(name, "'arguments' must be an object")
+    try:
+        arguments = _plain(tree, 0, True)  # decode's common case: str names, no "$" key
+        plain = True
+    except (_NotPlain, RecursionError):
+        try:
+            arguments = _c.decode(tree)
+        except ValueError as exc:
+            raise _refused(name, str(exc)) from None
+        plain = False
+    if type(arguments) is not _c.FrozenDict:
+        raise _refused(name, "'arguments' must be an object")
+    if not plain:
+        for key in arguments:
+            if type(key) is not str:
+                raise _refused(
+                    name,
+                    f"the argument names of an approval must be str, got {type(key).__name__} "
+                    f"{_safe_repr(key)}",
+                )
+    return arguments
 
 
 def tool_digest(tool: Tool) -> str:
@@ -507,35 +569,9 @@ class NeedsApproval:
                 name,
                 f"the token was issued for registry {payload['audience']!r}, not {own!r}",
             )
-        tool = registry.lookup(name)
-        if tool is None:
-            raise _refused(name, f"tool '{name}' is not registered")
-        if tool.approval == "deny":
-            raise _refused(name, f"tool '{name}' is denied")
-        try:
-            digest = tool_digest(tool)
-        except ValueError as exc:  # its configuration cannot be told apart
-            raise _refused(name, str(exc)) from None
-        if not _same(digest, payload["tool_digest"]):
-            raise _refused(
-                name,
-                f"tool '{name}' is not the tool that was approved (its code, the values "
-                "it captured or its schema changed since the token was issued)",
-            )
+        tool = approved_tool(registry, name, payload["tool_digest"])
         tree = payload["arguments"]
-        try:
-            arguments = _c.decode(tree)
-        except ValueError as exc:
-            raise _refused(name, str(exc)) from None
-        if type(arguments) is not _c.FrozenDict:
-            raise _refused(name, "'arguments' must be an object")
-        for key in arguments:
-            if type(key) is not str:
-                raise _refused(
-                    name,
-                    f"the argument names of an approval must be str, got {type(key).__name__} "
-                    f"{_safe_repr(key)}",
-                )
+        arguments = approved_arguments(name, tree)
         return cls._checked(
             tool,
             arguments,

@@ -37,16 +37,14 @@ import hmac
 import typing as t
 
 from nous_tools._util import _canonical as _c
-from nous_tools._util._canonical import _NotPlain, _plain
 from nous_tools._util._tokens import (
     _HMAC,
     _key,
     _refused,
-    _safe_repr,
     limits,
     refusal,
 )
-from nous_tools.results import Err, NeedsApproval, tool_digest
+from nous_tools.results import Err, NeedsApproval, approved_arguments, approved_tool, tool_digest
 
 if t.TYPE_CHECKING:
     from nous_tools.providers._calls_in import Provider
@@ -429,48 +427,11 @@ def _pending(
         audience = approval["audience"]
         if audience != own:
             raise _refused(name, f"the token was issued for registry {audience!r}, not {own!r}")
-    known = tools.get(name)
-    if known is None:
-        tool = registry.lookup(name)
-        if tool is None:
-            raise _refused(name, f"tool '{name}' is not registered")
-        if tool.approval == "deny":
-            raise _refused(name, f"tool '{name}' is denied")
-        try:
-            current = tool_digest(tool)
-        except ValueError as exc:  # its configuration cannot be told apart
-            raise _refused(name, str(exc)) from None
-        tools[name] = (tool, current)
-    else:
-        tool, current = known
-    if not (digest.isascii() and _compare_digest(current, digest)):  # _same, as above
-        raise _refused(
-            name,
-            f"tool '{name}' is not the tool that was approved (its code, the values "
-            "it captured or its schema changed since the token was issued)",
-        )
+    tool = approved_tool(registry, name, digest, tools)
     if "arguments" not in approval:
         raise _refused(name, "the approval has no 'arguments'")
     tree = approval["arguments"]
-    if type(tree) is not dict:
-        raise _refused(name, "'arguments' must be an object")
-    try:
-        arguments = _plain(tree, 0, True)  # decode's common case, a call fewer
-    except (_NotPlain, RecursionError):
-        try:
-            arguments = _c.decode(tree)
-        except ValueError as exc:
-            raise _refused(name, str(exc)) from None
-    if type(arguments) is not _c.FrozenDict:
-        raise _refused(name, "'arguments' must be an object")
-    if "$dict" in tree:  # the only tree whose keys may be something else than str
-        for key in arguments:
-            if type(key) is not str:
-                raise _refused(
-                    name,
-                    f"the argument names of an approval must be str, got {type(key).__name__} "
-                    f"{_safe_repr(key)}",
-                )
+    arguments = approved_arguments(name, tree)
     return NeedsApproval._checked(
         tool, arguments, tree, approval_id, issued_at, call_id, own, accepted
     )
