@@ -3,7 +3,7 @@
 Wiring tests (the fast suite) use Celery's in-memory broker and an in-process
 solo worker: they check what is sent and what comes back, never deadlines (a solo
 pool cannot kill anything). The slow suite starts a real ``redis-server`` and a
-real ``celery worker -P prefork -c 2`` subprocess (``tests/celery_app.py``).
+real ``celery worker -P prefork -c 2`` subprocess (``tests/support/celery_app.py``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The ``nous-tools`` command line, run as a subprocess (``python -m nous_tools``).
 
-The example tools live in ``tests/cli_tools.py``, imported by the CLI as
+The example tools live in ``tests/support/cli_tools.py``, imported by the CLI as
 ``cli_tools``. Approval prompts and the live line are driven through a
 pseudo-terminal; waits read until the expected text appears, never fixed sleeps.
 """
@@ -24,10 +24,11 @@ pty = pytest.importorskip("pty")  # POSIX only
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+SUPPORT = HERE / "support"  # cli_tools, progress_tools
 ENV = {
     **os.environ,
     "PYTHONPATH": os.pathsep.join(
-        [str(HERE), str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+        [str(SUPPORT), str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
     ),
     "PYTHONIOENCODING": "utf-8",
     "COLUMNS": "120",
@@ -38,7 +39,9 @@ ENV.pop("NOUS_TOOLS_SANDBOX_MODE", None)
 PROCESS_TIMEOUT = 30.0
 
 
-def cli(*args: str, stdin: str | None = None, cwd: Path = HERE) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, stdin: str | None = None, cwd: Path = SUPPORT
+) -> subprocess.CompletedProcess[str]:
     """Run ``python -m nous_tools ARGS`` without a terminal (stdin is a pipe or /dev/null)."""
     return subprocess.run(
         [sys.executable, "-m", "nous_tools", *args],
@@ -67,7 +70,7 @@ class Terminal:
             stdout=slave,
             stderr=slave,
             env=ENV,
-            cwd=HERE,
+            cwd=SUPPORT,
             start_new_session=True,
         )
         os.close(slave)
@@ -608,7 +611,7 @@ def test_the_prompt_uses_the_controlling_terminal_when_stdin_is_a_pipe() -> None
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=ENV,
-        cwd=HERE,
+        cwd=SUPPORT,
     )
     # The slave stays open here until the end: with no process holding it, reading the
     # master fails (EIO) before the command opens /dev/tty.

@@ -22,7 +22,7 @@ import pytest
 from nous_tools import Registry, Tool, tool
 from nous_tools.schema import _strict as strict_module
 
-TESTS = Path(__file__).resolve().parent
+SUPPORT = Path(__file__).resolve().parent / "support"
 PROVIDERS: list[tuple[t.Literal["openai", "responses", "anthropic"], bool]] = [
     ("openai", False),
     ("openai", True),
@@ -395,7 +395,7 @@ def mcp_strict() -> t.Iterator[t.Any]:
     pytest.importorskip("mcp")
     from nous_tools.contrib.mcp import MCPServer
 
-    server = MCPServer.stdio(sys.executable, [str(TESTS / "mcp_strict_server.py")])
+    server = MCPServer.stdio(sys.executable, [str(SUPPORT / "mcp_strict_server.py")])
     with server:
         yield server
 

@@ -2,7 +2,7 @@
 a real PostgreSQL server (slow suite).
 
 The fixture runs ``initdb`` and ``postgres`` as an unprivileged user, listening on
-a Unix socket in a temporary directory only; ``tests/django_orm_calls.py`` runs
+a Unix socket in a temporary directory only; ``tests/support/django_orm_calls.py`` runs
 2,000 ORM-using tool calls through a ``ToolExecutor(max_workers=4)`` in a process
 of its own and reports what ``pg_stat_activity`` shows.
 """
@@ -21,7 +21,7 @@ import pytest
 pytest.importorskip("psycopg")
 pytest.importorskip("django")
 
-HERE = pathlib.Path(__file__).resolve().parent
+SUPPORT = pathlib.Path(__file__).resolve().parent / "support"
 
 
 @pytest.fixture(scope="module")
@@ -34,9 +34,9 @@ def postgres() -> c.Iterator[dict[str, str]]:
 
 def _run(postgres: dict[str, str], mode: str) -> dict[str, t.Any]:
     done = subprocess.run(
-        [sys.executable, str(HERE / "django_orm_calls.py"), postgres["host"], postgres["user"],
+        [sys.executable, str(SUPPORT / "django_orm_calls.py"), postgres["host"], postgres["user"],
          postgres["name"], mode],
-        capture_output=True, text=True, timeout=600, cwd=str(HERE),
+        capture_output=True, text=True, timeout=600, cwd=str(SUPPORT),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
     figures: dict[str, t.Any] = json.loads(done.stdout.strip().splitlines()[-1])

@@ -734,10 +734,10 @@ def test_a_django_journal_replays_refuses_to_write_inside_a_transaction_and_rede
     import subprocess
     import sys
 
-    here = pathlib.Path(__file__).resolve().parent
+    tests = pathlib.Path(__file__).resolve().parent
     result = subprocess.run(
-        [sys.executable, str(here / "django_journal_calls.py"), str(tmp_path / "site.db")],
-        capture_output=True, text=True, timeout=120, cwd=str(here.parent), check=False,
+        [sys.executable, str(tests / "support" / "django_journal_calls.py"), str(tmp_path / "site.db")],
+        capture_output=True, text=True, timeout=120, cwd=str(tests.parent), check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout)

@@ -18,9 +18,9 @@ import pytest
 
 from nous_tools import SQLiteJournal
 
-HERE = pathlib.Path(__file__).resolve().parent
-CHILD = HERE / "journal_crash.py"
-ROOT = HERE.parent
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SUPPORT = ROOT / "tests" / "support"
+CHILD = SUPPORT / "journal_crash.py"
 WAIT = 60.0
 
 
@@ -102,7 +102,7 @@ def test_an_idempotent_tool_is_run_again_with_the_same_key_and_its_effect_happen
     assert t.cast(int, SQLiteJournal(journal).get("run-crash", "call-1").runs) == record.runs  # type: ignore[union-attr]
 
 
-RACER = HERE / "journal_race.py"
+RACER = SUPPORT / "journal_race.py"
 
 
 def race(target: str, tmp_path: pathlib.Path, processes: int, calls: int) -> list[list[str]]:

@@ -134,9 +134,9 @@ def test_a_host_an_hour_ahead_still_sees_the_running_call_and_never_runs_it_agai
     import sys
     import time
 
-    here = pathlib.Path(__file__).parent
+    support = pathlib.Path(__file__).parent / "support"
     marker = str(tmp_path / "release")
-    script = [sys.executable, str(here / "journal_clock.py"), dsn_of(postgres)]
+    script = [sys.executable, str(support / "journal_clock.py"), dsn_of(postgres)]
     holder = subprocess.Popen([*script, "hold", marker], stdout=subprocess.PIPE, text=True)
     try:
         started = pathlib.Path(marker + ".started")

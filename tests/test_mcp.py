@@ -3,7 +3,7 @@
 * Serving: ``nous-tools serve`` runs as a subprocess and the SDK's own client talks
   to it over stdio (both protocol eras); a registry served over Streamable HTTP
   on 127.0.0.1 (an ephemeral port) answers the SDK's client.
-* Calling: ``tests/mcp_server.py`` (an SDK server) runs as a subprocess and plain
+* Calling: ``tests/support/mcp_server.py`` (an SDK server) runs as a subprocess and plain
   synchronous code calls its tools through the registry and the executor.
 """
 
@@ -46,8 +46,8 @@ from nous_tools.contrib.mcp import (
     tool_title,
 )
 
-TESTS = Path(__file__).resolve().parent
-SERVER_SCRIPT = str(TESTS / "mcp_server.py")
+SUPPORT = Path(__file__).resolve().parent / "support"
+SERVER_SCRIPT = str(SUPPORT / "mcp_server.py")
 
 # Generous: the machine is small and shared.
 WAIT = 30.0
@@ -92,7 +92,7 @@ def served_stdio(mode: str, elicit=None, sample=None) -> Client:
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "nous_tools", "serve", "mcp_served_tools:registry"],
-        cwd=str(TESTS),
+        cwd=str(SUPPORT),
     )
     return Client(
         params,
@@ -493,7 +493,7 @@ def test_client_cancellation_sets_the_served_attempts_ctx_cancelled(http_server)
     assert mcp_served_tools.cancelled.wait(WAIT), "the attempt never saw ctx.cancelled"
 
 
-# -- calling an external server (tests/mcp_server.py) ------------------------------------
+# -- calling an external server (tests/support/mcp_server.py) ------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -835,7 +835,7 @@ def serve_process(*args: str, env: dict[str, str] | None = None):
     command = [sys.executable, "-m", "nous_tools", "serve", "mcp_served_tools:registry"]
     process = subprocess.Popen(
         [*command, "--http", str(port), *args],
-        cwd=TESTS,
+        cwd=SUPPORT,
         env={**os.environ, **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -949,7 +949,7 @@ def test_serve_insecure_starts_unprotected_with_a_warning():
 def test_serve_command_resolves_module_registry_and_tool_targets(monkeypatch):
     from nous_tools.cli import _serve as cli
 
-    monkeypatch.chdir(TESTS)
+    monkeypatch.chdir(SUPPORT)
     assert cli._serve_registry("mcp_served_tools:registry") is mcp_served_tools.registry
     assert cli._serve_registry("mcp_served_tools:add").names() == ["add"]
     module_tools = cli._serve_registry("mcp_served_tools").names()
@@ -959,7 +959,7 @@ def test_serve_command_resolves_module_registry_and_tool_targets(monkeypatch):
 def test_serve_command_usage_errors_exit_2(monkeypatch, capsys):
     from nous_tools.cli import _main as cli
 
-    monkeypatch.chdir(TESTS)
+    monkeypatch.chdir(SUPPORT)
     assert cli.main(["serve", "mcp_served_tools:nothing"]) == 2
     assert "has no attribute 'nothing'" in capsys.readouterr().err
     assert cli.main(["serve", "mcp_served_tools:WAIT_NOT_THERE.x"]) == 2

@@ -9,11 +9,11 @@ npm package installed beside it. Scenarios outside a tool runner, and those wait
 other work, are listed with their reasons in ``tests/conformance/baseline.yml``; the
 suite fails a run when a listed scenario passes, so the list cannot go stale.
 
-Run by hand, from ``tests/``::
+Run by hand, from ``tests/support/``::
 
     nous-tools serve mcp_conformance_tools:registry --http 8765 &
     node --import CACHE/fs-globsync.mjs CACHE/node_modules/@modelcontextprotocol/conformance/dist/index.js \\
-        server --url http://127.0.0.1:8765/mcp --suite all --expected-failures conformance/baseline.yml
+        server --url http://127.0.0.1:8765/mcp --suite all --expected-failures ../conformance/baseline.yml
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ pytestmark = pytest.mark.slow
 
 TESTS = Path(__file__).resolve().parent
 HERE = TESTS / "conformance"
+SUPPORT = TESTS / "support"  # mcp_conformance_tools, mcp_conformance_client
 BASELINE = HERE / "baseline.yml"
 #: The files of the installation: npm's manifest and lock, and the Node 20 preload.
 FILES = (
@@ -122,7 +123,7 @@ def _served(target: str):
     port = _free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "nous_tools", "serve", target, "--http", str(port)],
-        cwd=TESTS,
+        cwd=SUPPORT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -210,7 +211,7 @@ def test_the_served_registry_passes_the_official_server_scenarios(suite, tmp_pat
 
 def test_the_synchronous_client_passes_the_official_client_scenarios(suite, tmp_path):
     expected = _baseline("client")
-    command = f"{sys.executable} {TESTS / 'mcp_conformance_client.py'}"
+    command = f"{sys.executable} {SUPPORT / 'mcp_conformance_client.py'}"
     args = ["client", "--command", command, "--expected-failures", str(BASELINE)]
     run = _conformance(suite, *args, "--suite", "all", "-o", str(tmp_path / "all"))
     output = _plain(run.stdout + run.stderr)

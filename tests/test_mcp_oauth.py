@@ -1,5 +1,5 @@
 """OAuth in the synchronous MCP client, against a real authorization server and MCP
-server in this process (the official SDK's, see ``tests/mcp_oauth_server.py``).
+server in this process (the official SDK's, see ``tests/support/mcp_oauth_server.py``).
 
 The official conformance suite's 22 authorization scenarios run in ``make slow``
 (``tests/test_mcp_conformance.py``); these pin what a user sees: signing in once,

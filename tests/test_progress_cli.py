@@ -1,7 +1,7 @@
 """What ``nous-tools run`` shows of progress and log lines (issue 24), and ``--batch``.
 
 On a pseudo-terminal it draws a bar (tqdm, installed with the test extras); piped,
-or with ``--json``, it prints plain lines. The tools are in ``tests/progress_tools.py``.
+or with ``--json``, it prints plain lines. The tools are in ``tests/support/progress_tools.py``.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from nous_tools import Ok, Registry, signals
 from nous_tools.content import Audio, Image, Resource, Text
 from nous_tools.contrib.mcp import MCPServer
 
-TESTS = Path(__file__).resolve().parent
+SUPPORT = Path(__file__).resolve().parent / "support"
 WAIT = 30.0
 
 #: The npm server the slow test runs, pinned.
@@ -37,7 +37,7 @@ EVERYTHING = "@modelcontextprotocol/server-everything@2026.8.31"
 
 def served(mode: str, target: str = "mcp_rich_tools:registry", **options: t.Any) -> Client:
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "nous_tools", "serve", target], cwd=str(TESTS)
+        command=sys.executable, args=["-m", "nous_tools", "serve", target], cwd=str(SUPPORT)
     )
     return Client(params, mode=mode, read_timeout_seconds=WAIT, **options)
 
@@ -208,7 +208,7 @@ def test_the_mcp_client_turns_remote_progress_and_logs_into_signals_and_content_
     server = MCPServer.stdio(
         sys.executable,
         ["-m", "nous_tools", "serve", "mcp_rich_tools:registry"],
-        cwd=TESTS,
+        cwd=SUPPORT,
         mode=mode,
     )
     with server, Reports() as reports:
@@ -242,7 +242,7 @@ def test_the_mcp_client_turns_remote_progress_and_logs_into_signals_and_content_
 
 def test_progress_passes_through_a_chain_of_servers() -> None:
     server = MCPServer.stdio(
-        sys.executable, ["-m", "nous_tools", "serve", "mcp_chain_tools:registry"], cwd=TESTS
+        sys.executable, ["-m", "nous_tools", "serve", "mcp_chain_tools:registry"], cwd=SUPPORT
     )
     with server, Reports() as reports:
         registry = remote_registry(server)
@@ -270,7 +270,7 @@ def test_nobody_listening_asks_the_server_for_no_progress(
     monkeypatch.setattr(MCPServer, "_acall", staticmethod(spy))
     assert not (signals.tool_progress.receivers or signals.tool_log.receivers)
     server = MCPServer.stdio(
-        sys.executable, ["-m", "nous_tools", "serve", "mcp_rich_tools:registry"], cwd=TESTS
+        sys.executable, ["-m", "nous_tools", "serve", "mcp_rich_tools:registry"], cwd=SUPPORT
     )
     with server:
         assert remote_registry(server).execute("steps", {"n": 1}) == Ok("done")

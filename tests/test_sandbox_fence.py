@@ -37,7 +37,7 @@ from nous_tools import sandbox as sandbox_module
 from nous_tools._util import _confine
 
 PATIENCE = 30.0
-HERE = pathlib.Path(__file__).parent
+SUPPORT = pathlib.Path(__file__).parent / "support"
 
 
 def requires(*mechanisms: str) -> pytest.MarkDecorator:
@@ -493,8 +493,8 @@ def test_the_childs_side_effects_stop_when_the_parent_is_sigkilled(
 ) -> None:
     marker = root / "marker.txt"
     parent = subprocess.Popen(
-        [sys.executable, str(HERE / "sandbox_tools.py"), which, str(marker), str(root)],
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])},
+        [sys.executable, str(SUPPORT / "sandbox_tools.py"), which, str(marker), str(root)],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(SUPPORT), *sys.path])},
     )
     try:
         assert wait_for(lambda: marker.exists() and len(marker.read_text().split()) >= 3)
@@ -519,8 +519,8 @@ def test_a_child_keeps_its_own_deadline_when_its_parent_cannot(root: pathlib.Pat
     the call's 4 s deadline, so its side effects stop there."""
     marker = root / "marker.txt"
     parent = subprocess.Popen(
-        [sys.executable, str(HERE / "sandbox_tools.py"), "process", str(marker), str(root)],
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])},
+        [sys.executable, str(SUPPORT / "sandbox_tools.py"), "process", str(marker), str(root)],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(SUPPORT), *sys.path])},
     )
     try:
         assert wait_for(lambda: marker.exists() and len(marker.read_text().split()) >= 1)

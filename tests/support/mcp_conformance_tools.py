@@ -1,6 +1,6 @@
 """The tools the official MCP conformance suite (npm ``@modelcontextprotocol/conformance``)
 calls on a server, as plain nous-tools tools: ``nous-tools serve
-mcp_conformance_tools:registry --http PORT`` (from ``tests/``).
+mcp_conformance_tools:registry --http PORT`` (from ``tests/support/``).
 
 Each tool is what the suite's scenario of the same name asks for (see its
 ``Server Implementation Requirements``).

@@ -1,4 +1,4 @@
-"""Tools the MCP tests serve (``nous-tools serve tests.mcp_served_tools:registry``)."""
+"""Tools the MCP tests serve (``nous-tools serve mcp_served_tools:registry``, from ``tests/support/``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A small MCP server on the official ``mcp`` SDK, run as a subprocess by the tests
-and the benchmark: ``python tests/mcp_server.py [MARKER_DIR]``.
+and the benchmark: ``python tests/support/mcp_server.py [MARKER_DIR]``.
 
 Tools: ``echo`` (quick), ``shape`` (structured content), ``read_note`` (read-only,
 idempotent), ``delete_file`` (destructive), ``hang`` (sleeps; writes

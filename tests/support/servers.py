@@ -170,7 +170,7 @@ def celery_worker(
     ping, and stops it (a warm shutdown, then SIGKILL) after."""
     env = {**os.environ, "NOUS_TOOLS_TEST_BROKER": broker_url}
     env["PYTHONPATH"] = os.pathsep.join(
-        [str(cwd), str(HERE.parent), *filter(None, [os.environ.get("PYTHONPATH")])]
+        [str(cwd), str(HERE.parents[1]), *filter(None, [os.environ.get("PYTHONPATH")])]
     )
     log_file = tempfile.NamedTemporaryFile(prefix="nous-tools-celery-", suffix=".log", delete=False)  # noqa: SIM115
     process = subprocess.Popen(

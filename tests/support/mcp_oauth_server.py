@@ -193,7 +193,7 @@ def oauth_server(
 
 
 if __name__ == "__main__":
-    # ``python tests/mcp_oauth_server.py [--no-auth]``: serve tests/mcp_served_tools.py's
+    # ``python tests/support/mcp_oauth_server.py [--no-auth]``: serve mcp_served_tools.py's
     # registry (the benchmark's server); prints the URL, serves until killed.
     import sys
 

@@ -1,7 +1,7 @@
 """A process that races others over the same journaled calls (for the multi-process
 tests of the SQLite and PostgreSQL journals).
 
-    python tests/journal_race.py JOURNAL EFFECTS GO N
+    python tests/support/journal_race.py JOURNAL EFFECTS GO N
 
 ``JOURNAL`` is an SQLite path or a PostgreSQL DSN (``postgresql://`` or
 ``host=...``). The process waits for the file ``GO`` to exist (so that all start

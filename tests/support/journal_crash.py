@@ -1,7 +1,7 @@
 """A process that makes one journaled call and is killed with SIGKILL at a given
 point (for tests/test_journal_crash.py and the property test).
 
-    python tests/journal_crash.py JOURNAL EFFECTS POINT [--idempotent] [--wait S]
+    python tests/support/journal_crash.py JOURNAL EFFECTS POINT [--idempotent] [--wait S]
 
 The tool ``charge`` records its side effect as a line in ``EFFECTS`` (written and
 fsynced before anything else happens). Like a payment API given an idempotency
