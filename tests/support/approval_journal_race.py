@@ -1,7 +1,7 @@
 """Two requests racing one paused call, as two Django worker processes on PostgreSQL:
 a ``DjangoJournal`` and the Django cache's approval store (a database cache) or the
 journal's own (``journal.approvals``), for
-``tests/test_approval_journal_race.py``. Each function here runs in a child process
+``tests/approval/test_approval_journal_race.py``. Each function here runs in a child process
 of its own (``multiprocessing``'s spawn context): Django is configured per process.
 """
 

@@ -1,5 +1,5 @@
 """Processes racing to redeem one approval token against a real shared Django cache,
-for ``tests/test_approval_stores.py``. Each function here runs in a child process of
+for ``tests/approval/test_approval_stores.py``. Each function here runs in a child process of
 its own (``multiprocessing``'s spawn context): Django's settings are configured per
 process, as in a site with several workers.
 """

@@ -1,4 +1,4 @@
-"""Example tools for ``tests/test_cli.py``; the CLI imports this module as ``cli_tools``.
+"""Example tools for ``tests/cli/test_cli.py``; the CLI imports this module as ``cli_tools``.
 
 Each run of the command line is a fresh process, so module-level state (the
 flaky tool's attempt counter) starts afresh every time.

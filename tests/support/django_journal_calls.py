@@ -1,6 +1,6 @@
 """Journaled calls on a ``DjangoJournal`` over SQLite, in a process of its own
 (Django's settings are configured once per process), for
-``tests/test_journal.py``. Prints one JSON object of what happened.
+``tests/journal/test_journal.py``. Prints one JSON object of what happened.
 
     python django_journal_calls.py DATABASE_PATH
 """

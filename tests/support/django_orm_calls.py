@@ -1,5 +1,5 @@
 """2,000 Django ORM tool calls through a ToolExecutor against a real PostgreSQL,
-run by ``tests/test_django_connections.py`` in a process of its own (Django's
+run by ``tests/contrib/test_django_connections.py`` in a process of its own (Django's
 settings are configured once per process). Prints one JSON object of figures.
 
     python django_orm_calls.py SOCKET_DIR USER DBNAME hooks|nohooks

@@ -1,5 +1,5 @@
 """Two processes on one PostgreSQL journal whose host clocks disagree by an hour, for
-``tests/test_journal_postgres.py``. Prints one JSON object of what happened.
+``tests/journal/test_journal_postgres.py``. Prints one JSON object of what happened.
 
     python journal_clock.py DSN hold MARKER      # runs the call until MARKER exists
     python journal_clock.py DSN skewed MARKER    # an hour ahead: the same call again

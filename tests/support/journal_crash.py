@@ -1,5 +1,5 @@
 """A process that makes one journaled call and is killed with SIGKILL at a given
-point (for tests/test_journal_crash.py and the property test).
+point (for tests/journal/test_journal_crash.py and the property test).
 
     python tests/support/journal_crash.py JOURNAL EFFECTS POINT [--idempotent] [--wait S]
 

@@ -1,6 +1,6 @@
 """The tools of another MCP server, served again: ``nous-tools serve
 mcp_chain_tools:registry`` publishes ``mcp_rich_tools``' tools through a second
-server, so what they report crosses two servers (``tests/test_progress_mcp.py``)."""
+server, so what they report crosses two servers (``tests/contrib/test_progress_mcp.py``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Tools that report progress, log lines and rich content, served over MCP by
-``tests/test_progress_mcp.py`` (``nous-tools serve mcp_rich_tools:registry``)."""
+``tests/contrib/test_progress_mcp.py`` (``nous-tools serve mcp_rich_tools:registry``)."""
 
 from __future__ import annotations
 

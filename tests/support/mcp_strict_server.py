@@ -1,5 +1,5 @@
 """An MCP server (the official SDK) whose tool schemas are what servers in the wild
-send: run as a subprocess by ``tests/test_definitions.py``.
+send: run as a subprocess by ``tests/registry/test_definitions.py``.
 
 ``lookup`` has a ``"$schema"`` key (as zod-to-json-schema writes, for one) and
 ``examples``; ``tag`` takes a ``dict[str, int]``, which OpenAI's strict mode cannot

@@ -1,4 +1,4 @@
-"""Tools that report progress and log lines, for ``tests/test_progress_cli.py``
+"""Tools that report progress and log lines, for ``tests/cli/test_progress_cli.py``
 (the CLI imports this module as ``progress_tools``)."""
 
 from __future__ import annotations
