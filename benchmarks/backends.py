@@ -3,7 +3,7 @@
 Run it with ``.venv/bin/python benchmarks/backends.py [--quick] [--only thread,process,ray,celery]``.
 It starts what it needs on this machine and stops it after: a local Ray
 (``ray.init(num_cpus=2)``), a ``redis-server`` on 127.0.0.1 and a
-``celery worker -P prefork -c 2`` (``tests/celery_app.py``). It prints figures and
+``celery worker -P prefork -c 2`` (``tests/support/celery_app.py``). It prints figures and
 gives the target beside each; it is not a test and always exits 0 (unless it crashes). An
 engine that is not installed gets a line that says so.
 
@@ -43,7 +43,7 @@ import time
 import typing as t
 
 HERE = pathlib.Path(__file__).resolve().parent
-TESTS = HERE.parent / "tests"
+TESTS = HERE.parent / "tests" / "support"
 sys.path.insert(0, str(TESTS))
 try:
     import nous_tools  # noqa: F401

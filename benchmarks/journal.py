@@ -49,7 +49,8 @@ import time
 import typing as t
 
 HERE = pathlib.Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))  # servers.py: PostgreSQL on a Unix socket
+# servers.py: PostgreSQL on a Unix socket
+sys.path.insert(0, str(HERE.parent / "tests" / "support"))
 try:
     from nous_tools import PostgresJournal, RunContext, SQLiteJournal, Tool, ToolExecutor
 except ImportError:  # run from a checkout that is not installed

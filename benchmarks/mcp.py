@@ -1,6 +1,6 @@
 """What the synchronous MCP client costs per call (issue 17).
 
-A local stdio round trip to ``tests/mcp_server.py`` (the official SDK's server,
+A local stdio round trip to ``tests/support/mcp_server.py`` (the official SDK's server,
 tool ``echo``), timed three ways in the same run:
 
 * **SDK async**: ``await client.call_tool("echo", ...)`` on the SDK's own
@@ -11,8 +11,8 @@ tool ``echo``), timed three ways in the same run:
   ``register_mcp``: approval skipped, schema validated, a pool worker under a
   30 s deadline, signals: the whole pipeline a synchronous caller uses.
 
-Then the cost of OAuth (issue 25): ``tests/mcp_oauth_server.py`` serves
-``tests/mcp_served_tools.py``'s registry over Streamable HTTP twice, as two
+Then the cost of OAuth (issue 25): ``tests/support/mcp_oauth_server.py`` serves
+``tests/support/mcp_served_tools.py``'s registry over Streamable HTTP twice, as two
 subprocesses: behind the SDK's authorization server and bearer-token check, and
 the same server without them. ``MCPServer.call("add", ...)`` is timed against
 each, the protected one with ``OAuth.authorization_code`` signed in once before
@@ -55,14 +55,14 @@ from mcp import Client, StdioServerParameters  # noqa: E402
 from nous_tools import Ok, Registry  # noqa: E402
 from nous_tools.contrib.mcp import MCPServer  # noqa: E402
 
-SERVER = [str(ROOT / "tests" / "mcp_server.py")]
-OAUTH_SERVER = str(ROOT / "tests" / "mcp_oauth_server.py")
+SERVER = [str(ROOT / "tests" / "support" / "mcp_server.py")]
+OAUTH_SERVER = str(ROOT / "tests" / "support" / "mcp_oauth_server.py")
 ARGUMENTS = {"text": "x"}
 
 
 def _start(*args: str) -> tuple[subprocess.Popen[str], str]:
-    """``tests/mcp_oauth_server.py ARGS`` as a subprocess, and the URL it serves."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
+    """``tests/support/mcp_oauth_server.py ARGS`` as a subprocess, and the URL it serves."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests" / "support")}
     process = subprocess.Popen(
         [sys.executable, OAUTH_SERVER, *args], stdout=subprocess.PIPE, text=True, env=env
     )
@@ -110,7 +110,7 @@ def oauth(rounds: int, number: int) -> dict[str, float]:
             base = statistics.median(open_figures)
             print()
             print(
-                f"Streamable HTTP 'add' (mode={mode!r}) from tests/mcp_served_tools.py, "
+                f"Streamable HTTP 'add' (mode={mode!r}) from tests/support/mcp_served_tools.py, "
                 f"{rounds} rounds x {number} calls"
             )
             print(f"{'path':<48}{'median µs/call':>16}{'ratio':>8}")
@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
 
     base = statistics.median(sdk)
     print(
-        f"MCP stdio round trip to tests/mcp_server.py 'echo', {options.rounds} rounds x {number} calls"
+        f"MCP stdio round trip to tests/support/mcp_server.py 'echo', {options.rounds} rounds x {number} calls"
     )
     print(f"{'path':<48}{'median µs/call':>16}{'ratio':>8}")
     rows = [

@@ -1,5 +1,5 @@
 """A stress run of the pool's books (issue 36): the storm of nested timeouts and
-Ctrl-C of ``tests/test_adversity.py``, round after round with new seeds, beside
+Ctrl-C of ``tests/engine/test_adversity.py``, round after round with new seeds, beside
 ``--busy N`` CPU busy loops, counting the rounds whose books did not balance
 (``stats()["abandoned"]`` above 0 once every worker is idle, or any other check of
 the storm failing). Not a test: it prints what it found and exits 0.
@@ -17,7 +17,7 @@ import sys
 import time
 import traceback
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests" / "engine"))
 
 
 def main() -> int:

@@ -390,7 +390,7 @@ SECTIONS: list[Section] = [
     ),
     Section(
         "MCP (issues 17, 25)",
-        "A stdio round trip to `tests/mcp_server.py` (the official SDK's server): the "
+        "A stdio round trip to `tests/support/mcp_server.py` (the official SDK's server): the "
         "SDK's own async `call_tool` in one event loop against our `MCPServer.call` "
         "from a plain thread and `registry.execute_approved` on the tool `register_mcp` "
         "made; then `MCPServer.call` over Streamable HTTP to a server behind the SDK's "

@@ -1,12 +1,23 @@
 from __future__ import annotations
 
 import collections.abc as c
+import pathlib
+import sys
 import typing as t
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 from nous_tools import ToolExecutor, signals
+
+#: The helpers the tests import, serve or start as programs: tool modules, servers
+#: and apps (``tests/support/``). They are top-level modules (``cli_tools``,
+#: ``mcp_served_tools``...), as a command line or a server names them, so their
+#: folder is on ``sys.path`` here, and a subprocess gets it as its ``cwd`` or in
+#: ``PYTHONPATH``.
+SUPPORT = pathlib.Path(__file__).resolve().parent / "support"
+if str(SUPPORT) not in sys.path:
+    sys.path.insert(0, str(SUPPORT))
 
 # This machine is shared and noisy: no property test may fail because one example
 # took long (a deadline) or the data generation was slow. Tests that set their own

@@ -1,0 +1,222 @@
+"""The tools the official MCP conformance suite (npm ``@modelcontextprotocol/conformance``)
+calls on a server, as plain nous-tools tools: ``nous-tools serve
+mcp_conformance_tools:registry --http PORT`` (from ``tests/support/``).
+
+Each tool is what the suite's scenario of the same name asks for (see its
+``Server Implementation Requirements``).
+"""
+
+from __future__ import annotations
+
+import typing as t
+
+from mcp_rich_tools import PNG, WAV
+
+from nous_tools import Registry, RunContext, Tool, tool
+from nous_tools.content import Audio, Image, Resource
+from nous_tools.contrib.mcp import close_sse_stream
+
+registry = Registry()
+
+
+@registry.register
+@tool(timeout=10)
+def test_simple_text() -> str:
+    """Returns a simple text response (tools-call-simple-text)."""
+    return "This is a simple text response for testing."
+
+
+@registry.register
+@tool(timeout=10)
+def test_image_content() -> Image:
+    """Returns a 1x1 red PNG (tools-call-image)."""
+    return Image(PNG, "image/png")
+
+
+@registry.register
+@tool(timeout=10)
+def test_audio_content() -> Audio:
+    """Returns a short WAV (tools-call-audio)."""
+    return Audio(WAV, "audio/wav")
+
+
+@registry.register
+@tool(timeout=10)
+def test_embedded_resource() -> Resource:
+    """Returns an embedded text resource (tools-call-embedded-resource)."""
+    return Resource(
+        "test://embedded-resource", "text/plain", text="This is an embedded resource content."
+    )
+
+
+@registry.register
+@tool(timeout=10)
+def test_multiple_content_types() -> list[t.Any]:
+    """Returns text, an image and a resource (tools-call-mixed-content)."""
+    return [
+        "Multiple content types test:",
+        Image(PNG, "image/png"),
+        Resource(
+            "test://mixed-content-resource", "application/json", text='{"test":"data","value":123}'
+        ),
+    ]
+
+
+@registry.register
+@tool(timeout=10)
+def test_tool_with_logging(ctx: RunContext) -> str:
+    """Logs three lines, 50 ms apart (tools-call-with-logging)."""
+    ctx.log("info", "Tool execution started")
+    ctx.cancelled.wait(0.05)
+    ctx.log("info", "Tool processing data")
+    ctx.cancelled.wait(0.05)
+    ctx.log("info", "Tool execution completed")
+    return "Tool with logging executed successfully"
+
+
+@registry.register
+@tool(timeout=10)
+def test_tool_with_progress(ctx: RunContext) -> str:
+    """Reports 0, 50 and 100 of 100, 50 ms apart (tools-call-with-progress)."""
+    for done in (0, 50, 100):
+        ctx.report_progress(done, 100, f"{done} of 100")
+        if done < 100:
+            ctx.cancelled.wait(0.06)  # past the 20-a-second coalescing
+    return "Tool with progress executed successfully"
+
+
+@registry.register
+@tool(timeout=10, retries=0)
+def test_error_handling() -> str:
+    """Always fails (tools-call-error)."""
+    raise RuntimeError("This tool intentionally returns an error for testing")
+
+
+@registry.register
+@tool(timeout=30, retries=0)
+def test_sampling(ctx: RunContext, prompt: str) -> str:
+    """Asks the client's model (tools-call-sampling)."""
+    return "LLM response: " + ctx.sample(prompt, max_tokens=100)
+
+
+@registry.register
+@tool(timeout=30, retries=0)
+def test_elicitation(ctx: RunContext, message: str) -> str:
+    """Asks the user for a username and an email (tools-call-elicitation)."""
+    answer = ctx.elicit(
+        message,
+        {
+            "type": "object",
+            "properties": {
+                "username": {"type": "string", "description": "User's response"},
+                "email": {"type": "string", "description": "User's email address"},
+            },
+            "required": ["username", "email"],
+        },
+    )
+    return f"User response: action={answer.action}, content={answer.content}"
+
+
+@registry.register
+@tool(timeout=30, retries=0)
+def test_elicitation_sep1034_defaults(ctx: RunContext) -> str:
+    """Asks with a default for every primitive type (SEP-1034)."""
+    answer = ctx.elicit(
+        "Please review your details",
+        {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "default": "John Doe"},
+                "age": {"type": "integer", "default": 30},
+                "score": {"type": "number", "default": 95.5},
+                "status": {
+                    "type": "string",
+                    "enum": ["active", "inactive", "pending"],
+                    "default": "active",
+                },
+                "verified": {"type": "boolean", "default": True},
+            },
+        },
+    )
+    return f"Elicitation completed: action={answer.action}, content={answer.content}"
+
+
+@registry.register
+@tool(timeout=30, retries=0)
+def test_elicitation_sep1330_enums(ctx: RunContext) -> str:
+    """Asks with the five enum forms: untitled, titled, legacy, and multi-selects (SEP-1330)."""
+    answer = ctx.elicit(
+        "Please choose",
+        {
+            "type": "object",
+            "properties": {
+                "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+                "titledSingle": {
+                    "type": "string",
+                    "oneOf": [
+                        {"const": "value1", "title": "First Option"},
+                        {"const": "value2", "title": "Second Option"},
+                        {"const": "value3", "title": "Third Option"},
+                    ],
+                },
+                "legacyEnum": {
+                    "type": "string",
+                    "enum": ["opt1", "opt2", "opt3"],
+                    "enumNames": ["Option One", "Option Two", "Option Three"],
+                },
+                "untitledMulti": {
+                    "type": "array",
+                    "items": {"type": "string", "enum": ["option1", "option2", "option3"]},
+                },
+                "titledMulti": {
+                    "type": "array",
+                    "items": {
+                        "anyOf": [
+                            {"const": "value1", "title": "First Choice"},
+                            {"const": "value2", "title": "Second Choice"},
+                            {"const": "value3", "title": "Third Choice"},
+                        ]
+                    },
+                },
+            },
+        },
+    )
+    return f"Elicitation completed: action={answer.action}, content={answer.content}"
+
+
+@registry.register
+@tool(timeout=30, retries=0)
+def test_reconnection(ctx: RunContext) -> str:
+    """Closes its SSE stream mid-call; the client reconnects for the result (SEP-1699)."""
+    close_sse_stream(ctx)
+    ctx.cancelled.wait(0.1)  # the client reconnects meanwhile
+    return (
+        "Reconnection test completed successfully. If you received this, the client "
+        "properly reconnected after stream closure."
+    )
+
+
+def _schema_2020_12(name: str | None = None, address: dict | None = None) -> str:
+    return f"JSON Schema 2020-12 tool called with: name={name}, address={address}"
+
+
+registry.register(
+    Tool(
+        name="json_schema_2020_12_tool",
+        function=_schema_2020_12,
+        description="Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613)",
+        timeout=10,
+        parameters={
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "$defs": {
+                "address": {
+                    "type": "object",
+                    "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+                }
+            },
+            "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+            "additionalProperties": False,
+        },
+    )
+)
