@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import collections.abc as c
 import datetime
 import json
 import math
@@ -123,71 +124,8 @@ def _show_record(record: t.Any, now: float | None = None) -> None:
 
 def _command_journal(options: argparse.Namespace) -> int:
     journal = _open_journal(options.target)
-    action = options.action
     try:
-        if action == "list":
-            if options.unknown:  # the API's own list: what execute calls unknown
-                records = [r for r in journal.unknown() if options.run in (None, r.run_id)]
-                records = records[::-1][: options.limit]  # newest first, as list shows
-            else:
-                records = journal.records(
-                    run_id=options.run, state=options.state, limit=options.limit
-                )
-            if options.json:
-                _write_stdout(_dumps([record.to_dict() for record in records], ascii_only=False))
-                return EXIT_OK
-            if not records:
-                _write_stdout("no calls")
-                return EXIT_OK
-            now = _clock_of(journal)
-            rows = [("RUN", "CALL", "TOOL", "STATE", "STARTED", "OUTCOME")]
-            rows += [
-                (r.run_id, r.call_id, r.tool, _state(r, now), _when(r.started_at), _outcome(r))
-                for r in records
-            ]
-            widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-            for row in rows:
-                cells = [cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)]
-                _write_stdout("  ".join([*cells, row[-1]]).rstrip())
-            return EXIT_OK
-        if action == "show":
-            record = journal.get(options.run_id, options.call_id)
-            if record is None:
-                print(
-                    f"{_PROG}: journal: call {options.call_id!r} of run {options.run_id!r} "
-                    "is not in the journal",
-                    file=sys.stderr,
-                )
-                return EXIT_ERR
-            if options.json:
-                _write_stdout(_dumps(record.to_dict(), ascii_only=False))
-            else:
-                _show_record(record, _clock_of(journal))
-            return EXIT_OK
-        if action == "settle":
-            if options.ok is not None:
-                try:
-                    result: Result = Ok(json.loads(options.ok))
-                except ValueError as exc:
-                    raise UsageError(f"--ok needs a JSON value ({exc})") from None
-            else:
-                result = Err(options.error)
-            try:
-                record = journal.settle((options.run_id, options.call_id), result)
-            except ValueError as exc:  # not in the journal, or completed already
-                print(f"{_PROG}: journal: {exc}", file=sys.stderr)
-                return EXIT_ERR
-            if options.json:
-                _write_stdout(_dumps(record.to_dict(), ascii_only=False))
-            else:
-                _show_record(record, _clock_of(journal))
-            return EXIT_OK
-        removed = journal.prune(older_than=options.older_than)
-        if options.json:
-            _write_stdout(_dumps({"removed": removed}))
-        else:
-            _write_stdout(f"removed {removed} completed record(s)")
-        return EXIT_OK
+        return _ACTIONS[options.action](journal, options)
     except UsageError:
         raise
     except Exception as exc:  # the journal could not be read or written
@@ -198,6 +136,89 @@ def _command_journal(options: argparse.Namespace) -> int:
         return EXIT_ERR
     finally:
         journal.close()
+
+
+def _list(journal: t.Any, options: argparse.Namespace) -> int:
+    """``journal list``: the calls, newest first, as a table or JSON."""
+    if options.unknown:  # the API's own list: what execute calls unknown
+        records = [r for r in journal.unknown() if options.run in (None, r.run_id)]
+        records = records[::-1][: options.limit]  # newest first, as list shows
+    else:
+        records = journal.records(run_id=options.run, state=options.state, limit=options.limit)
+    if options.json:
+        _write_stdout(_dumps([record.to_dict() for record in records], ascii_only=False))
+        return EXIT_OK
+    if not records:
+        _write_stdout("no calls")
+        return EXIT_OK
+    now = _clock_of(journal)
+    rows = [("RUN", "CALL", "TOOL", "STATE", "STARTED", "OUTCOME")]
+    rows += [
+        (r.run_id, r.call_id, r.tool, _state(r, now), _when(r.started_at), _outcome(r))
+        for r in records
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        cells = [cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)]
+        _write_stdout("  ".join([*cells, row[-1]]).rstrip())
+    return EXIT_OK
+
+
+def _show(journal: t.Any, options: argparse.Namespace) -> int:
+    """``journal show``: one call's record."""
+    record = journal.get(options.run_id, options.call_id)
+    if record is None:
+        print(
+            f"{_PROG}: journal: call {options.call_id!r} of run {options.run_id!r} "
+            "is not in the journal",
+            file=sys.stderr,
+        )
+        return EXIT_ERR
+    if options.json:
+        _write_stdout(_dumps(record.to_dict(), ascii_only=False))
+    else:
+        _show_record(record, _clock_of(journal))
+    return EXIT_OK
+
+
+def _settle(journal: t.Any, options: argparse.Namespace) -> int:
+    """``journal settle``: a person's outcome for a call whose outcome is unknown."""
+    if options.ok is not None:
+        try:
+            result: Result = Ok(json.loads(options.ok))
+        except ValueError as exc:
+            raise UsageError(f"--ok needs a JSON value ({exc})") from None
+    else:
+        result = Err(options.error)
+    try:
+        record = journal.settle((options.run_id, options.call_id), result)
+    except ValueError as exc:  # not in the journal, or completed already
+        print(f"{_PROG}: journal: {exc}", file=sys.stderr)
+        return EXIT_ERR
+    if options.json:
+        _write_stdout(_dumps(record.to_dict(), ascii_only=False))
+    else:
+        _show_record(record, _clock_of(journal))
+    return EXIT_OK
+
+
+def _prune(journal: t.Any, options: argparse.Namespace) -> int:
+    """``journal prune``: completed records older than ``--older-than``, removed."""
+    removed = journal.prune(older_than=options.older_than)
+    if options.json:
+        _write_stdout(_dumps({"removed": removed}))
+    else:
+        _write_stdout(f"removed {removed} completed record(s)")
+    return EXIT_OK
+
+
+#: Each action of ``nous-tools journal``.
+_ACTIONS: dict[str, c.Callable[[t.Any, argparse.Namespace], int]] = {
+    "list": _list,
+    "show": _show,
+    "settle": _settle,
+    "prune": _prune,
+}
 
 
 def _add_journal_parser(commands: t.Any, common: argparse.ArgumentParser) -> None:

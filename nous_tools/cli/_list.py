@@ -66,3 +66,39 @@ def _command_list(options: argparse.Namespace, console: _Console) -> int:
         cells = [cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True)]
         _write_stdout("  ".join([*cells, row[-1]]).rstrip())
     return EXIT_OK
+
+
+def _add_list_parser(commands: t.Any, common: argparse.ArgumentParser) -> None:
+    """``nous-tools list``: what ``run`` can run in a module, or its definitions."""
+    listing = commands.add_parser(
+        "list",
+        parents=[common],
+        help="list what run can run in a module",
+        description="List what 'run' can run in MODULE, sorted by name: its Tool objects, "
+        "the tools of its Registry objects (run them as MODULE:REGISTRY.NAME), and the "
+        "public functions defined in it. With --openai, --responses or --anthropic, print "
+        "their tool definitions in that provider's shape, as a JSON array.",
+    )
+    listing.add_argument("module", metavar="MODULE")
+    shapes = listing.add_mutually_exclusive_group()
+    shapes.add_argument(
+        "--openai",
+        dest="format",
+        action="store_const",
+        const="openai",
+        help="print OpenAI Chat Completions tool definitions",
+    )
+    shapes.add_argument(
+        "--responses",
+        dest="format",
+        action="store_const",
+        const="responses",
+        help="print OpenAI Responses API tool definitions",
+    )
+    shapes.add_argument(
+        "--anthropic",
+        dest="format",
+        action="store_const",
+        const="anthropic",
+        help="print Anthropic Messages API tool definitions",
+    )

@@ -40,7 +40,6 @@ import os
 import sys
 import traceback
 
-from nous_tools.cli._arguments import _port_option, _retries_option, _seconds_option
 from nous_tools.cli._console import (
     _PROG,
     EXIT_ERR,
@@ -52,10 +51,10 @@ from nous_tools.cli._console import (
     _write_stdout,
 )
 from nous_tools.cli._journal import _add_journal_parser, _command_journal
-from nous_tools.cli._list import _command_list
-from nous_tools.cli._run import _command_run
+from nous_tools.cli._list import _add_list_parser, _command_list
+from nous_tools.cli._run import _add_run_parser, _command_run
 from nous_tools.cli._sandbox import _add_sandbox_parser, _command_sandbox
-from nous_tools.cli._serve import _command_serve
+from nous_tools.cli._serve import _add_serve_parser, _command_serve
 
 __all__ = ["main"]
 
@@ -91,122 +90,9 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    run = commands.add_parser(
-        "run",
-        parents=[common],
-        help="run one tool and print its value",
-        description="Import MODULE:ATTR (a Tool, a function made a Tool, or REGISTRY.NAME: a "
-        "tool of a Registry, run through the registry and its advice) and run it once. "
-        "'nous-tools list MODULE' shows what can be run.",
-    )
-    run.add_argument("target", metavar="MODULE:ATTR", help="where the tool is, e.g. mytools:search")
-    run.add_argument(
-        "--args",
-        metavar="JSON|@FILE|-",
-        help="the arguments: a JSON object, @file.json, or - for stdin (default: {})",
-    )
-    run.add_argument(
-        "--batch",
-        metavar="FILE|-",
-        help="run the tool once per call in FILE (- for stdin): JSON Lines, or a JSON array, "
-        "of argument objects; the calls run concurrently, one result a line, in order",
-    )
-    run.add_argument(
-        "--deps",
-        metavar="JSON|@FILE",
-        help="for a tool that takes a context: its RunContext.deps, a JSON object or "
-        "@file.json (default: none)",
-    )
-    run.add_argument(
-        "--timeout", type=_seconds_option, metavar="S", help="override the tool's timeout (0: none)"
-    )
-    run.add_argument(
-        "--retries", type=_retries_option, metavar="N", help="override the tool's extra attempts"
-    )
-    run.add_argument(
-        "--approve",
-        choices=("prompt", "yes", "no"),
-        help="for an 'ask' tool: ask on the terminal, approve, or reject "
-        "(default: prompt when stdin is a terminal, else reject)",
-    )
-    run.add_argument(
-        "--json",
-        action="store_true",
-        help='print one JSON object: {"ok": ..., "value"|"error": ...}',
-    )
-    run.add_argument("--trace", action="store_true", help="print each signal on stderr")
-
-    listing = commands.add_parser(
-        "list",
-        parents=[common],
-        help="list what run can run in a module",
-        description="List what 'run' can run in MODULE, sorted by name: its Tool objects, "
-        "the tools of its Registry objects (run them as MODULE:REGISTRY.NAME), and the "
-        "public functions defined in it. With --openai, --responses or --anthropic, print "
-        "their tool definitions in that provider's shape, as a JSON array.",
-    )
-    listing.add_argument("module", metavar="MODULE")
-    shapes = listing.add_mutually_exclusive_group()
-    shapes.add_argument(
-        "--openai",
-        dest="format",
-        action="store_const",
-        const="openai",
-        help="print OpenAI Chat Completions tool definitions",
-    )
-    shapes.add_argument(
-        "--responses",
-        dest="format",
-        action="store_const",
-        const="responses",
-        help="print OpenAI Responses API tool definitions",
-    )
-    shapes.add_argument(
-        "--anthropic",
-        dest="format",
-        action="store_const",
-        const="anthropic",
-        help="print Anthropic Messages API tool definitions",
-    )
-
-    serving = commands.add_parser(
-        "serve",
-        parents=[common],
-        help="serve tools as an MCP server (stdio, or Streamable HTTP with --http)",
-        description="Publish MODULE's tools (or the Registry, Tool or list MODULE:ATTR names) "
-        "as an MCP server. Each call runs through the registry: approval (asked of the "
-        "client), validation, deadlines, signals. Needs: pip install 'nous-tools[mcp]'.",
-    )
-    serving.add_argument("target", metavar="MODULE[:ATTR]")
-    serving.add_argument(
-        "--http", type=_port_option, metavar="PORT", help="serve Streamable HTTP on PORT"
-    )
-    serving.add_argument(
-        "--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)"
-    )
-    serving.add_argument(
-        "--auth-token",
-        metavar="TOKEN",
-        help="require 'Authorization: Bearer TOKEN' (default: $NOUS_TOOLS_SERVE_TOKEN; "
-        "needed on a non-loopback --host)",
-    )
-    serving.add_argument(
-        "--allowed-hosts",
-        metavar="HOST[,HOST...]",
-        help="the Host names clients use, checked on every request (needed on a "
-        "non-loopback --host)",
-    )
-    serving.add_argument(
-        "--allowed-origins",
-        metavar="ORIGIN[,ORIGIN...]",
-        help="the browser origins allowed (default: http(s) origins of --allowed-hosts)",
-    )
-    serving.add_argument(
-        "--insecure",
-        action="store_true",
-        help="serve on a non-loopback --host without a token or a Host check (warns)",
-    )
-
+    _add_run_parser(commands, common)
+    _add_list_parser(commands, common)
+    _add_serve_parser(commands, common)
     _add_journal_parser(commands, common)
     _add_sandbox_parser(commands, common)
 

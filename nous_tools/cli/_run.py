@@ -19,6 +19,8 @@ from nous_tools.cli._arguments import (
     _read_arguments,
     _read_batch,
     _read_deps,
+    _retries_option,
+    _seconds_option,
 )
 from nous_tools.cli._console import (
     _PROG,
@@ -284,3 +286,51 @@ def _command_run(options: argparse.Namespace, console: _Console) -> int:
         shown = None if batch is None else index
         status = max(status, _report(result, tool, approver, options.json, hint, shown))
     return status
+
+
+def _add_run_parser(commands: t.Any, common: argparse.ArgumentParser) -> None:
+    """``nous-tools run``: one tool, or a batch of calls of it."""
+    run = commands.add_parser(
+        "run",
+        parents=[common],
+        help="run one tool and print its value",
+        description="Import MODULE:ATTR (a Tool, a function made a Tool, or REGISTRY.NAME: a "
+        "tool of a Registry, run through the registry and its advice) and run it once. "
+        "'nous-tools list MODULE' shows what can be run.",
+    )
+    run.add_argument("target", metavar="MODULE:ATTR", help="where the tool is, e.g. mytools:search")
+    run.add_argument(
+        "--args",
+        metavar="JSON|@FILE|-",
+        help="the arguments: a JSON object, @file.json, or - for stdin (default: {})",
+    )
+    run.add_argument(
+        "--batch",
+        metavar="FILE|-",
+        help="run the tool once per call in FILE (- for stdin): JSON Lines, or a JSON array, "
+        "of argument objects; the calls run concurrently, one result a line, in order",
+    )
+    run.add_argument(
+        "--deps",
+        metavar="JSON|@FILE",
+        help="for a tool that takes a context: its RunContext.deps, a JSON object or "
+        "@file.json (default: none)",
+    )
+    run.add_argument(
+        "--timeout", type=_seconds_option, metavar="S", help="override the tool's timeout (0: none)"
+    )
+    run.add_argument(
+        "--retries", type=_retries_option, metavar="N", help="override the tool's extra attempts"
+    )
+    run.add_argument(
+        "--approve",
+        choices=("prompt", "yes", "no"),
+        help="for an 'ask' tool: ask on the terminal, approve, or reject "
+        "(default: prompt when stdin is a terminal, else reject)",
+    )
+    run.add_argument(
+        "--json",
+        action="store_true",
+        help='print one JSON object: {"ok": ..., "value"|"error": ...}',
+    )
+    run.add_argument("--trace", action="store_true", help="print each signal on stderr")

@@ -8,6 +8,7 @@ import sys
 import typing as t
 
 from nous_tools._util._text import safe_str as _safe_str
+from nous_tools.cli._arguments import _port_option
 from nous_tools.cli._console import (
     _PROG,
     EXIT_OK,
@@ -112,3 +113,44 @@ def _command_serve(options: argparse.Namespace) -> int:
         insecure=options.insecure,
     )
     return EXIT_OK
+
+
+def _add_serve_parser(commands: t.Any, common: argparse.ArgumentParser) -> None:
+    """``nous-tools serve``: a module's tools as an MCP server."""
+    serving = commands.add_parser(
+        "serve",
+        parents=[common],
+        help="serve tools as an MCP server (stdio, or Streamable HTTP with --http)",
+        description="Publish MODULE's tools (or the Registry, Tool or list MODULE:ATTR names) "
+        "as an MCP server. Each call runs through the registry: approval (asked of the "
+        "client), validation, deadlines, signals. Needs: pip install 'nous-tools[mcp]'.",
+    )
+    serving.add_argument("target", metavar="MODULE[:ATTR]")
+    serving.add_argument(
+        "--http", type=_port_option, metavar="PORT", help="serve Streamable HTTP on PORT"
+    )
+    serving.add_argument(
+        "--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)"
+    )
+    serving.add_argument(
+        "--auth-token",
+        metavar="TOKEN",
+        help="require 'Authorization: Bearer TOKEN' (default: $NOUS_TOOLS_SERVE_TOKEN; "
+        "needed on a non-loopback --host)",
+    )
+    serving.add_argument(
+        "--allowed-hosts",
+        metavar="HOST[,HOST...]",
+        help="the Host names clients use, checked on every request (needed on a "
+        "non-loopback --host)",
+    )
+    serving.add_argument(
+        "--allowed-origins",
+        metavar="ORIGIN[,ORIGIN...]",
+        help="the browser origins allowed (default: http(s) origins of --allowed-hosts)",
+    )
+    serving.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve on a non-loopback --host without a token or a Host check (warns)",
+    )
