@@ -52,7 +52,7 @@ from nous_tools.executor import (
     execute_many,
     set_default_executor,
 )
-from nous_tools.registry._registry import Registry
+from nous_tools.registry import Registry
 from nous_tools.results import ApprovalRequest, Edit, Err, NeedsApproval, Ok, Result
 from nous_tools.run_context import RunContext
 from nous_tools.tool import Tool, ToolOptions, tool

@@ -21,7 +21,7 @@ from nous_tools import signals
 from nous_tools.context_update import ContextUpdate
 from nous_tools.errors import ToolTimeout
 from nous_tools.executor import ToolExecutor
-from nous_tools.registry._registry import Registry
+from nous_tools.registry import Registry
 from nous_tools.results import Err, Ok
 from nous_tools.run_context import RunContext
 from nous_tools.tool import Tool

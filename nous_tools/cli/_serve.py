@@ -16,7 +16,7 @@ from nous_tools.cli._console import (
     _one_line,
 )
 from nous_tools.cli._targets import _import_module, _load_tool, _module_tools
-from nous_tools.registry._registry import Registry
+from nous_tools.registry import Registry
 from nous_tools.tool import Tool
 
 __all__: list[str] = []

@@ -20,7 +20,7 @@ from nous_tools.cli._console import (
     UsageError,
     _one_line,
 )
-from nous_tools.registry._registry import Registry
+from nous_tools.registry import Registry
 from nous_tools.tool import Tool
 
 __all__: list[str] = []

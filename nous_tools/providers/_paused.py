@@ -25,7 +25,7 @@ from nous_tools._util._log import log as _log
 from nous_tools._util._scope import interrupts
 from nous_tools._util._tokens import _new_id
 from nous_tools.errors import ApprovalAlreadyUsed, BatchAlreadyResolved, ToolError
-from nous_tools.executor import ToolCall, default_executor
+from nous_tools.executor import ToolCall
 from nous_tools.providers import _tool_calls
 from nous_tools.providers import _wire as _batch_wire
 from nous_tools.providers._calls_in import Provider
@@ -52,7 +52,7 @@ from nous_tools.results import (
 from nous_tools.run_context import RunContext
 
 if t.TYPE_CHECKING:
-    from nous_tools.registry._registry import Registry
+    from nous_tools.registry import Registry
     from nous_tools.tool import Tool
 
 
@@ -548,8 +548,7 @@ def resolve(
     else:
         contents = contents[:size]
         contents += [None] * (size - len(contents))
-    executor = registry._executor  # registry.executor, without the property
-    default = (executor if executor is not None else default_executor()).max_result_chars
+    default = registry.executor.max_result_chars
     limits = batch._max_chars  # one per call: missing is the default, 100,000
     if not limits:
         limits = [DEFAULT_MAX_RESULT_CHARS] * size
@@ -589,11 +588,8 @@ def _resolved_one(
     """The end of ``resolve`` for a batch of one call, approved and run: what its
     general loop makes of the one outcome, without copying the lists first."""
     own = na.tool.max_result_chars  # result_limit(na.tool, default), a call fewer
-    if own == EXECUTOR:  # the executor's (only then looked up)
-        executor = registry._executor  # registry.executor, without the property
-        limit = (executor if executor is not None else default_executor()).max_result_chars
-    else:
-        limit = own  # type: ignore[assignment]
+    # the executor's (only then looked up), or the tool's own
+    limit = registry.executor.max_result_chars if own == EXECUTOR else t.cast("int | None", own)
     context = ctx
     if type(outcome) is not Err and getattr(outcome, "update", None) is not None:
         context = _apply_updates(ctx, [(batch.calls[0], outcome)])

@@ -83,7 +83,7 @@ from nous_tools.results import Edit, Err, NeedsApproval, Ok, _new_id, _now
 from nous_tools.run_context import RunContext
 
 if t.TYPE_CHECKING:
-    from nous_tools.registry._registry import Registry
+    from nous_tools.registry import Registry
     from nous_tools.tool import Tool
 
 __all__ = [

@@ -49,7 +49,7 @@ from nous_tools.results import Err, NeedsApproval, approved_arguments, approved_
 if t.TYPE_CHECKING:
     from nous_tools.providers._calls_in import Provider
     from nous_tools.providers._tool_calls import ToolCallResults
-    from nous_tools.registry._registry import Registry
+    from nous_tools.registry import Registry
     from nous_tools.tool import Tool
 
 __all__ = ["VERSION", "read", "write"]

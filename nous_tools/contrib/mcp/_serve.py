@@ -32,7 +32,7 @@ from nous_tools.contrib.mcp import _reports
 from nous_tools.contrib.mcp._peer import Peer, RoundState, can_elicit
 from nous_tools.errors import ToolError
 from nous_tools.providers._tool_calls import clip_parts, format_tool_result
-from nous_tools.registry._registry import Registry
+from nous_tools.registry import Registry
 from nous_tools.results import Err, NeedsApproval, Ok
 from nous_tools.run_context import RunContext
 from nous_tools.schema import _output as _structured
