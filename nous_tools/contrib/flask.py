@@ -27,6 +27,7 @@ import typing as t
 from nous_tools.providers._endpoints import (
     ToolCallEndpoints,
     check_wait,
+    configured_secret,
     conversation_header,
     read_json,
 )
@@ -79,13 +80,14 @@ def blueprint(
         if fixed is not None:
             state.app.extensions[key] = fixed
             return
-        configured = state.app.config.get(SECRET_CONFIG)
-        if not configured or not isinstance(configured, (str, bytes)):
-            raise RuntimeError(
-                f"set {SECRET_CONFIG} in the app's config (a long random string, the same "
-                "in every process of the site; it signs paused batches), or pass "
-                "blueprint(registry, secret=...)"
+        try:
+            configured = configured_secret(
+                state.app.config.get(SECRET_CONFIG),
+                f"{SECRET_CONFIG} in the app's config",
+                "blueprint(registry, secret=...)",
             )
+        except ValueError as exc:
+            raise RuntimeError(str(exc)) from None
         state.app.extensions[key] = ToolCallEndpoints(registry, configured, wait=wait, show=show)
 
     def answer(which: str) -> t.Any:

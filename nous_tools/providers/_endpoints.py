@@ -45,7 +45,13 @@ from nous_tools.run_context import RunContext
 if t.TYPE_CHECKING:
     from nous_tools.registry import Registry
 
-__all__ = ["ToolCallEndpoints", "check_wait", "conversation_header", "read_json"]
+__all__ = [
+    "ToolCallEndpoints",
+    "check_wait",
+    "configured_secret",
+    "conversation_header",
+    "read_json",
+]
 
 #: An answer: the HTTP status and the JSON body.
 Answer = tuple[int, dict[str, t.Any]]
@@ -65,6 +71,17 @@ def read_json(raw: bytes | str) -> object:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"the body is not JSON ({exc})") from None
+
+
+def configured_secret(configured: object, where: str, option: str) -> str | bytes:
+    """A framework's configured signing secret (``configured``: the setting's value),
+    or a ``ValueError`` saying to set ``where`` or pass ``option``."""
+    if not configured or not isinstance(configured, (str, bytes)):
+        raise ValueError(
+            f"set {where} (a long random string, the same in every process of the site; "
+            f"it signs paused batches), or pass {option}"
+        )
+    return configured
 
 
 def _check_secret(secret: object) -> None:

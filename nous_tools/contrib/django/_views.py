@@ -13,6 +13,7 @@ import typing as t
 from nous_tools.providers._endpoints import (
     ToolCallEndpoints,
     check_wait,
+    configured_secret,
     conversation_header,
     read_json,
 )
@@ -38,14 +39,14 @@ def _secret(given: str | bytes | None) -> str | bytes:
     from django.conf import settings
     from django.core.exceptions import ImproperlyConfigured
 
-    secret = getattr(settings, SECRET_SETTING, None)
-    if not secret or not isinstance(secret, (str, bytes)):
-        raise ImproperlyConfigured(
-            f"set {SECRET_SETTING} in the settings (a long random string, the same in "
-            "every process of the site; it signs paused batches), or pass "
-            "urls(registry, secret=...)"
+    try:
+        return configured_secret(
+            getattr(settings, SECRET_SETTING, None),
+            f"{SECRET_SETTING} in the settings",
+            "urls(registry, secret=...)",
         )
-    return secret
+    except ValueError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
 
 
 def urls(
@@ -140,8 +141,9 @@ def check_views(app_configs: object = None, **kwargs: object) -> list[t.Any]:
         return []
     errors: list[t.Any] = []
     if any(given is None for _, given in served):
-        secret = getattr(settings, SECRET_SETTING, None)
-        if not secret or not isinstance(secret, (str, bytes)):
+        try:
+            configured_secret(getattr(settings, SECRET_SETTING, None), SECRET_SETTING, "")
+        except ValueError:
             errors.append(
                 checks.Error(
                     f"{SECRET_SETTING} is not set: the approval views cannot sign paused batches.",
