@@ -40,6 +40,7 @@ from nous_tools.cli._targets import _resolve, _with_overrides
 from nous_tools.cli._trace import Receiver, _LiveLine, _trace_receivers
 from nous_tools.errors import ToolError
 from nous_tools.executor import ToolCall, ToolExecutor
+from nous_tools.registry import Registry
 from nous_tools.results import ApprovalRequest, Edit, Err, Ok, Result
 from nous_tools.run_context import RunContext
 from nous_tools.tool import Tool
@@ -247,26 +248,7 @@ def _command_run(options: argparse.Namespace, console: _Console) -> int:
     for signal, receiver in connected:
         signal.connect(receiver, weak=False)
     try:
-        with ToolExecutor() as executor:
-            if registry is not None:
-                # The registry path (its advice, its approval levels), on this executor.
-                # This process is the command's own: its registry may be changed.
-                registry.executor = executor
-                if tool is not found:
-                    registry.register(tool)
-            if batch is not None:
-                # Each call's id is its place in the file: its progress lines say which.
-                calls = [ToolCall(f"#{i}", tool.name, call) for i, call in enumerate(batch)]
-                if registry is None:
-                    outcomes: list[t.Any] = executor.execute_many(
-                        calls, ctx, resolve=lambda name: tool, on_progress=view.on_batch
-                    )
-                else:
-                    outcomes = registry.execute_many(calls, ctx, on_progress=view.on_batch)
-            elif registry is None:
-                outcomes = [executor.execute(tool, arguments, ctx)]
-            else:
-                outcomes = [registry.execute(tool.name, arguments, ctx)]
+        outcomes = _run_calls(tool, found, registry, batch, arguments, ctx, view)
     finally:
         for signal, receiver in connected:
             signal.disconnect(receiver)
@@ -286,6 +268,36 @@ def _command_run(options: argparse.Namespace, console: _Console) -> int:
         shown = None if batch is None else index
         status = max(status, _report(result, tool, approver, options.json, hint, shown))
     return status
+
+
+def _run_calls(
+    tool: Tool,
+    found: Tool,
+    registry: Registry | None,
+    batch: list[t.Any] | None,
+    arguments: t.Any,
+    ctx: RunContext[t.Any],
+    view: ProgressView,
+) -> list[t.Any]:
+    """The command's call (or its batch's), on an executor of its own: through the
+    registry (its advice, its approval levels) when the tool came from one."""
+    with ToolExecutor() as executor:
+        if registry is not None:
+            # This process is the command's own: its registry may be changed.
+            registry.executor = executor
+            if tool is not found:
+                registry.register(tool)
+        if batch is not None:
+            # Each call's id is its place in the file: its progress lines say which.
+            calls = [ToolCall(f"#{i}", tool.name, call) for i, call in enumerate(batch)]
+            if registry is None:
+                return executor.execute_many(
+                    calls, ctx, resolve=lambda name: tool, on_progress=view.on_batch
+                )
+            return registry.execute_many(calls, ctx, on_progress=view.on_batch)
+        if registry is None:
+            return [executor.execute(tool, arguments, ctx)]
+        return [registry.execute(tool.name, arguments, ctx)]
 
 
 def _add_run_parser(commands: t.Any, common: argparse.ArgumentParser) -> None:
