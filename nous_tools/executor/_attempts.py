@@ -21,6 +21,7 @@ from nous_tools._engine import _admission, _isolation, _pool, _reporting
 from nous_tools._engine._pool import RAISED, RETURNED, SATURATED, SHUT_DOWN, TIMED_OUT
 from nous_tools._engine._process_pool import QUEUE_TIMED_OUT
 from nous_tools._util._clock import monotonic
+from nous_tools._util._event import AttemptCancelled
 from nous_tools._util._log import log as _log
 from nous_tools._util._scope import here, interrupts
 from nous_tools._util._text import safe_str as _safe_str
@@ -39,7 +40,7 @@ from nous_tools.errors import (
 )
 from nous_tools.results import Err, Ok, Result
 from nous_tools.results import ok_fast as _ok
-from nous_tools.run_context import AttemptCancelled, RunContext
+from nous_tools.run_context import RunContext
 from nous_tools.run_context import for_attempt as _for_attempt
 from nous_tools.run_context import with_channel as _with_channel
 from nous_tools.tool import Tool

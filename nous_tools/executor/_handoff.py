@@ -19,6 +19,7 @@ import typing as t
 
 from nous_tools._engine import _reporting
 from nous_tools._util._clock import monotonic
+from nous_tools._util._event import AttemptCancelled
 from nous_tools._util._log import log as _log
 from nous_tools._util._scope import here, interrupts
 from nous_tools.backend import ProcessBackend
@@ -35,7 +36,7 @@ from nous_tools.executor._attempts import (
     _with_attempt,
 )
 from nous_tools.results import Ok
-from nous_tools.run_context import AttemptCancelled, RunContext
+from nous_tools.run_context import RunContext
 from nous_tools.run_context import with_channel as _with_channel
 from nous_tools.tool import Tool
 

@@ -33,7 +33,8 @@ from nous_tools import (
     signals,
 )
 from nous_tools._engine._pool import DEFAULT_MIN_WORKERS, default_max_workers
-from nous_tools.run_context import AttemptCancelled, for_attempt
+from nous_tools._util._event import AttemptCancelled
+from nous_tools.run_context import for_attempt
 from nous_tools.sandbox import SandboxPolicy
 from nous_tools.schema._validation import ArgumentValidator, shared_validator
 from nous_tools.usage import Usage
