@@ -51,6 +51,7 @@ __all__ = [
     "configured_secret",
     "conversation_header",
     "read_json",
+    "usable_secret",
 ]
 
 #: An answer: the HTTP status and the JSON body.
@@ -73,19 +74,24 @@ def read_json(raw: bytes | str) -> object:
         raise ValueError(f"the body is not JSON ({exc})") from None
 
 
+def usable_secret(value: object) -> bool:
+    """Whether ``value`` can sign paused batches: a non-empty str or bytes."""
+    return isinstance(value, (str, bytes)) and bool(value)
+
+
 def configured_secret(configured: object, where: str, option: str) -> str | bytes:
     """A framework's configured signing secret (``configured``: the setting's value),
     or a ``ValueError`` saying to set ``where`` or pass ``option``."""
-    if not configured or not isinstance(configured, (str, bytes)):
+    if not usable_secret(configured):
         raise ValueError(
             f"set {where} (a long random string, the same in every process of the site; "
             f"it signs paused batches), or pass {option}"
         )
-    return configured
+    return t.cast("str | bytes", configured)
 
 
 def _check_secret(secret: object) -> None:
-    if secret is not None and not (isinstance(secret, (str, bytes)) and secret):
+    if secret is not None and not usable_secret(secret):
         raise TypeError(
             f"secret must be a non-empty str or bytes (the key that signs paused batches), "
             f"got {type(secret).__name__}"

@@ -16,6 +16,7 @@ from nous_tools.providers._endpoints import (
     configured_secret,
     conversation_header,
     read_json,
+    usable_secret,
 )
 from nous_tools.run_context import RunContext
 
@@ -140,18 +141,16 @@ def check_views(app_configs: object = None, **kwargs: object) -> list[t.Any]:
     except Exception:  # a broken URLconf is Django's own check to report
         return []
     errors: list[t.Any] = []
-    if any(given is None for _, given in served):
-        try:
-            configured_secret(getattr(settings, SECRET_SETTING, None), SECRET_SETTING, "")
-        except ValueError:
-            errors.append(
-                checks.Error(
-                    f"{SECRET_SETTING} is not set: the approval views cannot sign paused batches.",
-                    hint=f"Set {SECRET_SETTING} to a long random string, the same in every "
-                    "process of the site, and keep it secret.",
-                    id="nous_tools.E001",
-                )
+    unsigned = any(given is None for _, given in served)
+    if unsigned and not usable_secret(getattr(settings, SECRET_SETTING, None)):
+        errors.append(
+            checks.Error(
+                f"{SECRET_SETTING} is not set: the approval views cannot sign paused batches.",
+                hint=f"Set {SECRET_SETTING} to a long random string, the same in every "
+                "process of the site, and keep it secret.",
+                id="nous_tools.E001",
             )
+        )
     for registry in {id(registry): registry for registry, _ in served}.values():
         missing = _missing_cache_table(registry.approval_store)
         if missing is not None:
