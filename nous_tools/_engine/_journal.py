@@ -1,6 +1,6 @@
 """The journal's steps in the pipeline (private).
 
-Step 0, before approval (:func:`run`, :func:`peek`): the journal is read, and a
+Step 0, before approval (:func:`run_journaled`, :func:`peek`): the journal is read, and a
 completed call replays its stored outcome, a conflict, a call in progress or one
 whose outcome is unknown is answered — nothing below runs. Step 4, right before the
 first attempt (:meth:`JournalClaim.start`): ``started`` is written, atomically and
@@ -78,7 +78,7 @@ __all__ = [
     "peek",
     "resolve_call",
     "resolve_conflict",
-    "run",
+    "run_journaled",
     "step0",
 ]
 
@@ -498,7 +498,7 @@ class JournalClaim(Claim):
             )
 
 
-def run(
+def run_journaled(
     rest: Rest,
     journal: t.Any,
     tool: Tool,

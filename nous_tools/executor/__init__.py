@@ -38,10 +38,12 @@ from nous_tools._util._scope import Scope, here, interrupts
 from nous_tools._util._text import safe_str as _safe_str
 from nous_tools.backend import Backend, ProcessBackend, ThreadBackend, check_backend
 from nous_tools.errors import ToolError
-from nous_tools.executor._attempts import _internal_error
+from nous_tools.executor._attempts import Attempts, _internal_error
 from nous_tools.executor._batch import Batches
+from nous_tools.executor._call import Calls
 from nous_tools.executor._call import _arguments_error as _arguments_error
-from nous_tools.executor._lanes import _Tally
+from nous_tools.executor._handoff import HandOffs
+from nous_tools.executor._lanes import _Tally, run_lanes
 from nous_tools.results import Err, Ok, Result
 from nous_tools.run_context import RunContext
 from nous_tools.tool import ON_TIMEOUT_MODES, Tool, queue_seconds
@@ -77,7 +79,7 @@ class ToolCall:
     )
 
 
-class ToolExecutor(Batches):
+class ToolExecutor:
     """Runs tools: approval, validation, attempts with retries, deadlines and signals.
 
     ``max_workers`` bounds concurrent timed attempts (default 32, or ``cpus + 4`` up
@@ -185,8 +187,27 @@ class ToolExecutor(Batches):
         self._default: Backend = (
             self._backends[backend] if isinstance(backend, str) else self._backends["default"]
         )
-        self.log_exception_text = bool(log_exception_text)
         self._journal = journal
+        # The pipeline, step by step (docs/concepts/pipeline.md): each step is given
+        # the next and calls it once; a batch composes them.
+        attempts = Attempts(
+            self._threads,
+            self._process_backend,
+            self._backends,
+            self._default,
+            self._admission,
+            self._queue_timeout,
+            bool(log_exception_text),
+        )
+        hand_offs = HandOffs(attempts)
+        calls = Calls(attempts, hand_offs, self._admission, journal, max_result_chars)
+        self._attempts = attempts
+        self._calls = calls
+        self._batches = Batches(attempts, hand_offs, calls, journaled=journal is not None)
+        # A registry's ways in (its own fast path of execute, and execute_approved).
+        self._execute = calls.entry
+        self._shielded = calls.shielded
+        self._run_with = calls.guarded
 
     @staticmethod
     def _check_backends(
@@ -236,6 +257,16 @@ class ToolExecutor(Batches):
     def on_timeout(self, value: str) -> None:
         _check_on_timeout(value)
         self._threads.on_timeout = value
+
+    @property
+    def log_exception_text(self) -> bool:
+        """Whether a failed tool's exception text goes into its error-level log line
+        (as Nous does), not to the debug level only."""
+        return self._attempts.log_exception_text
+
+    @log_exception_text.setter
+    def log_exception_text(self, value: bool) -> None:
+        self._attempts.log_exception_text = bool(value)
 
     @property
     def journal(self) -> Journal | None:
@@ -340,11 +371,11 @@ class ToolExecutor(Batches):
         that returns ``Ok``/``Err`` itself gives those through).
         """
         if here.nested:  # inside a pool worker: shield our own code from cancellation
-            return self._shielded(tool, arguments, ctx, call_id, False, wait=wait)
+            return self._calls.shielded(tool, arguments, ctx, call_id, False, wait=wait)
         try:
             if wait is None:  # a keyword fewer to pass on the common call
-                return self._execute(tool, arguments, ctx, call_id)
-            return self._execute(tool, arguments, ctx, call_id, wait=wait)
+                return self._calls.entry(tool, arguments, ctx, call_id)
+            return self._calls.entry(tool, arguments, ctx, call_id, wait=wait)
         except BaseException as exc:  # a bug of ours must not reach the caller either
             if interrupts(exc):
                 raise
@@ -363,7 +394,7 @@ class ToolExecutor(Batches):
         already approved this call. Even a ``"deny"`` tool runs, as in Minga's
         ``execute_approved``; validation, attempts, signals and the journal are
         unchanged."""
-        return self._run_with(tool, arguments, ctx, call_id, True, None, wait)
+        return self._calls.guarded(tool, arguments, ctx, call_id, True, None, wait)
 
     def execute_many(
         self,
@@ -476,7 +507,7 @@ class ToolExecutor(Batches):
         if max_concurrency is not None:
             _check_batch_cap(max_concurrency)
             limit = min(limit, max_concurrency)
-        runner = run if run is not None else self._run_job
+        runner = run if run is not None else self._calls.job
         results: list[t.Any] = [job if isinstance(job, Err) else None for job in jobs]
         todo = [i for i, job in enumerate(jobs) if not isinstance(job, Err)]
         tally = _Tally(on_progress, len(jobs)) if on_progress is not None else None
@@ -515,7 +546,7 @@ class ToolExecutor(Batches):
         token = _pool.shield() if batched else None
         try:
             if batched:
-                self._run_batch(
+                self._batches.run(
                     jobs,
                     todo,
                     results,
@@ -528,7 +559,7 @@ class ToolExecutor(Batches):
                     enter=enter,
                 )
             else:
-                self._run_lanes(jobs, todo, results, ctx, batch, runner, limit, tally)
+                run_lanes(self._pool, jobs, todo, results, ctx, batch, runner, limit, tally)
         finally:
             if parent is not None:
                 parent.release(batch)
@@ -723,11 +754,11 @@ def execute(
         executor = default_executor()
     # ToolExecutor.execute, a frame shorter (this is the most common call of all).
     if here.nested:
-        return executor._shielded(tool, arguments, ctx, call_id, False, wait=wait)
+        return executor._calls.shielded(tool, arguments, ctx, call_id, False, wait=wait)
     try:
         if wait is None:  # a keyword fewer to pass on the most common call
-            return executor._execute(tool, arguments, ctx, call_id)
-        return executor._execute(tool, arguments, ctx, call_id, wait=wait)
+            return executor._calls.entry(tool, arguments, ctx, call_id)
+        return executor._calls.entry(tool, arguments, ctx, call_id, wait=wait)
     except BaseException as exc:  # a bug of ours must not reach the caller either
         if interrupts(exc):
             raise

@@ -1,6 +1,6 @@
 """One attempt of a call, and the retries after a first failure (private).
 
-:class:`Attempts`, a base of :class:`~nous_tools.ToolExecutor`: an attempt's
+:class:`Attempts`, step 5 of :class:`~nous_tools.ToolExecutor`'s chain: an attempt's
 signals, the attempt itself (inline, on the worker threads, in child processes or
 on another backend: :meth:`Attempts._timed`), its outcome read into a result or a
 :class:`_Failure`, and the retries tenacity drives (step 5 of the pipeline in
@@ -48,8 +48,6 @@ from nous_tools.tool import Tool
 if t.TYPE_CHECKING:
     from nous_tools._engine._admission import Slot
     from nous_tools._engine._pool import WorkerPool
-    from nous_tools._engine._process_pool import ProcessPool
-    from nous_tools.journal._record import Journal
 
 
 _NO_CAP = float("inf")  # a process call's bound when no enclosing attempt sets one
@@ -137,23 +135,48 @@ _with_attempt = _for_attempt
 
 
 class Attempts:
-    """Step 5 of :class:`~nous_tools.ToolExecutor`'s pipeline: the attempts."""
+    """Step 5 of :class:`~nous_tools.ToolExecutor`'s pipeline: one attempt of a call
+    on its backend (inline, the worker threads, child processes, another backend),
+    its outcome read into a result or a :class:`_Failure`, and the retries after a
+    first failure. It calls nothing back: what runs an attempt is a backend."""
 
-    # Set by ToolExecutor.__init__.
-    _threads: ThreadBackend
-    _pool: WorkerPool
-    _process_backend: ProcessBackend
-    _processes: ProcessPool
-    _backends: dict[str, Backend]
-    _default: Backend
-    _queue_timeout: float | None
-    _max_result_chars: int | None
-    _admission: _admission.Admission
-    _journal: Journal | None
-    log_exception_text: bool
-    on_timeout: str
+    def __init__(
+        self,
+        threads: ThreadBackend,
+        process: ProcessBackend,
+        backends: dict[str, Backend],
+        default: Backend,
+        admission: _admission.Admission,
+        queue_timeout: float | None,
+        log_exception_text: bool,
+    ) -> None:
+        self._threads = threads
+        self.pool: WorkerPool = threads.pool
+        self._process_backend = process
+        self._backends = backends
+        self._default = default
+        self._admission = admission
+        self._queue_timeout = queue_timeout
+        self.log_exception_text = log_exception_text
 
-    def _slotted(
+    @property
+    def on_timeout(self) -> str:
+        """The executor's ``on_timeout``, for tools that set none of their own."""
+        return self._threads.on_timeout
+
+    def backend_of(self, tool: Tool) -> Backend | None:
+        """The backend ``tool``'s timed attempts go to (None: it names one this
+        executor does not have)."""
+        name = tool.backend
+        if name is None:
+            return self._default if tool.isolation == "thread" else self._process_backend
+        return self._backends.get(name)
+
+    def on_threads(self, backend: Backend | None) -> bool:
+        """Whether ``backend`` is this executor's worker threads."""
+        return backend is self._threads
+
+    def slotted(
         self,
         tool: Tool,
         arguments: c.Mapping[str, t.Any],
@@ -168,7 +191,7 @@ class Attempts:
         if isinstance(slot, Err):
             return slot
         try:
-            return self._attempt(
+            return self.attempt(
                 tool,
                 arguments,
                 ctx,
@@ -181,7 +204,7 @@ class Attempts:
         finally:
             slot.release()
 
-    def _retry(
+    def retry(
         self,
         tool: Tool,
         arguments: c.Mapping[str, t.Any],
@@ -194,7 +217,7 @@ class Attempts:
         that may be retried)."""
         import tenacity  # imported at the first retry, not with the package
 
-        step = self._slotted if tool.max_concurrency is not None else self._attempt
+        step = self.slotted if tool.max_concurrency is not None else self.attempt
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(total),
             wait=tool.retry_wait if tool.retry_wait is not None else tenacity.wait_none(),
@@ -211,15 +234,15 @@ class Attempts:
                     if type(outcome) is _Failure:
                         if outcome.will_retry:
                             raise _Retry(outcome)
-                        return self._final_failure(tool, outcome)
+                        return self.final_failure(tool, outcome)
                     if type(outcome) is Ok:
                         _log.info("Tool '%s' succeeded on retry attempt %d", tool.name, number)
                     return t.cast(Result, outcome)
         except _Retry as final:
-            return self._final_failure(tool, final.failure)
+            return self.final_failure(tool, final.failure)
         raise AssertionError("unreachable: tenacity ended without an outcome")
 
-    def _final_failure(self, tool: Tool, failure: _Failure) -> Err:
+    def final_failure(self, tool: Tool, failure: _Failure) -> Err:
         exc = failure.error
         kind = type(exc).__name__
         # The class name, then what the exception says: KeyError(2) is "KeyError: 2".
@@ -256,7 +279,7 @@ class Attempts:
         )
         _log.debug("Tool '%s' failure text: %s", tool.name, text)
 
-    def _attempt(
+    def attempt(
         self,
         tool: Tool,
         arguments: c.Mapping[str, t.Any],
@@ -283,13 +306,13 @@ class Attempts:
             # (a nested call made with an attempt's ctx reports into that one instead).
             channel = _reporting.signal_channel(tool, call_id, attempt)
             ctx = _with_channel(ctx, channel)
-            emit = True  # the attempt's end goes through _ended, after the channel's
+            emit = True  # the attempt's end goes through read_end, after the channel's
         timeout = tool.timeout
         if emit and timeout is not None and deadline is None:
             # The deadline runs from here: a start receiver that takes its time (they
             # run in this thread) eats into the attempt's timeout, never stretches it.
             deadline = monotonic() + timeout
-        began = self._started(tool, attempt, total, call_id) if emit else 0
+        began = self.send_start(tool, attempt, total, call_id) if emit else 0
         text: str | None = None
         if timeout is None:
             if tool.takes_ctx:
@@ -335,12 +358,12 @@ class Attempts:
         if channel is not None:
             channel.finish()  # what the tool reported, before the attempt's end
         duration = time.perf_counter_ns() - began if emit else 0
-        return self._ended(
+        return self.read_end(
             tool, arguments, attempt, total, timeout, kind, value, text, duration, waited
         )
 
     @staticmethod
-    def _started(tool: Tool, attempt: int, total: int, call_id: str | None) -> int:
+    def send_start(tool: Tool, attempt: int, total: int, call_id: str | None) -> int:
         """Send an attempt's ``start`` signal (when it has receivers); the attempt's
         start on ``perf_counter_ns``, for its duration."""
         if _start.receivers:
@@ -361,7 +384,7 @@ class Attempts:
             )
         return time.perf_counter_ns()
 
-    def _ended(
+    def read_end(
         self,
         tool: Tool,
         arguments: c.Mapping[str, t.Any],
@@ -392,7 +415,7 @@ class Attempts:
         if kind == RAISED:
             if text is None:
                 text = _safe_str(value)
-            return self._raised(tool, arguments, value, text, attempt, total, duration)
+            return self.on_raised(tool, arguments, value, text, attempt, total, duration)
         if kind == TIMED_OUT:
             return self._timed_out(tool, attempt, t.cast(float, timeout), duration, waited)
         # The attempt never started (or could not cross to a child process).
@@ -471,7 +494,7 @@ class Attempts:
                 call_args = ()
             on_timeout = tool.on_timeout or self.on_timeout
             if channel is None:
-                return self._pool.run(
+                return self.pool.run(
                     tool.function,
                     call_args,
                     arguments if type(arguments) is dict else dict(arguments),
@@ -479,7 +502,7 @@ class Attempts:
                     cancelled=cancelled,
                     interrupt=on_timeout == "interrupt",
                 )
-            return self._pool.run_watched(  # the caller delivers what the tool reports
+            return self.pool.run_watched(  # the caller delivers what the tool reports
                 tool.function,
                 call_args,
                 arguments if type(arguments) is dict else dict(arguments),
@@ -500,7 +523,7 @@ class Attempts:
                 actx,
                 cap,
                 own - monotonic(),
-                self._queue_for(tool, timeout),
+                self.queue_for(tool, timeout),
                 ctx.sandbox,
             )
         try:
@@ -523,7 +546,7 @@ class Attempts:
             )
         return outcome
 
-    def _queue_for(self, tool: Tool, timeout: float) -> float:
+    def queue_for(self, tool: Tool, timeout: float) -> float:
         """How long a process-run attempt of ``tool`` waits for a free child."""
         return tool.queue_timeout or self._queue_timeout or timeout
 
@@ -534,7 +557,7 @@ class Attempts:
             f"ToolExecutor(backends={{{name!r}: ...}})"
         )
 
-    def _raised(
+    def on_raised(
         self,
         tool: Tool,
         arguments: c.Mapping[str, t.Any],

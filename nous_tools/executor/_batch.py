@@ -1,6 +1,6 @@
 """``execute_many``'s batch, coordinated by its caller (private).
 
-:class:`Batches`, a base of :class:`~nous_tools.ToolExecutor`: a batch run from
+:class:`Batches`, what :class:`~nous_tools.ToolExecutor` runs a batch with: a batch run from
 the caller's thread without a thread per call — each call's approval, validation
 and conversion in the caller, its timed first attempt handed to a pool worker or a
 child process and not awaited, the ends and deadlines taken as they come; a call
@@ -25,9 +25,17 @@ from nous_tools._util._scope import Scope, here, interrupts
 from nous_tools._util._text import safe_str as _safe_str
 from nous_tools.backend import ProcessBackend
 from nous_tools.errors import ToolError
-from nous_tools.executor._attempts import _NO_CAP, _Failure, _internal_error, _log_signal, _progress
-from nous_tools.executor._handoff import _PENDING, _RETRY, _Job
-from nous_tools.executor._lanes import Lanes, _Tally
+from nous_tools.executor._attempts import (
+    _NO_CAP,
+    Attempts,
+    _Failure,
+    _internal_error,
+    _log_signal,
+    _progress,
+)
+from nous_tools.executor._call import Calls
+from nous_tools.executor._handoff import _PENDING, _RETRY, HandOffs, _Job
+from nous_tools.executor._lanes import _Tally
 from nous_tools.results import Err, Result
 from nous_tools.run_context import RunContext
 from nous_tools.tool import Tool
@@ -41,7 +49,7 @@ _SIGNAL_SLICE = 0.05
 
 
 class _Batch:
-    """Where a batch run by :meth:`ToolExecutor._run_batch` stands."""
+    """Where a batch run by :meth:`Batches.run` stands."""
 
     __slots__ = (
         "ahead",
@@ -100,10 +108,22 @@ class _Batch:
         self.enter: c.Callable[[int], object] | None = None
 
 
-class Batches(Lanes):
-    """The batch of :meth:`~nous_tools.ToolExecutor.execute_many`."""
+class Batches:
+    """The batch of :meth:`~nous_tools.ToolExecutor.execute_many`, coordinated by its
+    caller: it composes the pipeline's steps — a call's :class:`Calls` entry (its
+    timed first attempt handed off by :class:`HandOffs`), the retries of
+    :class:`Attempts` — and is composed by none of them."""
 
-    def _run_batch(
+    def __init__(
+        self, attempts: Attempts, hand_offs: HandOffs, calls: Calls, journaled: bool
+    ) -> None:
+        self._attempts = attempts
+        self._hand_offs = hand_offs
+        self._calls = calls
+        self._pool = attempts.pool
+        self._journaled = journaled  # a journaled executor's calls run whole, in lanes
+
+    def run(
         self,
         jobs: c.Sequence[tuple[Tool, t.Any, str | None] | Err],
         todo: list[int],
@@ -160,7 +180,7 @@ class Batches(Lanes):
                 state.session.close()
 
     def _coordinate(self, state: _Batch, limit: int) -> None:
-        """:meth:`_run_batch`'s loop: start calls while there is room, then take the
+        """:meth:`run`'s loop: start calls while there is room, then take the
         next call that ends or whose deadline passes, until every call has ended."""
         pool = self._pool
         jobs, results, ctx, batch = state.jobs, state.results, state.ctx, state.scope
@@ -172,7 +192,7 @@ class Batches(Lanes):
         )
         main = threading.current_thread() is threading.main_thread()
         gated = isinstance(ctx, RunContext) and ctx.approval_gated
-        journaled = self._journal is not None  # its calls run whole, in lanes
+        journaled = self._journaled
         while True:
             while (
                 pending
@@ -202,8 +222,7 @@ class Batches(Lanes):
                     ) -> Result:
                         if run is not None:
                             return t.cast(Result, run(tool, arguments, ctx, call_id))
-                        result: Result = self.execute(tool, arguments, ctx, call_id=call_id)
-                        return result
+                        return self._calls.job(tool, arguments, ctx, call_id)
 
                     state.lanes += self._in_lane(job, whole, results, batch, state.tally)
                     continue
@@ -316,10 +335,10 @@ class Batches(Lanes):
         call_id: str | None,
         job: _Job,
     ) -> t.Any:
-        """:meth:`execute` for a batch's call, in the batch's caller: a result, or
+        """``ToolExecutor.execute`` for a batch's call, in the batch's caller: a result, or
         ``_PENDING`` when its first attempt was handed to a worker."""
         try:
-            return self._execute(tool, arguments, ctx, call_id, job=job)
+            return self._calls.entry(tool, arguments, ctx, call_id, job=job)
         except BaseException as exc:  # a bug of ours must not reach the caller either
             if interrupts(exc):
                 raise
@@ -355,7 +374,11 @@ class Batches(Lanes):
     ) -> int:
         """Record a batch call's result, or start its retries in a lane; the number
         of lanes started (0 or 1). ``outcome`` is the pool's, or a result already."""
-        result = job.context.run(self._finish, job, outcome) if type(outcome) is tuple else outcome
+        result = (
+            job.context.run(self._hand_offs.finish_hand_off, job, outcome)
+            if type(outcome) is tuple
+            else outcome
+        )
         if job.channel is not None:
             state.channels.pop(job.channel, None)
             state.timers.pop(job.channel, None)
@@ -367,7 +390,9 @@ class Batches(Lanes):
         failure = t.cast(_Failure, job.failure)
 
         def retries() -> Result:
-            return self._retry(job.tool, job.arguments, job.ctx, failure, job.total, job.call_id)
+            return self._attempts.retry(
+                job.tool, job.arguments, job.ctx, failure, job.total, job.call_id
+            )
 
         return self._in_lane(job, retries, results, batch, state.tally)
 
@@ -423,7 +448,7 @@ class Batches(Lanes):
                 outcome = task.pool.expire(task)  # (a process call: stopped already)
                 if outcome is None:
                     outcome = (TIMED_OUT, None, None)
-                job.context.run(self._finish, job, outcome)
+                job.context.run(self._hand_offs.finish_hand_off, job, outcome)
 
         with contextlib.suppress(RuntimeError):
             self._pool.start_lane(lane, batch)
@@ -434,11 +459,7 @@ class Batches(Lanes):
         listens to what the tool reports and its context cannot be asked questions
         (such a call runs in a lane, whose thread delivers the reports and answers
         the questions)."""
-        name = tool.backend
-        if name is None:
-            backend = self._default if tool.isolation == "thread" else self._process_backend
-        else:
-            backend = self._backends.get(name)  # type: ignore[assignment]
+        backend = self._attempts.backend_of(tool)
         if type(backend) is not ProcessBackend:
             return False
         if tool.sandbox is not None or (
@@ -462,8 +483,5 @@ class Batches(Lanes):
     def _on_threads(self, tool: Tool) -> bool:
         """Whether ``tool``'s timed attempts run on this executor's worker threads
         (a batch hands those straight to the pool; any other backend runs them in a
-        lane, through :meth:`_timed`)."""
-        name = tool.backend
-        if name is None:
-            return tool.isolation == "thread" and self._default is self._threads
-        return self._backends.get(name) is self._threads
+        lane, through ``Attempts._timed``)."""
+        return self._attempts.on_threads(self._attempts.backend_of(tool))

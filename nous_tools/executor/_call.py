@@ -1,10 +1,11 @@
 """One call through the pipeline (private).
 
-:class:`Calls`, a base of :class:`~nous_tools.ToolExecutor`: ``_execute``, the
-pipeline of one call — the journal's step 0, approval, validation and conversion
-(inside the call's deadline), admission, the journal's ``started``, the attempts
-(:mod:`nous_tools.executor._attempts`) and the journal's ``completed`` — and the
-shield a call made from inside a pool worker runs under.
+:class:`Calls`, the first step of :class:`~nous_tools.ToolExecutor`'s chain:
+:meth:`Calls.entry`, the pipeline of one call — the journal's step 0 wrapping the
+rest, approval, validation and conversion (inside the call's deadline), admission,
+the journal's ``started``, the attempts (the next step,
+:class:`~nous_tools.executor._attempts.Attempts`) and the journal's ``completed`` —
+and the guard and shield a call made from inside a pool worker runs under.
 """
 
 from __future__ import annotations
@@ -15,21 +16,30 @@ import time
 import typing as t
 
 from nous_tools._engine import _admission, _pool
-from nous_tools._engine._journal import UNJOURNALED, Claim
-from nous_tools._engine._journal import run as _journal_run
+from nous_tools._engine._journal import UNJOURNALED, Claim, run_journaled
 from nous_tools._util._clock import monotonic
 from nous_tools._util._log import log as _log
 from nous_tools._util._scope import here, interrupts
 from nous_tools._util._text import safe_str as _safe_str
 from nous_tools.approval._gate import check_approval
 from nous_tools.errors import ToolError, ToolTimeout
-from nous_tools.executor._attempts import _exception, _Failure, _internal_error, _start, _stop
+from nous_tools.executor._attempts import (
+    Attempts,
+    _exception,
+    _Failure,
+    _internal_error,
+    _start,
+    _stop,
+)
 from nous_tools.executor._handoff import HandOffs, _Job
 from nous_tools.results import Err, Ok, Result
 from nous_tools.results import _set_update as _set_ok_update
 from nous_tools.results import _set_value as _set_ok_value
 from nous_tools.run_context import RunContext
 from nous_tools.tool import Tool
+
+if t.TYPE_CHECKING:
+    from nous_tools.journal._record import Journal
 
 _logger = _log.logger
 _DEBUG = logging.DEBUG
@@ -70,10 +80,35 @@ def _checked_past_deadline(tool: Tool) -> Err:
     )
 
 
-class Calls(HandOffs):
-    """Steps 0 to 6 of one call (``docs/concepts/pipeline.md``)."""
+class Calls:
+    """Steps 0 to 4 and 6 of one call (``docs/concepts/pipeline.md``): the entry
+    (:meth:`guarded`, :meth:`entry`), the journal's step 0 wrapping the rest
+    (:meth:`_gated`: approval, validation and conversion, admission, the journal's
+    ``started``), then the attempts — :class:`Attempts`, or for a batch's timed
+    call :class:`HandOffs` — each called once, none calling back."""
 
-    def _shielded(
+    def __init__(
+        self,
+        attempts: Attempts,
+        hand_offs: HandOffs,
+        admission: _admission.Admission,
+        journal: Journal | None,
+        max_result_chars: int | None,
+    ) -> None:
+        self._admission = admission
+        self._journal = journal
+        self._max_result_chars = max_result_chars
+        self._attempts = attempts  # step 5
+        self._hand_offs = hand_offs  # step 5 of a batch's timed call
+
+    def job(
+        self, tool: Tool, arguments: t.Any, ctx: RunContext[t.Any] | None, call_id: str | None
+    ) -> Result:
+        """One job of a batch run whole (in a lane): :meth:`run` of an unapproved,
+        unjournaled-by-default call."""
+        return self.guarded(tool, arguments, ctx, call_id, False, None, None)
+
+    def shielded(
         self,
         tool: Tool,
         arguments: c.Mapping[str, t.Any] | None,
@@ -84,13 +119,13 @@ class Calls(HandOffs):
         journal: t.Any = None,
         wait: float | None = None,
     ) -> Result:
-        """:meth:`_execute` for a call made from inside a pool worker (a tool calling
+        """:meth:`entry` for a call made from inside a pool worker (a tool calling
         another): no asynchronous ``ToolCancelled`` lands in the library's code —
         a log handler's lock, a signal, the pool's books — only in the tools it
         runs inline; a cancellation that arrives meanwhile is raised on return."""
         token = _pool.shield()
         try:
-            return self._execute(
+            return self.entry(
                 tool,
                 arguments,
                 ctx,
@@ -108,7 +143,7 @@ class Calls(HandOffs):
             if token is not None:
                 _pool.unshield(token)
 
-    def _run_with(
+    def guarded(
         self,
         tool: Tool,
         arguments: c.Mapping[str, t.Any] | None,
@@ -118,15 +153,15 @@ class Calls(HandOffs):
         journal: t.Any,
         wait: float | None,
     ) -> Result:
-        """:meth:`execute` (or :meth:`execute_approved`) with ``journal`` as
-        :meth:`_execute` takes it: None for the executor's own, a registry's, or a
+        """``ToolExecutor.execute`` (or ``execute_approved``) with ``journal`` as
+        :meth:`entry` takes it: None for the executor's own, a registry's, or a
         :class:`~nous_tools._engine._journal.Claim`."""
         if here.nested:
-            return self._shielded(
+            return self.shielded(
                 tool, arguments, ctx, call_id, skip_approval, journal=journal, wait=wait
             )
         try:
-            return self._execute(
+            return self.entry(
                 tool,
                 arguments,
                 ctx,
@@ -140,7 +175,7 @@ class Calls(HandOffs):
                 raise
             return _internal_error(tool, exc)
 
-    def _execute(
+    def entry(
         self,
         tool: Tool,
         arguments: c.Mapping[str, t.Any] | None,
@@ -154,8 +189,8 @@ class Calls(HandOffs):
         wait: float | None = None,
     ) -> Result:
         """The pipeline's entry and its step 0. ``shielded``: called by
-        :meth:`_shielded` (perhaps in a pool worker, whose shield an inline tool must
-        leave). ``job``: a call of a batch (see :meth:`_run_batch`), whose timed first
+        :meth:`shielded` (perhaps in a pool worker, whose shield an inline tool must
+        leave). ``job``: a call of a batch (see ``Batches.run``), whose timed first
         attempt is handed to a worker and not waited for here. ``journal``: None for
         the executor's own journal, a registry's journal, a :class:`Claim` (step 0 let
         the call go on: it is recorded around its attempts), or ``UNJOURNALED``;
@@ -181,7 +216,7 @@ class Calls(HandOffs):
             return self._gated(tool, arguments, ctx, call_id, skip_approval, shielded, job, None)
         if isinstance(journal, Claim):
             return self._gated(tool, arguments, ctx, call_id, skip_approval, shielded, job, journal)
-        return _journal_run(
+        return run_journaled(
             self._gated, journal, tool, arguments, ctx, call_id, skip_approval, shielded, wait
         )
 
@@ -249,11 +284,16 @@ class Calls(HandOffs):
             return self._claimed(claim, tool, arguments, ctx, call_id, limits)
         # 5. attempts
         if job is not None and tool.timeout is not None:  # (on threads, or job.process)
-            return self._hand_off(job, tool, arguments, ctx, call_id, tool.retries + 1, until)  # type: ignore[no-any-return]
+            handed: Result = self._hand_offs.hand_off(  # (or _PENDING)
+                job, tool, arguments, ctx, call_id, tool.retries + 1, until
+            )
+            return handed
         if _logger.isEnabledFor(_DEBUG):
             total = tool.retries + 1
             began = time.perf_counter()
-            outcome = self._attempt(tool, arguments, ctx, 1, total, call_id, deadline=until)
+            outcome = self._attempts.attempt(
+                tool, arguments, ctx, 1, total, call_id, deadline=until
+            )
             if type(outcome) is Ok:
                 elapsed_ms = (time.perf_counter() - began) * 1000
                 _log.debug("Tool '%s' completed in %.1f ms", tool.name, elapsed_ms)
@@ -269,12 +309,16 @@ class Calls(HandOffs):
                 value = tool.function(**arguments)
             except Exception as exc:
                 total = tool.retries + 1
-                outcome = self._raised(tool, arguments, exc, _safe_str(exc), 1, total, 0)
+                outcome = self._attempts.on_raised(
+                    tool, arguments, exc, _safe_str(exc), 1, total, 0
+                )
             except BaseException as exc:
                 if interrupts(exc):
                     raise  # the user's Ctrl-C, or this thread's attempt was cancelled
                 total = tool.retries + 1
-                outcome = self._raised(tool, arguments, exc, _safe_str(exc), 1, total, 0)
+                outcome = self._attempts.on_raised(
+                    tool, arguments, exc, _safe_str(exc), 1, total, 0
+                )
             else:
                 kind = type(value)
                 if kind is Ok or kind is Err:
@@ -285,12 +329,14 @@ class Calls(HandOffs):
                 return result
         else:
             total = tool.retries + 1
-            outcome = self._attempt(tool, arguments, ctx, 1, total, call_id, deadline=until)
+            outcome = self._attempts.attempt(
+                tool, arguments, ctx, 1, total, call_id, deadline=until
+            )
         if type(outcome) is not _Failure:
             return outcome  # type: ignore[return-value]  # not a _Failure
         if not outcome.will_retry:
-            return self._final_failure(tool, outcome)
-        return self._retry(tool, arguments, ctx, outcome, total, call_id)
+            return self._attempts.final_failure(tool, outcome)
+        return self._attempts.retry(tool, arguments, ctx, outcome, total, call_id)
 
     def _limited(
         self,
@@ -303,18 +349,18 @@ class Calls(HandOffs):
         """Step 4 for a tool whose attempts each hold a ``max_concurrency`` slot, or
         whose final result is checked (``on_result_overflow="error"``); see
         ``docs/concepts/limits.md``. Never a batch's hand-off: a batch runs such a
-        call whole in a lane (:meth:`_coordinate`)."""
+        call whole in a lane (``Batches._coordinate``)."""
         total = tool.retries + 1
         began = time.perf_counter() if _logger.isEnabledFor(_DEBUG) else None
         if limits.max_concurrency is not None:
-            outcome = self._slotted(tool, arguments, ctx, 1, total, call_id)
+            outcome = self._attempts.slotted(tool, arguments, ctx, 1, total, call_id)
         else:
-            outcome = self._attempt(tool, arguments, ctx, 1, total, call_id)
+            outcome = self._attempts.attempt(tool, arguments, ctx, 1, total, call_id)
         if type(outcome) is _Failure:
             if outcome.will_retry:
-                outcome = self._retry(tool, arguments, ctx, outcome, total, call_id)
+                outcome = self._attempts.retry(tool, arguments, ctx, outcome, total, call_id)
             else:
-                outcome = self._final_failure(tool, outcome)
+                outcome = self._attempts.final_failure(tool, outcome)
         elif began is not None and type(outcome) is Ok:
             elapsed_ms = (time.perf_counter() - began) * 1000
             _log.debug("Tool '%s' completed in %.1f ms", tool.name, elapsed_ms)
@@ -346,12 +392,14 @@ class Calls(HandOffs):
                 result = self._limited(tool, arguments, started, call_id, limits)
             else:
                 total = tool.retries + 1
-                outcome = self._attempt(tool, arguments, started, 1, total, call_id)
+                outcome = self._attempts.attempt(tool, arguments, started, 1, total, call_id)
                 if type(outcome) is _Failure:
                     if outcome.will_retry:
-                        result = self._retry(tool, arguments, started, outcome, total, call_id)
+                        result = self._attempts.retry(
+                            tool, arguments, started, outcome, total, call_id
+                        )
                     else:
-                        result = self._final_failure(tool, outcome)
+                        result = self._attempts.final_failure(tool, outcome)
                 else:
                     result = t.cast(Result, outcome)
         except BaseException:  # interrupted: the outcome is unknown (as after a crash)

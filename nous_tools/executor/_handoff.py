@@ -1,10 +1,10 @@
 """A batch call's first attempt, handed off and not awaited (private).
 
-:class:`HandOffs`, a base of :class:`~nous_tools.ToolExecutor`: the timed first
+:class:`HandOffs`, step 5 of a batch's call in :class:`~nous_tools.ToolExecutor`'s chain: the timed first
 attempt of a call of ``execute_many``'s batch (:mod:`nous_tools.executor._batch`),
 handed to a pool worker or a child process as ``_timed`` would run it, without
 waiting for it; :class:`_Job`, where such a call stands; and the end of that
-attempt read into the call's result, signals and log lines (``_finish``).
+attempt read into the call's result, signals and log lines (``finish_hand_off``).
 """
 
 from __future__ import annotations
@@ -53,14 +53,14 @@ class _Marker:
         return self.name
 
 
-#: A batch's call whose first attempt a worker runs (see ToolExecutor._run_batch).
+#: A batch's call whose first attempt a worker runs (see Batches.run).
 _PENDING = _Marker("_PENDING")
 #: A batch's call whose first attempt failed and that goes on with its retries.
 _RETRY = _Marker("_RETRY")
 
 
 class _Job:
-    """One call of a batch run by :meth:`ToolExecutor._run_batch`: where it stands."""
+    """One call of a batch run by ``Batches.run``: where it stands."""
 
     __slots__ = (
         "arguments",
@@ -100,10 +100,15 @@ class _Job:
         self.session: t.Any = None  # ... and the batch's session with them, if any
 
 
-class HandOffs(Attempts):
-    """Attempt 1 of a batch's call, handed off (see ``executor._batch``)."""
+class HandOffs:
+    """Attempt 1 of a batch's timed call, handed to a worker or a child process and
+    not waited for (see ``executor._batch``); its end read as :class:`Attempts`
+    reads an attempt's."""
 
-    def _hand_off(
+    def __init__(self, attempts: Attempts) -> None:
+        self._attempts = attempts
+
+    def hand_off(
         self,
         job: _Job,
         tool: Tool,
@@ -114,7 +119,7 @@ class HandOffs(Attempts):
         until: float | None = None,
     ) -> t.Any:
         """Attempt 1 of a batch's timed call: its ``start`` signal, and the call
-        handed to a worker as :meth:`_timed` would run it, without waiting; then
+        handed to a worker as ``Attempts._timed`` would run it, without waiting; then
         ``_PENDING``, or the result when the pool refused it at once. ``until``:
         the deadline already set (when validation and conversion ran)."""
         job.tool, job.arguments, job.ctx, job.call_id, job.total = (
@@ -140,7 +145,7 @@ class HandOffs(Attempts):
             attempt_ctx = _with_channel(ctx, channel)
             emit = True
         job.emit = emit
-        job.began = self._started(tool, 1, total, call_id) if emit else 0
+        job.began = self._attempts.send_start(tool, 1, total, call_id) if emit else 0
         deadline = monotonic() + t.cast(float, tool.timeout) if until is None else until
         scope = here.scope
         if process is not None:
@@ -153,8 +158,8 @@ class HandOffs(Attempts):
             call_args: tuple[t.Any, ...] = (_with_attempt(attempt_ctx, 0, deadline, cancelled),)
         else:
             call_args = ()
-        on_timeout = tool.on_timeout or self.on_timeout
-        started = self._pool.submit(
+        on_timeout = tool.on_timeout or self._attempts.on_timeout
+        started = self._attempts.pool.submit(
             tool.function,
             call_args,
             arguments if type(arguments) is dict else dict(arguments),
@@ -164,7 +169,7 @@ class HandOffs(Attempts):
             interrupt=on_timeout == "interrupt",
         )
         if type(started) is tuple:  # refused: shut down, saturated, or cancelled
-            return self._finish(job, started)
+            return self.finish_hand_off(job, started)
         job.task = started
         return _PENDING
 
@@ -177,8 +182,8 @@ class HandOffs(Attempts):
         ctx: RunContext[t.Any],
         deadline: float,
     ) -> t.Any:
-        """:meth:`_hand_off` for a call whose attempts run in child processes: handed
-        to the pool's drivers, no thread of its own (as :meth:`_timed` would run it:
+        """:meth:`hand_off` for a call whose attempts run in child processes: handed
+        to the pool's drivers, no thread of its own (as ``Attempts._timed`` would run it:
         its timeout counts from when a child takes it)."""
         scope = here.scope
         cap = scope.deadline if scope is not None and scope.deadline is not None else _NO_CAP
@@ -193,17 +198,17 @@ class HandOffs(Attempts):
             cap,
             job.notify.put,
             budget=deadline - monotonic(),
-            queue_timeout=self._queue_for(tool, timeout),
+            queue_timeout=self._attempts.queue_for(tool, timeout),
             session=job.session,
         )
         if type(started) is tuple:  # refused: shut down, unpicklable, or cancelled
-            return self._finish(job, started)
+            return self.finish_hand_off(job, started)
         job.task = started
         return _PENDING
 
-    def _finish(self, job: _Job, outcome: tuple[str, t.Any, t.Any]) -> t.Any:
+    def finish_hand_off(self, job: _Job, outcome: tuple[str, t.Any, t.Any]) -> t.Any:
         """The end of a batch's first attempt, in the call's context: its result,
-        signals and log lines, as :meth:`_attempt` and :meth:`_execute` would give
+        signals and log lines, as ``Attempts.attempt`` and ``Calls.entry`` would give
         them; ``_RETRY`` when the call goes on with a retry (``job.failure``)."""
         tool = job.tool
         try:
@@ -211,14 +216,14 @@ class HandOffs(Attempts):
             if job.channel is not None:
                 job.channel.finish()  # what the tool reported, before the attempt's end
             duration = time.perf_counter_ns() - job.began if job.emit else 0
-            result = self._ended(
+            result = self._attempts.read_end(
                 tool, job.arguments, 1, job.total, tool.timeout, kind, value, text, duration
             )
             if type(result) is _Failure:
                 if result.will_retry:
                     job.failure = result
                     return _RETRY
-                return self._final_failure(tool, result)
+                return self._attempts.final_failure(tool, result)
             if job.debug is not None and type(result) is Ok:
                 elapsed_ms = (time.perf_counter() - job.debug) * 1000
                 _log.debug("Tool '%s' completed in %.1f ms", tool.name, elapsed_ms)

@@ -1,7 +1,6 @@
 """Batches run by lanes (private): helper threads that each take the next call.
 
-:class:`Lanes`, a base of :class:`~nous_tools.ToolExecutor`: the batch of
-``run_jobs`` with a ``run`` of its own (a registry's, ``execute_tool_calls``'),
+:func:`run_lanes`: the batch of ``run_jobs`` with a ``run`` of its own (a registry's, ``execute_tool_calls``'),
 where the caller and up to ``limit - 1`` lane threads run one job at a time; and
 :class:`_Tally`, a batch's ``on_progress``.
 """
@@ -17,10 +16,12 @@ from nous_tools._util._log import log as _log
 from nous_tools._util._scope import Scope, here, interrupts
 from nous_tools._util._text import safe_str as _safe_str
 from nous_tools.errors import ToolError
-from nous_tools.executor._call import Calls
-from nous_tools.results import Err, Result
+from nous_tools.results import Err
 from nous_tools.run_context import RunContext
 from nous_tools.tool import Tool
+
+if t.TYPE_CHECKING:
+    from nous_tools._engine._pool import WorkerPool
 
 
 class _Tally:
@@ -59,80 +60,68 @@ class _Tally:
             )
 
 
-class Lanes(Calls):
-    """The lanes of a batch (:meth:`~nous_tools.ToolExecutor.run_jobs`)."""
+def run_lanes(
+    pool: WorkerPool,
+    jobs: c.Sequence[tuple[Tool, t.Any, str | None] | Err],
+    todo: list[int],
+    results: list[t.Any],
+    ctx: RunContext[t.Any] | None,
+    batch: Scope,
+    runner: c.Callable[[Tool, t.Any, RunContext[t.Any] | None, str | None], t.Any],
+    limit: int,
+    tally: _Tally | None = None,
+) -> None:
+    """The caller and up to ``limit - 1`` lane threads (``limit``: at most
+    ``max_workers``) take jobs one at a time and run each with ``runner``."""
+    lock = threading.Lock()
+    finished = threading.Event()
+    state = [0, 0]  # the next job to claim, the jobs claimed and not yet ended
 
-    execute: c.Callable[..., Result]  # ToolExecutor.execute, which runs a batch's calls
-
-    def _run_lanes(
-        self,
-        jobs: c.Sequence[tuple[Tool, t.Any, str | None] | Err],
-        todo: list[int],
-        results: list[t.Any],
-        ctx: RunContext[t.Any] | None,
-        batch: Scope,
-        runner: c.Callable[[Tool, t.Any, RunContext[t.Any] | None, str | None], t.Any],
-        limit: int,
-        tally: _Tally | None = None,
-    ) -> None:
-        """The caller and up to ``limit - 1`` lane threads (``limit``: at most
-        ``max_workers``) take jobs one at a time and run each with ``runner``."""
-        pool = self._pool
-        lock = threading.Lock()
-        finished = threading.Event()
-        state = [0, 0]  # the next job to claim, the jobs claimed and not yet ended
-
-        def drain(caller: bool = False) -> None:
-            while True:
-                with lock:
-                    if batch.cancelled or state[0] >= len(todo):
-                        if state[1] == 0:
-                            finished.set()
-                        return
-                    i = todo[state[0]]
-                    state[0] += 1
-                    state[1] += 1
-                tool, arguments, call_id = t.cast(tuple[Tool, t.Any, "str | None"], jobs[i])
-                try:
-                    try:
-                        results[i] = runner(tool, arguments, ctx, call_id)
-                    except BaseException as exc:
-                        if caller and interrupts(exc):
-                            raise  # the caller's Ctrl-C, or its own cancellation
-                        results[i] = Err(
-                            ToolError(
-                                f"Tool '{getattr(tool, 'name', 'unknown')}' could not be run: "
-                                f"{type(exc).__name__}: {_safe_str(exc)}",
-                                original_error=exc,
-                            )
-                        )
-                    if tally is not None:
-                        tally.ended(results[i])
-                finally:
-                    with lock:
-                        state[1] -= 1
-                        if state[1] == 0 and (batch.cancelled or state[0] >= len(todo)):
-                            finished.set()
-
-        try:
-            for _ in range(min(len(todo), limit) - 1):
-                try:
-                    pool.start_lane(drain, batch)
-                except RuntimeError:  # no thread to be had: fewer lanes
-                    break
-            saved = here.scope
-            here.scope = batch
+    def drain(caller: bool = False) -> None:
+        while True:
+            with lock:
+                if batch.cancelled or state[0] >= len(todo):
+                    if state[1] == 0:
+                        finished.set()
+                    return
+                i = todo[state[0]]
+                state[0] += 1
+                state[1] += 1
+            tool, arguments, call_id = t.cast(tuple[Tool, t.Any, "str | None"], jobs[i])
             try:
-                contextvars.copy_context().run(drain, True)  # the caller is a lane too
+                try:
+                    results[i] = runner(tool, arguments, ctx, call_id)
+                except BaseException as exc:
+                    if caller and interrupts(exc):
+                        raise  # the caller's Ctrl-C, or its own cancellation
+                    results[i] = Err(
+                        ToolError(
+                            f"Tool '{getattr(tool, 'name', 'unknown')}' could not be run: "
+                            f"{type(exc).__name__}: {_safe_str(exc)}",
+                            original_error=exc,
+                        )
+                    )
+                if tally is not None:
+                    tally.ended(results[i])
             finally:
-                here.scope = saved
-            finished.wait()
-        except BaseException:
-            pool.cancel(batch)
-            raise
+                with lock:
+                    state[1] -= 1
+                    if state[1] == 0 and (batch.cancelled or state[0] >= len(todo)):
+                        finished.set()
 
-    def _run_job(
-        self, tool: Tool, arguments: t.Any, ctx: RunContext[t.Any] | None, call_id: str | None
-    ) -> Result:
-        result: Result = self.execute(tool, arguments, ctx, call_id=call_id)
-        return result
+    try:
+        for _ in range(min(len(todo), limit) - 1):
+            try:
+                pool.start_lane(drain, batch)
+            except RuntimeError:  # no thread to be had: fewer lanes
+                break
+        saved = here.scope
+        here.scope = batch
+        try:
+            contextvars.copy_context().run(drain, True)  # the caller is a lane too
+        finally:
+            here.scope = saved
+        finished.wait()
+    except BaseException:
+        pool.cancel(batch)
+        raise
