@@ -16,7 +16,9 @@ from __future__ import annotations
 import logging
 import typing as t
 
-from nous_tools import _wiring, signals
+# _rendering registers the writer of a value as text with nous_tools.content as it
+# is imported (a value imports no layer above it).
+from nous_tools import _rendering, _wiring, signals  # noqa: F401  (_rendering)
 from nous_tools.advice import Advice
 from nous_tools.approval._gate import check_approval
 from nous_tools.approval._store import ApprovalStore, InMemoryApprovalStore

@@ -1,4 +1,4 @@
-"""Wiring: what the values need of the layers above them, handed over once.
+"""Wiring: what ``Tool`` needs of the layers above it, handed over once.
 
 A value (``nous_tools.tool``, ``nous_tools.content``, ...) imports no layer above
 it, not even inside a function or under ``TYPE_CHECKING``
@@ -10,8 +10,7 @@ any ``nous_tools`` module runs the package's ``__init__`` first:
 - ``Tool`` gets the schema layer's code (``nous_tools.schema._tool``: schemas from
   signatures, validators, argument conversion, strict schemas; each imports its
   engine on first use) and the registry's ``redecorate`` (``@tool(...)`` above
-  ``@registry.register``);
-- ``content`` gets the providers' writer of a value as text.
+  ``@registry.register``).
 
 Nothing here is imported at the top of a function on a call's path: a tool keeps
 what it compiled (its validator, converter and limits) as before.
@@ -19,8 +18,7 @@ what it compiled (its validator, converter and limits) as before.
 
 from __future__ import annotations
 
-from nous_tools import content, tool
-from nous_tools._rendering import _value_content
+from nous_tools import tool
 from nous_tools.registry._registry import redecorate
 from nous_tools.schema import _tool as _tool_schema
 
@@ -30,4 +28,3 @@ __all__ = ["wire"]
 def wire() -> None:
     """Hand the values what they need of the layers above them (idempotent)."""
     tool.wire(_tool_schema, redecorate)
-    content.wire(_value_content)

@@ -8,6 +8,7 @@ import, no import cycle spans two folders, and a value wired by the package's
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import typing as t
@@ -105,6 +106,24 @@ def test_no_import_cycle_spans_two_folders() -> None:
     assert cycles, "the walk finds the cycles inside folders (a check that it looks at all)"
     spanning = [c for c in cycles if len({_folder(graph, m) for m in c}) > 1]
     assert not spanning, f"import cycles across folders: {spanning}"
+
+
+#: Each hook by which a value gets code of a layer above it, and the one module that
+#: registers that code: the layer that owns it (the import it calls the hook
+#: through points down, and the contracts see it).
+REGISTERED_BY = {
+    "register_value_text": "nous_tools/_rendering.py",
+}
+
+
+def test_each_hook_of_a_value_is_registered_by_the_layer_that_owns_the_code() -> None:
+    calls: dict[str, list[str]] = {hook: [] for hook in REGISTERED_BY}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        for hook in REGISTERED_BY:
+            if re.search(rf"(?<!def )\b{hook}\(", text):
+                calls[hook].append(path.relative_to(ROOT).as_posix())
+    assert calls == {hook: [module] for hook, module in REGISTERED_BY.items()}
 
 
 @pytest.mark.parametrize(
