@@ -21,7 +21,7 @@ OUT = ROOT / "docs" / "assets" / "architecture.svg"
 LABELS = {
     "__main__": "entry point",
     "cli": "command line",
-    "_wiring": "surfaces",
+    "contrib": "surfaces",
     "providers": "providers",
     "registry": "registry",
     "advice": "advice, executor",

@@ -16,7 +16,11 @@ from __future__ import annotations
 import logging
 import typing as t
 
-from nous_tools import _wiring, signals
+# The layers above the values register what the values ask of them as they are
+# imported (a value imports no layer above it): schema the code a Tool compiles,
+# _rendering the writer of a value as text, and the registry (with Registry below)
+# its re-decoration of a tool it made. All are here before anything makes a tool.
+from nous_tools import _rendering, schema, signals  # noqa: F401  (_rendering, schema)
 from nous_tools.advice import Advice
 from nous_tools.approval._gate import check_approval
 from nous_tools.approval._store import ApprovalStore, InMemoryApprovalStore
@@ -76,9 +80,6 @@ if t.TYPE_CHECKING:
     )
     from nous_tools.providers._web import parse_decisions
     from nous_tools.sandbox import SandboxPolicy, SandboxProbe
-
-# The values get what they need of the layers above them (see nous_tools._wiring).
-_wiring.wire()
 
 __version__ = "0.1.0.dev0"
 

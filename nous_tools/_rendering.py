@@ -3,6 +3,8 @@
 :func:`format_tool_result`, what every provider message of a
 :class:`~nous_tools.ToolCallResults` and the MCP server carry, cut to the tool's
 ``max_result_chars``; an error's explanation, cut to :data:`MAX_ERROR_CHARS`.
+The writer of a value as text is registered with :mod:`nous_tools.content` as
+this module is imported, for the items of a result that mixes content with others.
 """
 
 from __future__ import annotations
@@ -119,6 +121,12 @@ def _json_ready(value: object) -> object:
     except Exception:
         return _safe_repr(value)
     return _safe_repr(value) if plain is value else plain
+
+
+# A list that mixes content with other items writes those items as a model reads
+# them: ``nous_tools.content`` (a value: it imports no layer above it) has the
+# writer from here.
+_rich.register_value_text(_value_content)
 
 
 def _exception_text(exc: BaseException) -> str:

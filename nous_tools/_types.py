@@ -6,8 +6,8 @@ must name a type of a higher layer, it names the Protocol here instead, which
 says just what the value uses of it: ``Registry`` is a :class:`RegistryLike`, the
 engine's report channel a :class:`ReportSink`, the schema layer's compiled
 argument validator and converter a :class:`Validator` and a :class:`Converter`,
-and the schema layer's code a :class:`SchemaCode` (handed to ``tool`` by
-``nous_tools/_wiring.py``).
+and the schema layer's code a :class:`SchemaCode` (which ``nous_tools.schema``
+registers with ``tool`` as it is imported: ``register_schema_code``).
 """
 
 from __future__ import annotations

@@ -62,19 +62,24 @@ __all__ = [
 ]
 
 
-def _not_wired(value: object) -> str:
-    raise RuntimeError("nous_tools.content is not wired to the providers: import nous_tools")
+def _not_registered(value: object) -> str:
+    raise RuntimeError(
+        "nous_tools.content has no writer of a value as text: nous_tools._rendering "
+        "registers it (import nous_tools)"
+    )
 
 
 #: How an item of a result that is not content is written (a value as a model sees
-#: it: JSON, a dataclass as argument conversion writes it, ...): the providers'
-#: writer, handed over by ``nous_tools/_wiring.py`` (a value imports no layer above
-#: it; ``docs/concepts/architecture.md``).
-_value_text: c.Callable[[object], str] = _not_wired
+#: it: JSON, a dataclass as argument conversion writes it, ...): the writer of a
+#: result as a model reads it, which ``nous_tools/_rendering.py`` registers here as
+#: it is imported (a value imports no layer above it, so the arrow runs from there
+#: down to here, where the contracts see it; ``docs/concepts/architecture.md``).
+_value_text: c.Callable[[object], str] = _not_registered
 
 
-def wire(value_text: c.Callable[[object], str]) -> None:
-    """Hand over how a value is written as text (called once, by ``nous_tools/_wiring.py``)."""
+def register_value_text(value_text: c.Callable[[object], str]) -> None:
+    """Register how a value is written as text (called once, by
+    ``nous_tools/_rendering.py`` as it is imported)."""
     global _value_text
     _value_text = value_text
 

@@ -26,6 +26,13 @@ Options are checked at construction, with a message that names the option:
 Traceback (most recent call last):
 ...
 ValueError: Tool option 'retries' must be an int >= 0, got -1
+
+``Tool`` is a value and imports no layer above it. What it compiles when it is
+made (schemas from signatures, validators, argument conversion, strict schemas)
+is the schema layer's code, and what ``@tool(...)`` does above
+``@registry.register`` is the registry's: each of those layers registers its code
+here as it is imported (:func:`register_schema_code`, :func:`register_redecorate`),
+through an import that points down to this module.
 """
 
 from __future__ import annotations
@@ -62,32 +69,43 @@ ISOLATION_MODES = ("thread", "process")
 ON_TIMEOUT_MODES = ("interrupt", "abandon")
 ON_RESULT_OVERFLOW_MODES = ("truncate", "error")
 
-# What a Tool needs of the layers above it. A value imports no layer above it
-# (docs/concepts/architecture.md): the schema layer's code (schemas from
-# signatures, validators, argument conversion: nous_tools.schema._tool) and the
-# registry's re-decoration of a tool it made are handed over by
-# nous_tools/_wiring.py when the package is imported, before any tool is made.
-# The schema code imports its engines on first use (they take longer to import
-# than the rest of the package, which a command line pays at every start).
+if t.TYPE_CHECKING:
+    #: What ``Tool.from_function`` does with a tool rather than a function: the
+    #: registry's re-decoration of a tool that ``registry.register`` made of a plain
+    #: function (``@tool(...)`` written above ``@registry.register``).
+    Redecorate = c.Callable[["Tool[..., t.Any]", c.Mapping[str, t.Any]], "Tool[..., t.Any]"]
+
+# What a Tool asks of the layers above it, registered by the layer that owns it
+# (docs/concepts/architecture.md): the schema code (nous_tools.schema._tool, whose
+# functions import their engines on first use) by nous_tools/schema/__init__.py,
+# the re-decoration by nous_tools/registry/_registry.py. nous_tools/__init__.py
+# imports both, and importing any nous_tools module runs it first: both are here
+# before any tool is made.
 _schema: SchemaCode | None = None
-_redecorate: c.Callable[[Tool[..., t.Any], c.Mapping[str, t.Any]], Tool[..., t.Any]] | None = None
+_redecorate: Redecorate | None = None
 
 
-def wire(
-    schema: SchemaCode,
-    redecorate: c.Callable[[Tool[..., t.Any], c.Mapping[str, t.Any]], Tool[..., t.Any]],
-) -> None:
-    """Hand ``Tool`` the schema layer's code and the registry's ``redecorate``
-    (called once, by ``nous_tools/_wiring.py``)."""
-    global _schema, _redecorate
-    _schema = schema
+def register_schema_code(code: SchemaCode) -> None:
+    """Register the schema code a tool compiles when it is made (called once, by
+    ``nous_tools/schema/__init__.py`` as it is imported)."""
+    global _schema
+    _schema = code
+
+
+def register_redecorate(redecorate: Redecorate) -> None:
+    """Register what :meth:`Tool.from_function` does with a tool that
+    ``registry.register`` made (called once, by ``nous_tools/registry/_registry.py``
+    as it is imported)."""
+    global _redecorate
     _redecorate = redecorate
 
 
 def _code() -> SchemaCode:
     code = _schema
     if code is None:  # only when nous_tools/__init__.py did not run (it always does)
-        raise RuntimeError("nous_tools.tool is not wired to the schema layer: import nous_tools")
+        raise RuntimeError(
+            "nous_tools.tool has no schema code: nous_tools.schema registers it (import nous_tools)"
+        )
     return code
 
 
@@ -544,12 +562,15 @@ class Tool(t.Generic[P, R]):
             raise TypeError(
                 f"Tool option 'function' must be callable, got {type(function).__name__}"
             )
-        code = _code()
         if isinstance(function, Tool):  # @tool(...) above @registry.register, say
             redecorate = _redecorate
-            assert redecorate is not None  # wired with the schema code
+            if redecorate is None:  # only when nous_tools/__init__.py did not run
+                raise RuntimeError(
+                    "nous_tools.tool has no re-decoration: nous_tools.registry registers it "
+                    "(import nous_tools)"
+                )
             return t.cast("Tool[_P, _R]", redecorate(function, overrides))
-        options = code.function_options(function, dict(overrides))
+        options = _code().function_options(function, dict(overrides))
         return Tool(function=function, **options)
 
     def to_openai_schema(self, strict: bool = False) -> dict[str, t.Any]:

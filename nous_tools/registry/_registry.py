@@ -66,7 +66,7 @@ from nous_tools.results import (
     check_max_age,
 )
 from nous_tools.run_context import RunContext
-from nous_tools.tool import Tool
+from nous_tools.tool import Tool, register_redecorate
 
 if t.TYPE_CHECKING:
     from nous_tools.journal._record import Journal
@@ -112,6 +112,8 @@ def redecorate(made: Tool, options: c.Mapping[str, t.Any]) -> Tool:
     function and the registry gets the new tool in place of the default one: both
     orders register what the user wrote. Any other Tool is a ``TypeError`` that says
     which order to use (options would otherwise be merged by guesswork).
+    ``Tool.from_function`` calls it through ``register_redecorate`` below (a value,
+    ``nous_tools.tool`` imports no layer above it).
     """
     with _made_lock:
         owner = _made_by_register.get(made)
@@ -127,6 +129,9 @@ def redecorate(made: Tool, options: c.Mapping[str, t.Any]) -> Tool:
     if registry is not None:
         registry._replace(made, new)
     return new
+
+
+register_redecorate(redecorate)
 
 
 def _internal_error(name: object, exc: BaseException) -> Err:

@@ -1,10 +1,10 @@
 """What a :class:`~nous_tools.Tool` asks of the schema layer when it is made.
 
 ``Tool`` is a value and imports no layer above it (``docs/concepts/architecture.md``);
-this module is the schema code it uses, handed to ``nous_tools.tool`` by
-``nous_tools/_wiring.py`` when the package is imported (``nous_tools._types.SchemaCode``
-says what it holds). Each function imports the schema engine it needs on first use,
-as ``Tool`` did itself before: ``import nous_tools`` loads none of them.
+this module is the schema code it uses, which ``nous_tools/schema/__init__.py``
+registers with ``nous_tools.tool`` as the package is imported
+(``nous_tools._types.SchemaCode`` says what it holds). Each function imports the
+schema engine it needs on first use: ``import nous_tools`` loads none of them.
 """
 
 from __future__ import annotations

@@ -2,12 +2,14 @@
 
 ``make lint`` runs the import-linter contracts of ``pyproject.toml``; these tests pin
 what the contracts cannot say: every module is in a layer, no contract ignores an
-import, no import cycle spans two folders, and a value wired by the package's
-``__init__`` works however it is first imported.
+import, no import cycle spans two folders, each layer above a value registers
+what the value asks of it from its own module, and a value works however it is
+first imported.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import typing as t
@@ -107,18 +109,45 @@ def test_no_import_cycle_spans_two_folders() -> None:
     assert not spanning, f"import cycles across folders: {spanning}"
 
 
+#: Each hook by which a value gets code of a layer above it, and the one module that
+#: registers that code: the layer that owns it (the import it calls the hook
+#: through points down, and the contracts see it).
+REGISTERED_BY = {
+    "register_schema_code": "nous_tools/schema/__init__.py",
+    "register_redecorate": "nous_tools/registry/_registry.py",
+    "register_value_text": "nous_tools/_rendering.py",
+}
+
+
+def test_each_hook_of_a_value_is_registered_by_the_layer_that_owns_the_code() -> None:
+    calls: dict[str, list[str]] = {hook: [] for hook in REGISTERED_BY}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        for hook in REGISTERED_BY:
+            if re.search(rf"(?<!def )\b{hook}\(", text):
+                calls[hook].append(path.relative_to(ROOT).as_posix())
+    assert calls == {hook: [module] for hook, module in REGISTERED_BY.items()}
+
+
 @pytest.mark.parametrize(
     "code",
     [
         "from nous_tools.tool import Tool; Tool(name='x', function=len, parameters={})",
         "from nous_tools.tool import tool; assert tool(lambda a: a).parameters",
+        "from nous_tools.tool import tool\n"
+        "from nous_tools.registry import Registry\n"
+        "registry = Registry()\n"
+        "def f(a: int) -> int:\n"
+        "    return a\n"
+        "made = tool(timeout=2)(registry.register(f))\n"
+        "assert registry.lookup('f') is made and made.timeout == 2.0",
         "from nous_tools.content import Text, as_content; "
         "assert as_content([Text('a'), {'b': 1}])[1].text == '{\"b\": 1}'",
     ],
 )
-def test_a_value_imported_by_its_own_path_is_wired(code: str) -> None:
+def test_a_value_imported_by_its_own_path_has_what_the_layers_above_register(code: str) -> None:
     # Importing any module of the package runs nous_tools/__init__.py first, which
-    # hands the values what they need of the layers above them (nous_tools._wiring).
+    # imports the layers that register what the values ask of them.
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=120)
 
 
