@@ -18,7 +18,7 @@ import typing as t
 
 from nous_tools import _wiring, signals
 from nous_tools.advice import Advice
-from nous_tools.approval._gate import check_approval
+from nous_tools.approval import ApprovalRequest, Edit, NeedsApproval, check_approval
 from nous_tools.approval._store import ApprovalStore, InMemoryApprovalStore
 from nous_tools.backend import Backend, ProcessBackend, ThreadBackend
 from nous_tools.errors import (
@@ -53,7 +53,7 @@ from nous_tools.executor import (
     set_default_executor,
 )
 from nous_tools.registry import Registry
-from nous_tools.results import ApprovalRequest, Edit, Err, NeedsApproval, Ok, Result
+from nous_tools.results import Err, Ok, Result
 from nous_tools.run_context import RunContext
 from nous_tools.tool import Tool, ToolOptions, tool
 from nous_tools.usage import Usage
