@@ -22,7 +22,7 @@ import typing as t
 # its re-decoration of a tool it made. All are here before anything makes a tool.
 from nous_tools import _rendering, schema, signals  # noqa: F401  (_rendering, schema)
 from nous_tools.advice import Advice
-from nous_tools.approval._gate import check_approval
+from nous_tools.approval import ApprovalRequest, Edit, NeedsApproval, check_approval
 from nous_tools.approval._store import ApprovalStore, InMemoryApprovalStore
 from nous_tools.backend import Backend, ProcessBackend, ThreadBackend
 from nous_tools.errors import (
@@ -57,7 +57,7 @@ from nous_tools.executor import (
     set_default_executor,
 )
 from nous_tools.registry import Registry
-from nous_tools.results import ApprovalRequest, Edit, Err, NeedsApproval, Ok, Result
+from nous_tools.results import Err, Ok, Result
 from nous_tools.run_context import RunContext
 from nous_tools.tool import Tool, ToolOptions, tool
 from nous_tools.usage import Usage

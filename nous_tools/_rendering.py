@@ -23,8 +23,9 @@ from nous_tools._util._text import (
     render_bounded,
 )
 from nous_tools._util._text import safe_str as _safe_str
+from nous_tools.approval import NeedsApproval
 from nous_tools.errors import RateLimited, ToolDenied, ToolError, ToolNotFound, ToolTimeout
-from nous_tools.results import Err, NeedsApproval, Ok, Result
+from nous_tools.results import Err, Ok, Result
 from nous_tools.tool import Tool
 
 #: One outcome of :func:`execute_tool_calls`.

@@ -61,8 +61,9 @@ import typing as t
 
 from nous_tools._engine._admission import retry_text
 from nous_tools._util._log import log as _safe_log
+from nous_tools.approval import NeedsApproval
 from nous_tools.errors import ToolCancelled, ToolError
-from nous_tools.results import Err, NeedsApproval, Ok
+from nous_tools.results import Err, Ok
 
 __all__ = ["PHASES", "Advice"]
 

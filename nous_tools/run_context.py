@@ -53,7 +53,6 @@ _NO_USAGE = Usage()
 
 if t.TYPE_CHECKING:
     from nous_tools.asking import Elicitation, Elicitor, Sampler
-    from nous_tools.results import ApprovalRequest, Edit
     from nous_tools.sandbox import SandboxPolicy
 
 __all__ = ["ApprovalHandler", "RunContext"]
@@ -69,9 +68,11 @@ else:
     # typing_extensions would cost every program's start-up.
     DepsT = t.TypeVar("DepsT")
 
-#: An approval handler: called with an :class:`ApprovalRequest`, returns
-#: ``"approve"``, ``"reject"`` or an :class:`Edit`.
-ApprovalHandler = c.Callable[["ApprovalRequest"], "t.Literal['approve', 'reject'] | Edit | object"]
+#: An approval handler: called with an :class:`~nous_tools.ApprovalRequest`,
+#: returns ``"approve"``, ``"reject"`` or an :class:`~nous_tools.Edit`. Both live in
+#: ``nous_tools.approval``, a layer above this value's, so the type names neither:
+#: annotate a handler's parameter as ``ApprovalRequest`` to have it checked.
+ApprovalHandler = c.Callable[[t.Any], object]
 
 
 #: The levels of ``ctx.log``, least severe first (MCP's, up to ``error``).

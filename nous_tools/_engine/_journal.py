@@ -402,8 +402,8 @@ class JournalClaim(Claim):
     def start(self, tool: Tool, ctx: RunContext[t.Any]) -> RunContext[t.Any] | Result:
         call = self.call
         journal = call.journal
+        from nous_tools.approval import tool_digest
         from nous_tools.journal._record import JournalRecord, idempotency_key, new_owner
-        from nous_tools.results import tool_digest
 
         timeout = tool.timeout
         lease = float(journal.grace)

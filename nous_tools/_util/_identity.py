@@ -1,5 +1,5 @@
 """What makes a tool's function *this* code and configuration (private): the part of
-:func:`nous_tools.results.tool_digest` that reads the function.
+:func:`nous_tools.approval.tool_digest` that reads the function.
 
 A token carries the digest, so that an approval is not redeemed by other code
 registered later under the same name. Names alone (module and qualified name) miss

@@ -1,7 +1,7 @@
 """Approval tokens' mechanics (private; a leaf): canonical bytes, signatures,
 ids, expiry and the wire fields of a token.
 
-``NeedsApproval`` (in ``results``) is a token; a paused batch (``providers``)
+``NeedsApproval`` (in ``approval``) is a token; a paused batch (``providers``)
 seals its own with the same HMAC. ``hashlib``, ``hmac`` and ``uuid`` are imported
 on the approval path, not with the package.
 """

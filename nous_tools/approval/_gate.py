@@ -27,8 +27,9 @@ import typing as t
 
 from nous_tools._util._log import log as _safe_log
 from nous_tools._util._scope import interrupts
+from nous_tools.approval._request import ApprovalRequest, Edit
 from nous_tools.errors import ToolDenied, ToolError
-from nous_tools.results import ApprovalRequest, Edit, Err
+from nous_tools.results import Err
 
 if t.TYPE_CHECKING:
     from nous_tools.run_context import RunContext

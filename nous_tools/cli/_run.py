@@ -12,6 +12,7 @@ import attrs
 
 from nous_tools import content as _content
 from nous_tools._util._text import safe_str as _safe_str
+from nous_tools.approval import ApprovalRequest, Edit
 from nous_tools.cli._arguments import (
     _deps_hint,
     _NotRetriedWithoutDeps,
@@ -41,7 +42,7 @@ from nous_tools.cli._trace import Receiver, _LiveLine, _trace_receivers
 from nous_tools.errors import ToolError
 from nous_tools.executor import ToolCall, ToolExecutor
 from nous_tools.registry import Registry
-from nous_tools.results import ApprovalRequest, Edit, Err, Ok, Result
+from nous_tools.results import Err, Ok, Result
 from nous_tools.run_context import RunContext
 from nous_tools.tool import Tool
 

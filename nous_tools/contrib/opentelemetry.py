@@ -73,6 +73,7 @@ import time
 import typing as t
 
 from nous_tools import signals as _signals
+from nous_tools.approval import NeedsApproval
 from nous_tools.errors import ExecutorSaturated, RateLimited, ToolDenied, ToolError, ToolTimeout
 from nous_tools.providers._tool_calls import (
     ToolCall,
@@ -82,7 +83,7 @@ from nous_tools.providers._tool_calls import (
     format_tool_result,
     observe_calls,
 )
-from nous_tools.results import Err, NeedsApproval, Ok
+from nous_tools.results import Err, Ok
 from nous_tools.tool import Tool
 
 if t.TYPE_CHECKING:

@@ -2,7 +2,7 @@
 the names are public through :mod:`nous_tools.journal`).
 
 A record is one call, keyed by ``(run_id, call_id)``: the tool's name, a digest of
-its identity (:func:`~nous_tools.results.tool_digest`) and one of the canonical
+its identity (:func:`~nous_tools.approval.tool_digest`) and one of the canonical
 arguments, who runs it and until when (the lease), and once it is over its outcome,
 encoded as :func:`encode_outcome` writes it.
 """

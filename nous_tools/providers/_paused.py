@@ -23,7 +23,8 @@ from nous_tools._rendering import CallResult, _safe_repr
 from nous_tools._util import _canonical as _c
 from nous_tools._util._log import log as _log
 from nous_tools._util._scope import interrupts
-from nous_tools._util._tokens import _new_id
+from nous_tools._util._tokens import _HMAC, _key, _new_id, _same, claim_expiry, limits, refusal
+from nous_tools.approval import Edit, NeedsApproval
 from nous_tools.errors import ApprovalAlreadyUsed, BatchAlreadyResolved, ToolError
 from nous_tools.executor import ToolCall
 from nous_tools.providers import _tool_calls
@@ -36,19 +37,7 @@ from nous_tools.providers._tool_calls import (
     _observe_end,
     _observe_start,
 )
-from nous_tools.results import (
-    _HMAC,
-    Edit,
-    Err,
-    NeedsApproval,
-    Ok,
-    Result,
-    _key,
-    _same,
-    claim_expiry,
-    limits,
-    refusal,
-)
+from nous_tools.results import Err, Ok, Result
 from nous_tools.run_context import RunContext
 
 if t.TYPE_CHECKING:

@@ -62,6 +62,8 @@ from nous_tools._rendering import clip_parts as clip_parts
 from nous_tools._rendering import format_tool_result as format_tool_result
 from nous_tools._util._log import log as _safe_log
 from nous_tools._util._text import safe_str as _safe_str
+from nous_tools._util._tokens import _new_id, _now
+from nous_tools.approval import Edit, NeedsApproval
 from nous_tools.context_update import ContextUpdate
 from nous_tools.errors import ToolError, ToolNotFound
 from nous_tools.executor import ToolCall, ToolExecutor, _check_batch_cap
@@ -79,7 +81,7 @@ from nous_tools.providers._calls_in import (
     _whole_response,
 )
 from nous_tools.providers._calls_in import SKIPPED_TYPES as SKIPPED_TYPES
-from nous_tools.results import Edit, Err, NeedsApproval, Ok, _new_id, _now
+from nous_tools.results import Err, Ok
 from nous_tools.run_context import RunContext
 
 if t.TYPE_CHECKING:

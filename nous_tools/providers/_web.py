@@ -29,7 +29,7 @@ from __future__ import annotations
 import collections.abc as c
 import typing as t
 
-from nous_tools.results import Edit, NeedsApproval
+from nous_tools.approval import Edit, NeedsApproval
 
 if t.TYPE_CHECKING:
     from nous_tools.providers._tool_calls import ToolCallResults

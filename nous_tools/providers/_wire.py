@@ -44,7 +44,8 @@ from nous_tools._util._tokens import (
     limits,
     refusal,
 )
-from nous_tools.results import Err, NeedsApproval, approved_arguments, approved_tool, tool_digest
+from nous_tools.approval import NeedsApproval, approved_arguments, approved_tool, tool_digest
+from nous_tools.results import Err
 
 if t.TYPE_CHECKING:
     from nous_tools.providers._calls_in import Provider

@@ -17,9 +17,11 @@ from nous_tools._engine._journal import step0 as _step0
 from nous_tools._util import _canonical
 from nous_tools._util._log import log as _safe_log
 from nous_tools._util._scope import interrupts
+from nous_tools._util._tokens import claim_expiry, limits, refusal
+from nous_tools.approval import NeedsApproval
 from nous_tools.errors import ApprovalAlreadyUsed, ToolDenied, ToolError, ToolNotFound
 from nous_tools.executor import ToolExecutor, default_executor
-from nous_tools.results import Err, NeedsApproval, Result, claim_expiry, limits, refusal
+from nous_tools.results import Err, Result
 from nous_tools.run_context import RunContext
 from nous_tools.tool import Tool
 

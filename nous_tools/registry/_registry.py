@@ -44,7 +44,9 @@ from nous_tools._engine._journal import peek as _journal_peek
 from nous_tools._util._log import log as _safe_log
 from nous_tools._util._scope import here, interrupts
 from nous_tools._util._text import safe_str as _safe_str
+from nous_tools._util._tokens import DEFAULT_MAX_CLOCK_SKEW, check_clock_skew, check_max_age
 from nous_tools.advice import Advice
+from nous_tools.approval import NeedsApproval
 from nous_tools.approval._store import ApprovalStore, InMemoryApprovalStore, claimer
 from nous_tools.errors import ToolDenied, ToolError, ToolNotFound
 from nous_tools.executor import (
@@ -56,15 +58,7 @@ from nous_tools.executor import (
     default_executor,
 )
 from nous_tools.registry._definitions import Definitions
-from nous_tools.results import (
-    DEFAULT_MAX_CLOCK_SKEW,
-    Err,
-    NeedsApproval,
-    Ok,
-    Result,
-    check_clock_skew,
-    check_max_age,
-)
+from nous_tools.results import Err, Ok, Result
 from nous_tools.run_context import RunContext
 from nous_tools.tool import Tool, register_redecorate
 

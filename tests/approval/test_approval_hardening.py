@@ -456,7 +456,7 @@ def refund_from(order: int, account: str = "A") -> str:
 
 
 def test_two_closures_of_one_factory_with_different_configuration_do_not_share_a_digest() -> None:
-    from nous_tools.results import tool_digest
+    from nous_tools.approval import tool_digest
 
     def digest(function: t.Any) -> str:
         return tool_digest(Tool.from_function(function, name="refund", approval="ask"))
@@ -480,7 +480,7 @@ def test_two_closures_of_one_factory_with_different_configuration_do_not_share_a
 
 
 def test_the_digest_follows_a_rebound_closure_variable_new_code_and_new_defaults() -> None:
-    from nous_tools.results import tool_digest
+    from nous_tools.approval import tool_digest
 
     account = "A"
     config = {"limit": 10}

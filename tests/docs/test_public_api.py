@@ -2,10 +2,9 @@
 
 ``nous_tools/__init__.py`` exports exactly the names listed here. Each is importable
 from the public module its users import it from, as the very same object, and from
-the place its ``__module__`` named before the package was laid out by concern (so
-that a pickle written then still loads: pickle finds a class by that path). Every
-documented module path stays importable, and ``python -m nous_tools`` and the
-``nous-tools`` entry point still run.
+the place its ``__module__`` names (pickle finds a class by that path, so a pickle
+written by one version loads in the next). Every documented module path stays
+importable, and ``python -m nous_tools`` and the ``nous-tools`` entry point still run.
 """
 
 from __future__ import annotations
@@ -24,18 +23,18 @@ import nous_tools
 ROOT = Path(__file__).resolve().parents[2]
 
 #: Each public name and the public module its users import it from (besides
-#: ``nous_tools`` itself): the API as it was when the layout changed.
+#: ``nous_tools`` itself).
 PUBLIC: dict[str, str] = {
     "Advice": "nous_tools.advice",
     "ApprovalAlreadyUsed": "nous_tools.errors",
-    "ApprovalRequest": "nous_tools.results",
+    "ApprovalRequest": "nous_tools.approval",
     "ApprovalStore": "nous_tools.approval_store",
     "Backend": "nous_tools.backend",
     "BatchAlreadyResolved": "nous_tools.errors",
     "CallInProgress": "nous_tools.errors",
     "ChildProcessDied": "nous_tools.errors",
     "ContextUpdate": "nous_tools.context_update",
-    "Edit": "nous_tools.results",
+    "Edit": "nous_tools.approval",
     "Elicitation": "nous_tools.asking",
     "ElicitationUnavailable": "nous_tools.errors",
     "Err": "nous_tools.results",
@@ -47,7 +46,7 @@ PUBLIC: dict[str, str] = {
     "JournalConflict": "nous_tools.errors",
     "JournalRecord": "nous_tools.journal",
     "JournalUnavailable": "nous_tools.errors",
-    "NeedsApproval": "nous_tools.results",
+    "NeedsApproval": "nous_tools.approval",
     "Ok": "nous_tools.results",
     "OutcomeUnknown": "nous_tools.errors",
     "PostgresJournal": "nous_tools.journal",
@@ -90,19 +89,19 @@ PUBLIC: dict[str, str] = {
     "tool": "nous_tools.tool",
 }
 
-#: Where each class and function said it lived (``__module__.__qualname__``) before
-#: the layout changed: what a pickle of it names.
+#: Where each class and function says it lives (``__module__.__qualname__``): what a
+#: pickle of it names.
 PICKLED_AS: dict[str, str] = {
     "Advice": "nous_tools.advice.Advice",
     "ApprovalAlreadyUsed": "nous_tools.errors.ApprovalAlreadyUsed",
-    "ApprovalRequest": "nous_tools.results.ApprovalRequest",
+    "ApprovalRequest": "nous_tools.approval._request.ApprovalRequest",
     "ApprovalStore": "nous_tools.approval_store.ApprovalStore",
     "Backend": "nous_tools.backend.Backend",
     "BatchAlreadyResolved": "nous_tools.errors.BatchAlreadyResolved",
     "CallInProgress": "nous_tools.errors.CallInProgress",
     "ChildProcessDied": "nous_tools.errors.ChildProcessDied",
     "ContextUpdate": "nous_tools.context_update.ContextUpdate",
-    "Edit": "nous_tools.results.Edit",
+    "Edit": "nous_tools.approval._request.Edit",
     "Elicitation": "nous_tools.asking.Elicitation",
     "ElicitationUnavailable": "nous_tools.errors.ElicitationUnavailable",
     "Err": "nous_tools.results.Err",
@@ -114,7 +113,7 @@ PICKLED_AS: dict[str, str] = {
     "JournalConflict": "nous_tools.errors.JournalConflict",
     "JournalRecord": "nous_tools.journal._record.JournalRecord",
     "JournalUnavailable": "nous_tools.errors.JournalUnavailable",
-    "NeedsApproval": "nous_tools.results.NeedsApproval",
+    "NeedsApproval": "nous_tools.approval._token.NeedsApproval",
     "Ok": "nous_tools.results.Ok",
     "OutcomeUnknown": "nous_tools.errors.OutcomeUnknown",
     "PostgresJournal": "nous_tools.journal._postgres.PostgresJournal",
@@ -190,11 +189,17 @@ DOCUMENTED_MODULES = [
     "nous_tools.web",
 ]
 
-#: Each public module's ``__all__`` before the layout changed: its names stay
-#: importable from it, as the same objects as everywhere else.
+#: Each public module's ``__all__``: its names stay importable from it, as the same
+#: objects as everywhere else.
 MODULE_ALL: dict[str, list[str]] = {
     "nous_tools.advice": ["Advice", "PHASES"],
-    "nous_tools.approval": ["check_approval"],
+    "nous_tools.approval": [
+        "ApprovalRequest",
+        "Edit",
+        "NeedsApproval",
+        "check_approval",
+        "tool_digest",
+    ],
     "nous_tools.approval_store": ["ApprovalStore", "InMemoryApprovalStore"],
     "nous_tools.asking": [
         "Elicitation",
@@ -320,15 +325,7 @@ MODULE_ALL: dict[str, list[str]] = {
         "idempotency_key",
     ],
     "nous_tools.registry": ["Registry"],
-    "nous_tools.results": [
-        "ApprovalRequest",
-        "Edit",
-        "Err",
-        "NeedsApproval",
-        "Ok",
-        "Result",
-        "tool_digest",
-    ],
+    "nous_tools.results": ["Err", "Ok", "Result"],
     "nous_tools.run_context": ["ApprovalHandler", "RunContext"],
     "nous_tools.sandbox": ["SandboxPolicy", "SandboxProbe", "probe"],
     "nous_tools.signals": [

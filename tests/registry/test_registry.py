@@ -31,7 +31,7 @@ from nous_tools import (
     ToolNotFound,
     default_executor,
 )
-from nous_tools.results import tool_digest
+from nous_tools.approval import tool_digest
 
 
 def make(fn: c.Callable[..., t.Any], **options: t.Any) -> Tool:

@@ -106,6 +106,6 @@ def classify(kind: str) -> bool:
 
 def digest_of_classify() -> str:
     from nous_tools import Tool
-    from nous_tools.results import tool_digest
+    from nous_tools.approval import tool_digest
 
     return tool_digest(Tool.from_function(classify))

@@ -11,6 +11,8 @@ import typing as t
 from typing_extensions import assert_type
 
 from nous_tools import (
+    ApprovalRequest,
+    Edit,
     Err,
     NeedsApproval,
     Ok,
@@ -84,6 +86,21 @@ def checks(executor: ToolExecutor, registry: Registry) -> None:
     # A tool whose return type is unknown gives an unknown result.
     unknown: Tool = add
     assert_type(execute(unknown, {}), t.Any)
+
+
+def approval_checks(registry: Registry) -> None:
+    """Never called. A handler annotated with ``ApprovalRequest`` is an approval
+    handler; a pending call is a ``NeedsApproval``, neither ``Ok`` nor ``Err``."""
+
+    def only_add(request: ApprovalRequest) -> str | Edit:
+        return "approve" if request.name == "add" else Edit(dict(request.arguments))
+
+    RunContext.new(approval_handler=only_add)
+    result = registry.execute("add", {"a": 1})
+    if isinstance(result, NeedsApproval):
+        assert_type(result.to_dict("secret"), dict[str, t.Any])
+    else:
+        assert_type(result, Ok[t.Any] | Err[t.Any])
 
 
 def option_checks() -> None:

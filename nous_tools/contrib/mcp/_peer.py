@@ -34,9 +34,9 @@ import attrs
 import mcp_types as types
 from mcp.shared.message import ServerMessageMetadata
 
+from nous_tools.approval import NeedsApproval
 from nous_tools.asking import Elicitation
 from nous_tools.errors import ElicitationUnavailable, SamplingUnavailable, ToolCancelled
-from nous_tools.results import NeedsApproval
 
 if t.TYPE_CHECKING:
     from nous_tools.contrib.mcp._serve import _CancelLink

@@ -28,12 +28,13 @@ from mcp_types.version import is_version_at_least
 
 from nous_tools import content as _content
 from nous_tools._engine._admission import DEFAULT_MAX_RESULT_CHARS, result_limit
+from nous_tools.approval import NeedsApproval
 from nous_tools.contrib.mcp import _reports
 from nous_tools.contrib.mcp._peer import Peer, RoundState, can_elicit
 from nous_tools.errors import ToolError
 from nous_tools.providers._tool_calls import clip_parts, format_tool_result
 from nous_tools.registry import Registry
-from nous_tools.results import Err, NeedsApproval, Ok
+from nous_tools.results import Err, Ok
 from nous_tools.run_context import RunContext
 from nous_tools.schema import _output as _structured
 from nous_tools.tool import Tool

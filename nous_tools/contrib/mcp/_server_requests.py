@@ -19,6 +19,7 @@ import anyio.to_thread
 import attrs
 import mcp_types as types
 
+from nous_tools.approval import ApprovalRequest, Edit
 from nous_tools.asking import (
     check_elicitation_schema,
     checked_answer,
@@ -27,7 +28,6 @@ from nous_tools.asking import (
     with_defaults,
 )
 from nous_tools.contrib.mcp import _reports
-from nous_tools.results import ApprovalRequest, Edit
 from nous_tools.run_context import RunContext
 from nous_tools.tool import Tool
 
