@@ -150,15 +150,7 @@ class ToolExecutor:
         _check_on_timeout(on_timeout)
         self._queue_timeout = queue_seconds("ToolExecutor", queue_timeout)
         check_journal("ToolExecutor", journal)
-        if max_result_chars is not None and (
-            isinstance(max_result_chars, bool)
-            or not isinstance(max_result_chars, int)
-            or max_result_chars < 1
-        ):
-            raise ValueError(
-                "ToolExecutor option 'max_result_chars' must be an int >= 1 or None (no "
-                f"limit), got {max_result_chars!r}"
-            )
+        _check_max_result_chars(max_result_chars)
         self._max_result_chars: int | None = max_result_chars
         self._admission = _admission.Admission(limits_storage, rate_limit_strategy)
         check_option("ToolExecutor", "process_workers", process_workers)
@@ -188,8 +180,11 @@ class ToolExecutor:
             self._backends[backend] if isinstance(backend, str) else self._backends["default"]
         )
         self._journal = journal
-        # The pipeline, step by step (docs/concepts/pipeline.md): each step is given
-        # the next and calls it once; a batch composes them.
+        self._compose(bool(log_exception_text))
+
+    def _compose(self, log_exception_text: bool) -> None:
+        """The pipeline, step by step (``docs/concepts/pipeline.md``): each step is
+        given the next and calls it once; a batch composes them."""
         attempts = Attempts(
             self._threads,
             self._process_backend,
@@ -197,13 +192,13 @@ class ToolExecutor:
             self._default,
             self._admission,
             self._queue_timeout,
-            bool(log_exception_text),
+            log_exception_text,
         )
         hand_offs = HandOffs(attempts)
-        calls = Calls(attempts, hand_offs, self._admission, journal, max_result_chars)
+        calls = Calls(attempts, hand_offs, self._admission, self._journal, self._max_result_chars)
         self._attempts = attempts
         self._calls = calls
-        self._batches = Batches(attempts, hand_offs, calls, journaled=journal is not None)
+        self._batches = Batches(attempts, hand_offs, calls, journaled=self._journal is not None)
         # A registry's ways in (its own fast path of execute, and execute_approved).
         self._execute = calls.entry
         self._shielded = calls.shielded
@@ -519,25 +514,12 @@ class ToolExecutor:
         if not todo:
             return results
         if len(todo) == 1:
-            i = todo[0]
-            tool, arguments, call_id = t.cast(tuple[Tool, t.Any, "str | None"], jobs[i])
-            if enter is None:
-                results[i] = runner(tool, arguments, ctx, call_id)
-            else:  # in a context of its own, as a batch's calls
-                context = contextvars.copy_context()
-                context.run(enter, i)
-                results[i] = context.run(runner, tool, arguments, ctx, call_id)
-            if tally is not None:
-                tally.ended(results[i])
+            _run_one(jobs, todo[0], results, ctx, runner, enter, tally)
             return results
         parent = here.scope
         batch = Scope(parent.deadline if parent is not None else None, shared=True)
         if parent is not None and not parent.adopt(batch):
-            for i, r in enumerate(results):
-                if r is None:
-                    results[i] = _cancelled_before_start(jobs[i])
-                    if tally is not None:
-                        tally.ended(results[i])
+            _never_started(jobs, results, tally)
             return results
         # In a pool worker (a tool running a batch), the batch's own bookkeeping is
         # the library's code: no cancellation lands in it. Cancelling the attempt
@@ -565,11 +547,7 @@ class ToolExecutor:
                 parent.release(batch)
             if token is not None:
                 _pool.unshield(token)
-        for i, result in enumerate(results):
-            if result is None:  # never started: the batch was cancelled
-                results[i] = _cancelled_before_start(jobs[i])
-                if tally is not None:
-                    tally.ended(results[i])
+        _never_started(jobs, results, tally)
         return results
 
     def stats(self) -> dict[str, int]:
@@ -641,6 +619,14 @@ def _read_jobs(
     return jobs
 
 
+def _check_max_result_chars(value: object) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(
+            "ToolExecutor option 'max_result_chars' must be an int >= 1 or None (no "
+            f"limit), got {value!r}"
+        )
+
+
 def _check_on_timeout(value: object) -> None:
     if value not in ON_TIMEOUT_MODES:
         raise ValueError(
@@ -654,6 +640,41 @@ def _check_batch_cap(value: object) -> None:
         raise ValueError(
             f"batch option 'max_concurrency' must be an int >= 1 or None, got {value!r}"
         )
+
+
+def _run_one(
+    jobs: c.Sequence[tuple[Tool, t.Any, str | None] | Err],
+    i: int,
+    results: list[t.Any],
+    ctx: RunContext[t.Any] | None,
+    runner: c.Callable[[Tool, t.Any, RunContext[t.Any] | None, str | None], t.Any],
+    enter: c.Callable[[int], object] | None,
+    tally: _Tally | None,
+) -> None:
+    """A batch of one job, run by its caller (``enter``: in a context of its own,
+    as a batch's calls are)."""
+    tool, arguments, call_id = t.cast(tuple[Tool, t.Any, "str | None"], jobs[i])
+    if enter is None:
+        results[i] = runner(tool, arguments, ctx, call_id)
+    else:
+        context = contextvars.copy_context()
+        context.run(enter, i)
+        results[i] = context.run(runner, tool, arguments, ctx, call_id)
+    if tally is not None:
+        tally.ended(results[i])
+
+
+def _never_started(
+    jobs: c.Sequence[tuple[Tool, t.Any, str | None] | Err],
+    results: list[t.Any],
+    tally: _Tally | None,
+) -> None:
+    """The result of each job a cancelled batch never started."""
+    for i, result in enumerate(results):
+        if result is None:
+            results[i] = _cancelled_before_start(jobs[i])
+            if tally is not None:
+                tally.ended(results[i])
 
 
 def _cancelled_before_start(job: object) -> Err:

@@ -130,6 +130,46 @@ def _internal_error(tool: object, exc: BaseException) -> Err:
     )
 
 
+def _not_started(tool: Tool, attempt: int, kind: str, value: t.Any) -> ToolError:
+    """The error of an attempt that never started, or could not cross to a child
+    process or its backend: ``kind`` and ``value`` are the backend's outcome."""
+    if kind == _isolation.UNPICKLABLE:
+        where = (
+            "cannot run in a child process"
+            if tool.backend is None and tool.isolation == "process"
+            else "could not be sent to its backend"
+        )
+        error: ToolError = ToolError(
+            f"Tool '{tool.name}' {where}: {value}",
+            tool_name=tool.name,
+            attempt=attempt,
+        )
+    elif kind == QUEUE_TIMED_OUT:
+        waited, workers = value
+        error = ExecutorSaturated(
+            f"Tool '{tool.name}' was not started: no child process came free within its "
+            f"queue_timeout of {waited:g} s (process_workers={workers}, all busy)",
+            tool_name=tool.name,
+            attempt=attempt,
+        )
+    elif kind == SATURATED:
+        stuck, cap = value
+        error = ExecutorSaturated(
+            f"Tool '{tool.name}' was not started: {stuck} worker(s) are stuck past their "
+            f"deadlines, at the cap max_abandoned={cap}",
+            tool_name=tool.name,
+            attempt=attempt,
+        )
+    else:
+        assert kind == SHUT_DOWN, kind
+        error = ExecutorShutdown(
+            f"Tool '{tool.name}' was not started: the ToolExecutor was shut down",
+            tool_name=tool.name,
+            attempt=attempt,
+        )
+    return error
+
+
 #: ``attrs.evolve(ctx, retry=, deadline=[, cancelled=])``, field by field.
 _with_attempt = _for_attempt
 
@@ -418,41 +458,7 @@ class Attempts:
             return self.on_raised(tool, arguments, value, text, attempt, total, duration)
         if kind == TIMED_OUT:
             return self._timed_out(tool, attempt, t.cast(float, timeout), duration, waited)
-        # The attempt never started (or could not cross to a child process).
-        if kind == _isolation.UNPICKLABLE:
-            where = (
-                "cannot run in a child process"
-                if tool.backend is None and tool.isolation == "process"
-                else "could not be sent to its backend"
-            )
-            error: ToolError = ToolError(
-                f"Tool '{tool.name}' {where}: {value}",
-                tool_name=tool.name,
-                attempt=attempt,
-            )
-        elif kind == QUEUE_TIMED_OUT:
-            waited, workers = value
-            error = ExecutorSaturated(
-                f"Tool '{tool.name}' was not started: no child process came free within its "
-                f"queue_timeout of {waited:g} s (process_workers={workers}, all busy)",
-                tool_name=tool.name,
-                attempt=attempt,
-            )
-        elif kind == SATURATED:
-            stuck, cap = value
-            error = ExecutorSaturated(
-                f"Tool '{tool.name}' was not started: {stuck} worker(s) are stuck past their "
-                f"deadlines, at the cap max_abandoned={cap}",
-                tool_name=tool.name,
-                attempt=attempt,
-            )
-        else:
-            assert kind == SHUT_DOWN, kind
-            error = ExecutorShutdown(
-                f"Tool '{tool.name}' was not started: the ToolExecutor was shut down",
-                tool_name=tool.name,
-                attempt=attempt,
-            )
+        error = _not_started(tool, attempt, kind, value)
         _log.error("%s", error.message)
         if _exception.receivers:
             self._send_exception(tool, attempt, duration, False, type(error), error, [])
@@ -512,6 +518,25 @@ class Attempts:
                 cancelled=cancelled,
                 interrupt=on_timeout == "interrupt",
             )
+        return self._elsewhere(tool, arguments, ctx, attempt, timeout, own, deadline, backend)
+
+    def _elsewhere(
+        self,
+        tool: Tool,
+        arguments: c.Mapping[str, t.Any],
+        ctx: RunContext[t.Any],
+        attempt: int,
+        timeout: float,
+        own: float,
+        deadline: float,
+        backend: Backend,
+    ) -> tuple[str, t.Any, t.Any]:
+        """:meth:`_timed` on a backend other than the worker threads: the child
+        processes (whose timeout counts from when a child takes the call; ``own``:
+        the attempt's own deadline, ``deadline`` capped by an enclosing attempt's) or
+        another backend, whose bug is an outcome, never an exception."""
+        name = tool.backend
+        scope = here.scope
         actx = (
             _with_attempt(ctx, attempt - 1, deadline, threading.Event()) if tool.takes_ctx else None
         )

@@ -13,6 +13,7 @@ import collections
 import collections.abc as c
 import contextlib
 import contextvars
+import functools
 import heapq
 import queue
 import threading
@@ -35,7 +36,7 @@ from nous_tools.executor._attempts import (
 )
 from nous_tools.executor._call import Calls
 from nous_tools.executor._handoff import _PENDING, _RETRY, HandOffs, _Job
-from nous_tools.executor._lanes import _Tally
+from nous_tools.executor._lanes import _Tally, could_not_run
 from nous_tools.results import Err, Result
 from nous_tools.run_context import RunContext
 from nous_tools.tool import Tool
@@ -182,136 +183,157 @@ class Batches:
     def _coordinate(self, state: _Batch, limit: int) -> None:
         """:meth:`run`'s loop: start calls while there is room, then take the
         next call that ends or whose deadline passes, until every call has ended."""
-        pool = self._pool
-        jobs, results, ctx, batch = state.jobs, state.results, state.ctx, state.scope
-        pending, waiting, deadlines, notify = (
-            state.pending,
-            state.waiting,
-            state.deadlines,
-            state.notify,
-        )
         main = threading.current_thread() is threading.main_thread()
-        gated = isinstance(ctx, RunContext) and ctx.approval_gated
-        journaled = self._journaled
+        gated = isinstance(state.ctx, RunContext) and state.ctx.approval_gated
         while True:
-            while (
-                pending
-                and (len(waiting) + state.lanes < limit or self._ahead(state, jobs[pending[0]]))
-                and not batch.cancelled
-            ):
-                i = pending.popleft()
-                tool, arguments, call_id = t.cast(tuple[Tool, t.Any, "str | None"], jobs[i])
-                job = _Job(i, contextvars.copy_context(), notify)
-                if state.enter is not None:
-                    job.context.run(state.enter, i)
-                if isinstance(tool, Tool) and (
-                    tool.timeout is None
-                    or not (self._on_threads(tool) or self._in_children(tool, ctx, job))
-                    or (tool.approval == "ask" and not gated)
-                    or (tool._limits is not None and tool._limits.in_lane)
-                    or journaled
-                    or (state.straight is not None and not state.straight(tool))
-                ):
-                    job.tool = tool
-
-                    def whole(
-                        tool: Tool = tool,
-                        arguments: t.Any = arguments,
-                        call_id: t.Any = call_id,
-                        run: t.Any = state.run,
-                    ) -> Result:
-                        if run is not None:
-                            return t.cast(Result, run(tool, arguments, ctx, call_id))
-                        return self._calls.job(tool, arguments, ctx, call_id)
-
-                    state.lanes += self._in_lane(job, whole, results, batch, state.tally)
-                    continue
-                if job.process is not None and state.direct:
-                    job.session = self._session_of(state, job.process)
-                    state.ahead = tool
-                result = job.context.run(self._call, tool, arguments, ctx, call_id, job)
-                if result is _PENDING:
-                    task = job.task
-                    waiting[task] = job
-                    heapq.heappush(deadlines, (task.deadline, i, task))
-                    if job.channel is not None:
-                        state.channels[job.channel] = job
-                else:
-                    state.lanes += self._job_ended(job, result, results, batch, state)
-            if not waiting and not state.lanes:
+            self._start_calls(state, limit, gated)
+            if not state.waiting and not state.lanes:
                 return
             # Abandon the calls whose deadlines have passed; wait for the next end or
             # the next deadline, whichever comes first.
-            timeout: float | None = None
-            while deadlines:
-                deadline, _, task = deadlines[0]
-                if task not in waiting:
-                    heapq.heappop(deadlines)  # it has ended
-                    continue
-                timeout = deadline - monotonic()
-                if timeout > 0:
-                    break
-                heapq.heappop(deadlines)
-                timeout = None
-                if task.pool is pool:
-                    job = waiting.pop(task)
-                    pool.forget(task)
-                    outcome = pool.expire(task)
-                else:  # a process call, at the end of its wait for a child
-                    outcome = task.pool.expire(task)
-                    if outcome is None:
-                        continue  # a child runs it: its end comes on the queue
-                    job = waiting.pop(task)
-                    pool.forget(task)
-                state.lanes += self._job_ended(job, outcome, results, batch, state)
-            if not waiting and not state.lanes:
+            timeout = self._expire(state)
+            if not state.waiting and not state.lanes:
                 continue
             if state.timers:  # a channel wants serving again (a held progress update)
-                now = monotonic()
-                for channel, again in list(state.timers.items()):
-                    if again <= now:
-                        self._serve(state, channel)
-                if state.timers:
-                    soonest = max(0.0, min(state.timers.values()) - now)
-                    if timeout is None or soonest < timeout:
-                        timeout = soonest
+                timeout = self._serve_due(state, timeout)
             if main and (timeout is None or timeout > _SIGNAL_SLICE):
                 timeout = _SIGNAL_SLICE
             session = state.session
             if session is not None and session.open:
                 if (
                     (session.running or session.done)
-                    and len(waiting) == session.holds()
+                    and len(state.waiting) == session.holds()
                     and not state.lanes
                     and not state.timers
                 ):  # only its own process calls are under way: read their pipes
-                    ended = session.wait(_NO_CAP if timeout is None else timeout)
-                    if ended is not None and ended in waiting:
-                        pool.forget(ended)
-                        job = waiting.pop(ended)
-                        outcome = ended.pool.outcome(ended)
-                        state.lanes += self._job_ended(job, outcome, results, batch, state)
+                    self._read_session(state, session, timeout)
                     continue
                 session.detach()  # other work to wait for: drivers take its calls
                 state.direct = False
-            try:
-                item = notify.get(True, timeout)
-            except queue.Empty:
-                item = None  # a deadline (abandoned above), or a Ctrl-C to look for
-            if item is None:
-                pass
-            elif type(item) is _Job:  # a lane ended
-                state.lanes -= 1
-                if state.tally is not None:
-                    state.tally.ended(results[item.index])
-            elif type(item) is _reporting.Channel:  # a running attempt reported
-                self._serve(state, item)
+            self._take_next(state, timeout)
+
+    def _start_calls(self, state: _Batch, limit: int, gated: bool) -> None:
+        """Start the batch's next calls while fewer than ``limit`` run: each in a
+        copy of the caller's context, its timed first attempt handed off, or the
+        call run whole in a lane."""
+        jobs, pending, waiting = state.jobs, state.pending, state.waiting
+        while (
+            pending
+            and (len(waiting) + state.lanes < limit or self._ahead(state, jobs[pending[0]]))
+            and not state.scope.cancelled
+        ):
+            i = pending.popleft()
+            tool, arguments, call_id = t.cast(tuple[Tool, t.Any, "str | None"], jobs[i])
+            job = _Job(i, contextvars.copy_context(), state.notify)
+            if state.enter is not None:
+                job.context.run(state.enter, i)
+            if isinstance(tool, Tool) and self._runs_whole(state, tool, job, gated):
+                job.tool = tool
+                whole = functools.partial(self._whole, state, tool, arguments, call_id)
+                state.lanes += self._in_lane(job, whole, state.results, state.scope, state.tally)
+                continue
+            if job.process is not None and state.direct:
+                job.session = self._session_of(state, job.process)
+                state.ahead = tool
+            result = job.context.run(self._call, tool, arguments, state.ctx, call_id, job)
+            if result is _PENDING:
+                task = job.task
+                waiting[task] = job
+                heapq.heappush(state.deadlines, (task.deadline, i, task))
+                if job.channel is not None:
+                    state.channels[job.channel] = job
             else:
-                job = waiting.pop(item, None)  # type: ignore[arg-type]
-                if job is not None:  # else: ended at its deadline already
-                    pool.forget(item)
-                    outcome = item.pool.outcome(item)
-                    state.lanes += self._job_ended(job, outcome, results, batch, state)
+                state.lanes += self._job_ended(job, result, state.results, state.scope, state)
+
+    def _runs_whole(self, state: _Batch, tool: Tool, job: _Job, gated: bool) -> bool:
+        """Whether a batch's call runs whole in a lane (it needs a thread of its own)
+        rather than having its first attempt handed off."""
+        return (
+            tool.timeout is None
+            or not (self._on_threads(tool) or self._in_children(tool, state.ctx, job))
+            or (tool.approval == "ask" and not gated)
+            or (tool._limits is not None and tool._limits.in_lane)
+            or self._journaled
+            or (state.straight is not None and not state.straight(tool))
+        )
+
+    def _whole(self, state: _Batch, tool: Tool, arguments: t.Any, call_id: str | None) -> Result:
+        """A batch's call run whole, in its lane: through the caller's ``run`` (a
+        registry's), or the pipeline's entry."""
+        if state.run is not None:
+            return t.cast(Result, state.run(tool, arguments, state.ctx, call_id))
+        return self._calls.job(tool, arguments, state.ctx, call_id)
+
+    def _expire(self, state: _Batch) -> float | None:
+        """End the calls whose deadlines have passed (their tasks abandoned as
+        ``execute`` would); how long until the next deadline (None: none)."""
+        pool, waiting, deadlines = self._pool, state.waiting, state.deadlines
+        timeout: float | None = None
+        while deadlines:
+            deadline, _, task = deadlines[0]
+            if task not in waiting:
+                heapq.heappop(deadlines)  # it has ended
+                continue
+            timeout = deadline - monotonic()
+            if timeout > 0:
+                break
+            heapq.heappop(deadlines)
+            timeout = None
+            if task.pool is pool:
+                job = waiting.pop(task)
+                pool.forget(task)
+                outcome = pool.expire(task)
+            else:  # a process call, at the end of its wait for a child
+                outcome = task.pool.expire(task)
+                if outcome is None:
+                    continue  # a child runs it: its end comes on the queue
+                job = waiting.pop(task)
+                pool.forget(task)
+            state.lanes += self._job_ended(job, outcome, state.results, state.scope, state)
+        return timeout
+
+    def _serve_due(self, state: _Batch, timeout: float | None) -> float | None:
+        """Serve the channels whose time has come; ``timeout`` shortened to the
+        next one's."""
+        now = monotonic()
+        for channel, again in list(state.timers.items()):
+            if again <= now:
+                self._serve(state, channel)
+        if state.timers:
+            soonest = max(0.0, min(state.timers.values()) - now)
+            if timeout is None or soonest < timeout:
+                timeout = soonest
+        return timeout
+
+    def _read_session(self, state: _Batch, session: t.Any, timeout: float | None) -> None:
+        """Wait for the batch's own process calls on their pipes (nothing else is
+        under way), and take the one that ends."""
+        ended = session.wait(_NO_CAP if timeout is None else timeout)
+        if ended is not None and ended in state.waiting:
+            self._pool.forget(ended)
+            job = state.waiting.pop(ended)
+            outcome = ended.pool.outcome(ended)
+            state.lanes += self._job_ended(job, outcome, state.results, state.scope, state)
+
+    def _take_next(self, state: _Batch, timeout: float | None) -> None:
+        """Wait up to ``timeout`` for what comes next on the batch's queue — a lane
+        that ended, a running attempt's report, a task's end — and take it."""
+        try:
+            item = state.notify.get(True, timeout)
+        except queue.Empty:
+            return  # a deadline (abandoned next round), or a Ctrl-C to look for
+        if type(item) is _Job:  # a lane ended
+            state.lanes -= 1
+            if state.tally is not None:
+                state.tally.ended(state.results[item.index])
+        elif type(item) is _reporting.Channel:  # a running attempt reported
+            self._serve(state, item)
+        else:
+            job = state.waiting.pop(item, None)
+            if job is not None:  # else: ended at its deadline already
+                self._pool.forget(item)
+                outcome = item.pool.outcome(item)
+                state.lanes += self._job_ended(job, outcome, state.results, state.scope, state)
 
     @staticmethod
     def _serve(state: _Batch, channel: _reporting.Channel) -> None:
@@ -413,13 +435,7 @@ class Batches:
             try:
                 results[i] = run()
             except BaseException as exc:
-                results[i] = Err(
-                    ToolError(
-                        f"Tool '{getattr(job.tool, 'name', 'unknown')}' could not be run: "
-                        f"{type(exc).__name__}: {_safe_str(exc)}",
-                        original_error=exc,
-                    )
-                )
+                results[i] = could_not_run(job.tool, exc)
             finally:
                 job.notify.put(job)
 

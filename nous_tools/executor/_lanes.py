@@ -60,6 +60,18 @@ class _Tally:
             )
 
 
+def could_not_run(tool: object, exc: BaseException) -> Err:
+    """The result of a batch's call whose lane raised ``exc`` (a bug of ours, or a
+    registry's ``run``)."""
+    return Err(
+        ToolError(
+            f"Tool '{getattr(tool, 'name', 'unknown')}' could not be run: "
+            f"{type(exc).__name__}: {_safe_str(exc)}",
+            original_error=exc,
+        )
+    )
+
+
 def run_lanes(
     pool: WorkerPool,
     jobs: c.Sequence[tuple[Tool, t.Any, str | None] | Err],
@@ -94,13 +106,7 @@ def run_lanes(
                 except BaseException as exc:
                     if caller and interrupts(exc):
                         raise  # the caller's Ctrl-C, or its own cancellation
-                    results[i] = Err(
-                        ToolError(
-                            f"Tool '{getattr(tool, 'name', 'unknown')}' could not be run: "
-                            f"{type(exc).__name__}: {_safe_str(exc)}",
-                            original_error=exc,
-                        )
-                    )
+                    results[i] = could_not_run(tool, exc)
                 if tally is not None:
                     tally.ended(results[i])
             finally:
