@@ -482,7 +482,7 @@ def resolve(
     if not plan:
         return attrs.evolve(batch, context=ctx)
     run_id = ctx.run_id
-    journal = None if run_id is None else registry._effective_journal()
+    journal = None if run_id is None else registry.effective_journal()
     if journal is not None and getattr(journal, "_run_call", None) is not None:
         journal = None
     decided: dict[int, str] = {}

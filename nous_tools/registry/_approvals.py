@@ -131,7 +131,7 @@ def execute_approval(
     if claim is None and ctx is not None and ctx.run_id is not None:
         # The journal first: a call it holds is answered, the approval not used.
         answered = _step0(
-            registry._effective_journal(),
+            registry.effective_journal(),
             tool,
             _canonical.thaw(na.arguments),
             ctx,

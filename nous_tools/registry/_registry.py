@@ -264,8 +264,10 @@ class Registry:
         journal applies, if it has one)."""
         return self._journal
 
-    def _effective_journal(self, executor: ToolExecutor | None = None) -> Journal | None:
-        """The journal a call through this registry is recorded in."""
+    def effective_journal(self, executor: ToolExecutor | None = None) -> Journal | None:
+        """The journal a call through this registry is recorded in: the registry's own
+        :attr:`journal`, else the journal of ``executor`` (default: :attr:`executor`);
+        None when neither keeps one."""
         if self._journal is not None:
             return self._journal
         return (executor if executor is not None else self.executor).journal
@@ -712,7 +714,7 @@ class Registry:
                 arguments = self.advice._run_befores(tool.name, arguments)
             # A call the journal already holds (resolved before, say) is answered by it.
             answered = _journal_peek(
-                self._effective_journal(executor), tool, arguments, ctx, call_id, wait
+                self.effective_journal(executor), tool, arguments, ctx, call_id, wait
             )
             if answered is not None:
                 return answered
