@@ -308,13 +308,13 @@ def _reject(registry: Registry, na: NeedsApproval) -> Err:
     """The outcome of a rejected call: it does not run, and its approval is used up."""
     name = na.tool.name
     try:
-        claimed = registry._claim(na.id, na._claim_expiry(registry))
+        claimed = registry.claim_approval(na.id, na._claim_expiry(registry))
     except BaseException as exc:  # rejected all the same: the tool does not run
         if interrupts(exc):
             raise
         _log.error("Approval store failed to claim a rejected approval of tool '%s'", name)
         claimed = True
-    if claimed is not True:
+    if not claimed:
         return Err(
             ApprovalAlreadyUsed(
                 f"Tool '{name}' was not run: its approval was already used", tool_name=name
@@ -501,7 +501,7 @@ def resolve(
             )
             if conflict is not None:
                 raise conflict
-    elif registry._claim(_BATCH_CLAIM + batch.id, _claim_expiry(batch, registry, plan)) is not True:
+    elif not registry.claim_approval(_BATCH_CLAIM + batch.id, _claim_expiry(batch, registry, plan)):
         raise BatchAlreadyResolved(
             f"cannot resolve: tool call batch {batch.id} was already resolved "
             "(a replay or a second submit); nothing was run"
@@ -774,7 +774,7 @@ def _resolve_journaled(
         # The approval is used up first (or, in the journal's own store, with the
         # start record): a request that loses that race writes nothing (it answers
         # the winner's outcome), never a refusal as the outcome.
-        if claim.redeems(registry._approval_store, na.id, na._claim_expiry(registry)):
+        if claim.redeems(registry.approval_store, na.id, na._claim_expiry(registry)):
             result = _rejected(na)
         else:
             result = _reject(registry, na)

@@ -282,6 +282,17 @@ class Registry:
         """The store that lets each approval id run once."""
         return self._approval_store
 
+    def claim_approval(self, approval_id: str, expires_at: float | None = None) -> bool:
+        """Use up ``approval_id`` in :attr:`approval_store`, remembered until
+        ``expires_at`` (Unix seconds; None: for good): True for its first claim only.
+
+        What :meth:`execute_approved` does before it runs an approval, for an
+        integration that uses one up without running it (a rejected call, a resolved
+        batch). A store whose ``claim`` takes no ``expires_at`` is called without it
+        (a warning says so, once); a store that fails raises.
+        """
+        return self._claim(approval_id, expires_at) is True
+
     # -- the table --------------------------------------------------------------
 
     @property

@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
+import logging
 import pathlib
+import typing as t
+
+import pytest
 
 from nous_tools import (
     Registry,
     SQLiteJournal,
     ToolExecutor,
 )
+
+
+class OldStore:
+    """An approval store whose ``claim`` takes no expiry."""
+
+    def __init__(self) -> None:
+        self.claimed: set[str] = set()
+
+    def claim(self, approval_id: str) -> bool:
+        if approval_id in self.claimed:
+            return False
+        self.claimed.add(approval_id)
+        return True
 
 
 def test_effective_journal_is_the_registrys_own_else_its_executors(
@@ -25,3 +42,22 @@ def test_effective_journal_is_the_registrys_own_else_its_executors(
         assert Registry(executor=plain, journal=own).effective_journal() is own
         assert Registry(executor=plain).effective_journal(journaled) is executors
         assert Registry(executor=journaled, journal=own).effective_journal(plain) is own
+
+
+def test_claim_approval_is_true_for_the_first_claim_only() -> None:
+    registry = Registry()
+    assert registry.claim_approval("a1", expires_at=None) is True
+    assert registry.claim_approval("a1") is False
+    assert registry.claim_approval("a2", 4_000_000_000.0) is True
+
+
+def test_claim_approval_speaks_to_a_store_whose_claim_takes_no_expiry(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = OldStore()
+    registry = Registry(approval_store=t.cast(t.Any, store))
+    with caplog.at_level(logging.WARNING):
+        assert registry.claim_approval("a1", 4_000_000_000.0) is True
+        assert registry.claim_approval("a1", 4_000_000_000.0) is False
+    assert store.claimed == {"a1"}
+    assert sum("without expires_at" in message for message in caplog.messages) == 1
