@@ -513,7 +513,7 @@ def resolve(
             # _run_step's approved call, unjournaled and unobserved, a frame fewer
             token = _current_call.set(batch.calls[step[0]])
             try:
-                outcome = registry._approved(
+                outcome = registry.run_approval(
                     step[2], _FRESH_GATED if ctx is _FRESH_CONTEXT else ctx
                 )
             finally:
@@ -657,10 +657,10 @@ def _run_step(
             )
         elif decision == "reject":
             result = _reject(registry, na)
-        else:  # registry.execute_approved(na, None, run_ctx), a call shorter
+        else:
             if run_ctx is _FRESH_CONTEXT:
                 run_ctx = _FRESH_GATED  # what execute_approved would make, made once
-            result = registry._approved(na, run_ctx)
+            result = registry.run_approval(na, run_ctx)
         return result
     finally:
         if seen is not None:
@@ -770,7 +770,7 @@ def _resolve_journaled(
 
     def go(claim: _journal.JournalClaim) -> Result:
         if decision != "reject":
-            return registry._execute_approval(na, None, ctx, call_id, claim=claim)
+            return registry.run_approval(na, ctx, call_id, claim=claim)
         # The approval is used up first (or, in the journal's own store, with the
         # start record): a request that loses that race writes nothing (it answers
         # the winner's outcome), never a refusal as the outcome.

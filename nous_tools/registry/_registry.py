@@ -69,6 +69,7 @@ from nous_tools.run_context import RunContext
 from nous_tools.tool import Tool
 
 if t.TYPE_CHECKING:
+    from nous_tools._engine._journal import JournalClaim
     from nous_tools.journal._record import Journal
 
 __all__ = ["Registry"]
@@ -565,7 +566,10 @@ class Registry:
             if isinstance(tool, NeedsApproval):
                 if isinstance(arguments, RunContext) and ctx is None:
                     ctx, arguments = arguments, None
-                return self._execute_approval(tool, arguments, ctx, call_id, wait=wait)
+                result: Result = _approvals().execute_approval(
+                    self, tool, arguments, ctx, call_id, wait=wait
+                )
+                return result
             from nous_tools.registry._approvals import run_decided  # approvals only
 
             return run_decided(self, tool, arguments, ctx, call_id, wait)
@@ -637,6 +641,39 @@ class Registry:
 
         self._register_all(tools, None if replace else refuse)
         return tools
+
+    # -- for integrations -------------------------------------------------------
+    # What the providers (execute_tool_calls, a paused batch's resolve), the MCP
+    # server and other integrations use of a registry besides execute.
+
+    def run_approval(
+        self,
+        na: NeedsApproval,
+        ctx: RunContext[t.Any] | None = None,
+        call_id: str | None = None,
+        *,
+        claim: JournalClaim | None = None,
+        wait: float | None = None,
+    ) -> Result:
+        """``execute_approved(na, ctx)``, for an integration that has read a
+        person's decision itself (a paused batch's resolve); never raises.
+
+        ``call_id`` is the call's id in the journal when it is not ``na.call_id``.
+        ``claim`` is the journal's claim of the call when the integration has taken
+        the journal's first step itself (a journaled resolve records each decision):
+        the call then runs and is recorded with it, and the approval is redeemed in
+        the transaction that records its start when :attr:`approval_store` is that
+        journal's ``approvals``.
+        """
+        try:
+            result: Result = _approvals().execute_approval(
+                self, na, None, ctx, call_id, claim=claim, wait=wait
+            )
+            return result
+        except BaseException as exc:
+            if interrupts(exc):
+                raise
+            return _internal_error(na.tool.name, exc)
 
     # -- internals --------------------------------------------------------------
 
@@ -768,27 +805,3 @@ class Registry:
             return run(tool, args, ctx, call_id=call_id)
 
         return t.cast(RegistryResult, self.advice._wrap_results(tool.name, core)(arguments))
-
-    def _approved(self, na: NeedsApproval, ctx: RunContext[t.Any] | None) -> Result:
-        """``execute_approved(na, ctx)`` of a :class:`NeedsApproval` (what
-        ``ToolCallResults.resolve`` runs); never raises."""
-        try:
-            result: Result = _approvals().execute_approval(self, na, None, ctx, None)
-            return result
-        except BaseException as exc:
-            if interrupts(exc):
-                raise
-            return _internal_error(na.tool.name, exc)
-
-    def _execute_approval(
-        self,
-        na: NeedsApproval,
-        arguments: object,
-        ctx: RunContext[t.Any] | None,
-        call_id: str | None,
-        **options: t.Any,
-    ) -> Result:
-        """``execute_approved`` of a :class:`NeedsApproval`: check, claim, run once
-        (``_approvals.execute_approval``; ``options``: its ``claim`` and ``wait``)."""
-        result: Result = _approvals().execute_approval(self, na, arguments, ctx, call_id, **options)
-        return result

@@ -9,10 +9,25 @@ import typing as t
 import pytest
 
 from nous_tools import (
+    ApprovalAlreadyUsed,
+    Err,
+    NeedsApproval,
+    Ok,
     Registry,
+    RunContext,
     SQLiteJournal,
+    Tool,
     ToolExecutor,
 )
+
+
+def echo(text: str) -> str:
+    """Say it back."""
+    return text
+
+
+def make(name: str, approval: t.Literal["auto", "ask", "deny"] = "auto") -> Tool:
+    return Tool.from_function(echo, name=name, approval=approval, timeout=None)
 
 
 class OldStore:
@@ -61,3 +76,24 @@ def test_claim_approval_speaks_to_a_store_whose_claim_takes_no_expiry(
         assert registry.claim_approval("a1", 4_000_000_000.0) is False
     assert store.claimed == {"a1"}
     assert sum("without expires_at" in message for message in caplog.messages) == 1
+
+
+def test_run_approval_runs_an_approval_once() -> None:
+    registry = Registry([make("rm", "ask")])
+    pending = registry.execute("rm", {"text": "x"})
+    assert isinstance(pending, NeedsApproval)
+    assert registry.run_approval(pending, RunContext.new()) == Ok("x")
+    again = registry.run_approval(pending)
+    assert isinstance(again, Err) and isinstance(again.reason, ApprovalAlreadyUsed)
+
+
+def test_run_approval_never_raises() -> None:
+    class Broken:
+        def claim(self, approval_id: str, expires_at: float | None = None) -> bool:
+            raise OSError("store down")
+
+    registry = Registry([make("rm", "ask")], approval_store=Broken())
+    pending = registry.execute("rm", {"text": "x"})
+    assert isinstance(pending, NeedsApproval)
+    refused = registry.run_approval(pending)
+    assert isinstance(refused, Err) and "approval store failed" in refused.reason.message
