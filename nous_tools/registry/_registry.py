@@ -510,10 +510,10 @@ class Registry:
         try:
             if tool is None:
                 if isinstance(name, Tool):  # a Tool in place of its name: run as given
-                    return self._dispatch(name, arguments, ctx, call_id)
+                    return self.dispatch(name, arguments, ctx, call_id)
                 return _not_found(name)
             if tool.approval != "auto" or self._journal is not None or wait is not None:
-                return self._dispatch(tool, arguments, ctx, call_id, wait=wait)
+                return self.dispatch(tool, arguments, ctx, call_id, wait=wait)
             executor = self._executor
             if executor is None:
                 executor = _executor_module._default or default_executor()
@@ -604,10 +604,10 @@ class Registry:
             return executor.run_jobs(
                 jobs,
                 ctx,
-                run=self._run_job,
+                run=self.dispatch,
                 max_concurrency=max_concurrency,
                 on_progress=on_progress,
-                straight=self._goes_straight(),
+                straight=self.straight_through(),
             )
         except BaseException as exc:
             if interrupts(exc):
@@ -645,6 +645,76 @@ class Registry:
     # -- for integrations -------------------------------------------------------
     # What the providers (execute_tool_calls, a paused batch's resolve), the MCP
     # server and other integrations use of a registry besides execute.
+
+    def dispatch(
+        self,
+        tool: Tool,
+        arguments: c.Mapping[str, t.Any] | None = None,
+        ctx: RunContext[t.Any] | None = None,
+        call_id: str | None = None,
+        *,
+        executor: ToolExecutor | None = None,
+        wait: float | None = None,
+    ) -> RegistryResult:
+        """Run ``tool``, already looked up, through this registry's path on
+        ``executor`` (default: :attr:`executor`); never raises.
+
+        What :meth:`execute` does once it has the tool, for an integration that
+        looks tools up itself or runs them on an executor of its own: the tool's
+        approval level (``"deny"`` is ``Err(ToolDenied)``; ``"ask"`` a
+        :class:`NeedsApproval`, unless ``ctx`` is approval-gated or has an
+        approval handler), then the advice of its name around the executor's call,
+        journaled as :meth:`execute` journals it (``wait`` as there). Its first four
+        parameters are the ``run`` that :meth:`ToolExecutor.run_jobs` calls.
+        """
+        try:
+            level = tool.approval
+            if level == "deny":
+                return Err(ToolDenied(tool.name))
+            if executor is None:
+                executor = self.executor
+            if level == "ask" and not (
+                isinstance(ctx, RunContext)
+                and (ctx.approval_gated or ctx.approval_handler is not None)
+            ):
+                if arguments is None:
+                    arguments = {}
+                elif not isinstance(arguments, c.Mapping):
+                    return _arguments_error(tool, arguments)
+                if tool.name in self.advice._chains:  # the person approves what would run
+                    arguments = self.advice._run_befores(tool.name, arguments)
+                # A call the journal already holds (resolved before, say) is answered by it.
+                answered = _journal_peek(
+                    self.effective_journal(executor), tool, arguments, ctx, call_id, wait
+                )
+                if answered is not None:
+                    return answered
+                try:
+                    return NeedsApproval(tool, arguments, call_id=call_id, audience=self._name)
+                except (TypeError, ValueError) as exc:
+                    return Err(ToolError(str(exc), tool_name=tool.name, original_error=exc))
+            run = self._runner(executor, False, None, wait)
+            return self._advised(run, tool, arguments, ctx, call_id)
+        except BaseException as exc:
+            if interrupts(exc):
+                raise
+            return _internal_error(getattr(tool, "name", None), exc)
+
+    def straight_through(self) -> c.Callable[[Tool], bool] | None:
+        """Which tools a batch may hand straight to the executor's pipeline, for an
+        integration that runs batches (the ``straight`` of
+        :meth:`ToolExecutor.run_jobs`): a predicate, True for a tool whose call this
+        registry would pass on unchanged — approval ``"auto"``, no advice of its
+        name in the advice table as it stands now — or None when every call must go
+        through :meth:`dispatch` (this registry keeps a journal of its own)."""
+        if self._journal is not None:
+            return None
+        chains = self.advice._chains
+
+        def straight(tool: Tool) -> bool:
+            return tool.approval == "auto" and tool.name not in chains
+
+        return straight
 
     def run_approval(
         self,
@@ -706,72 +776,6 @@ class Registry:
                     original_error=exc,
                 )
             )
-
-    def _goes_straight(self) -> c.Callable[[Tool], bool] | None:
-        """Which tools a batch may hand straight to the executor's pipeline, as
-        :meth:`execute` would (no approval to ask, no advice of their name): None
-        when this registry keeps a journal of its own (its calls go through it)."""
-        if self._journal is not None:
-            return None
-        chains = self.advice._chains
-
-        def straight(tool: Tool) -> bool:
-            return tool.approval == "auto" and tool.name not in chains
-
-        return straight
-
-    def _run_job(
-        self,
-        tool: Tool,
-        arguments: t.Any,
-        ctx: RunContext[t.Any] | None,
-        call_id: str | None,
-    ) -> RegistryResult:
-        try:
-            return self._dispatch(tool, arguments, ctx, call_id)
-        except BaseException as exc:
-            if interrupts(exc):
-                raise
-            return _internal_error(tool.name, exc)
-
-    def _dispatch(
-        self,
-        tool: Tool,
-        arguments: c.Mapping[str, t.Any] | None,
-        ctx: RunContext[t.Any] | None,
-        call_id: str | None,
-        executor: ToolExecutor | None = None,
-        *,
-        wait: float | None = None,
-    ) -> RegistryResult:
-        """The registry path for a tool already found: approval level, then advice
-        around the call on ``executor`` (default: the registry's own)."""
-        level = tool.approval
-        if level == "deny":
-            return Err(ToolDenied(tool.name))
-        if executor is None:
-            executor = self.executor
-        if level == "ask" and not (
-            isinstance(ctx, RunContext) and (ctx.approval_gated or ctx.approval_handler is not None)
-        ):
-            if arguments is None:
-                arguments = {}
-            elif not isinstance(arguments, c.Mapping):
-                return _arguments_error(tool, arguments)
-            if tool.name in self.advice._chains:  # the person approves what would run
-                arguments = self.advice._run_befores(tool.name, arguments)
-            # A call the journal already holds (resolved before, say) is answered by it.
-            answered = _journal_peek(
-                self.effective_journal(executor), tool, arguments, ctx, call_id, wait
-            )
-            if answered is not None:
-                return answered
-            try:
-                return NeedsApproval(tool, arguments, call_id=call_id, audience=self._name)
-            except (TypeError, ValueError) as exc:
-                return Err(ToolError(str(exc), tool_name=tool.name, original_error=exc))
-        run = self._runner(executor, False, None, wait)
-        return self._advised(run, tool, arguments, ctx, call_id)
 
     def _runner(
         self, executor: ToolExecutor, approved: bool, claim: t.Any, wait: float | None

@@ -17,6 +17,7 @@ from nous_tools import (
     RunContext,
     SQLiteJournal,
     Tool,
+    ToolDenied,
     ToolExecutor,
 )
 
@@ -76,6 +77,43 @@ def test_claim_approval_speaks_to_a_store_whose_claim_takes_no_expiry(
         assert registry.claim_approval("a1", 4_000_000_000.0) is False
     assert store.claimed == {"a1"}
     assert sum("without expires_at" in message for message in caplog.messages) == 1
+
+
+def test_dispatch_runs_a_tool_already_looked_up_on_the_executor_given(
+    executor: ToolExecutor,
+) -> None:
+    registry = Registry([make("echo"), make("rm", "ask"), make("nuke", "deny")])
+    registry.advice.register("after", "echo", lambda result: Ok(result.value + "!"))
+    tool = t.cast(Tool, registry.lookup("echo"))
+    assert registry.dispatch(tool, {"text": "hi"}, executor=executor) == Ok("hi!")
+    pending = registry.dispatch(t.cast(Tool, registry.lookup("rm")), {"text": "x"}, None, "c1")
+    assert isinstance(pending, NeedsApproval)
+    assert pending.call_id == "c1" and pending.arguments == {"text": "x"}
+    denied = registry.dispatch(t.cast(Tool, registry.lookup("nuke")), {"text": "x"})
+    assert isinstance(denied, Err) and isinstance(denied.reason, ToolDenied)
+
+
+def test_dispatch_never_raises() -> None:
+    class Broken(ToolExecutor):
+        def execute(self, *args: t.Any, **kwargs: t.Any) -> t.Any:
+            raise RuntimeError("executor broke")
+
+    registry = Registry([make("echo")])
+    with Broken(max_workers=1) as broken:
+        result = registry.dispatch(t.cast(Tool, registry.lookup("echo")), {}, executor=broken)
+    assert isinstance(result, Err)
+    assert "internal error RuntimeError: executor broke" in result.reason.message
+
+
+def test_straight_through_lets_only_unadvised_auto_tools_go_straight(
+    tmp_path: pathlib.Path,
+) -> None:
+    registry = Registry([make("echo"), make("told"), make("rm", "ask")])
+    registry.advice.register("before", "told", lambda arguments: arguments)
+    straight = registry.straight_through()
+    assert straight is not None
+    assert [straight(tool) for tool in registry.all()] == [True, False, False]
+    assert Registry(journal=SQLiteJournal(tmp_path / "j.db")).straight_through() is None
 
 
 def test_run_approval_runs_an_approval_once() -> None:
