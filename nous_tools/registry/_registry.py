@@ -200,6 +200,13 @@ class Registry:
     which a reader sees whole or not at all, so lookups take no lock and
     registering stays linear (100,000 tools in well under a second). Listing works
     on a copy taken in one step.
+
+    What the layers built on a registry use of it is public. Besides
+    :meth:`execute` and the table's methods, :meth:`dispatch` and
+    :meth:`straight_through` run a batch's calls (``execute_tool_calls``),
+    :meth:`run_approval` and :meth:`claim_approval` a person's decisions (a paused
+    batch's ``resolve``), and :meth:`effective_journal` names the journal they are
+    recorded in.
     """
 
     def __init__(

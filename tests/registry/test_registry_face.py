@@ -1,7 +1,10 @@
-"""What the layers above use of a registry: its public face for integrations."""
+"""What the layers above use of a registry: its public face for integrations
+(``effective_journal``, ``claim_approval``, ``dispatch``, ``straight_through``,
+``run_approval``), and no module outside ``registry/`` reaching past it."""
 
 from __future__ import annotations
 
+import ast
 import logging
 import pathlib
 import typing as t
@@ -20,6 +23,8 @@ from nous_tools import (
     ToolDenied,
     ToolExecutor,
 )
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "nous_tools"
 
 
 def echo(text: str) -> str:
@@ -135,3 +140,26 @@ def test_run_approval_never_raises() -> None:
     assert isinstance(pending, NeedsApproval)
     refused = registry.run_approval(pending)
     assert isinstance(refused, Err) and "approval store failed" in refused.reason.message
+
+
+def _private_registry_uses(path: pathlib.Path) -> list[str]:
+    """``<something>registry._name`` in the code of ``path`` (comments and imports
+    are not attribute uses)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not (isinstance(node, ast.Attribute) and node.attr.startswith("_")):
+            continue
+        if node.attr.startswith("__"):
+            continue
+        owner = node.value
+        name = owner.id if isinstance(owner, ast.Name) else getattr(owner, "attr", "")
+        if name.endswith("registry"):
+            found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: .{node.attr}")
+    return found
+
+
+def test_no_module_outside_the_registry_uses_a_registrys_private_names() -> None:
+    outside = [
+        path for path in sorted(PACKAGE.rglob("*.py")) if (PACKAGE / "registry") not in path.parents
+    ]
+    assert [use for path in outside for use in _private_registry_uses(path)] == []
