@@ -297,13 +297,13 @@ def _reject(registry: Registry, na: NeedsApproval) -> Err:
     """The outcome of a rejected call: it does not run, and its approval is used up."""
     name = na.tool.name
     try:
-        claimed = registry._claim(na.id, na._claim_expiry(registry))
+        claimed = registry.claim_approval(na.id, na._claim_expiry(registry))
     except BaseException as exc:  # rejected all the same: the tool does not run
         if interrupts(exc):
             raise
         _log.error("Approval store failed to claim a rejected approval of tool '%s'", name)
         claimed = True
-    if claimed is not True:
+    if not claimed:
         return Err(
             ApprovalAlreadyUsed(
                 f"Tool '{name}' was not run: its approval was already used", tool_name=name
@@ -471,7 +471,7 @@ def resolve(
     if not plan:
         return attrs.evolve(batch, context=ctx)
     run_id = ctx.run_id
-    journal = None if run_id is None else registry._effective_journal()
+    journal = None if run_id is None else registry.effective_journal()
     if journal is not None and getattr(journal, "_run_call", None) is not None:
         journal = None
     decided: dict[int, str] = {}
@@ -490,7 +490,7 @@ def resolve(
             )
             if conflict is not None:
                 raise conflict
-    elif registry._claim(_BATCH_CLAIM + batch.id, _claim_expiry(batch, registry, plan)) is not True:
+    elif not registry.claim_approval(_BATCH_CLAIM + batch.id, _claim_expiry(batch, registry, plan)):
         raise BatchAlreadyResolved(
             f"cannot resolve: tool call batch {batch.id} was already resolved "
             "(a replay or a second submit); nothing was run"
@@ -502,7 +502,7 @@ def resolve(
             # _run_step's approved call, unjournaled and unobserved, a frame fewer
             token = _current_call.set(batch.calls[step[0]])
             try:
-                outcome = registry._approved(
+                outcome = registry.run_approval(
                     step[2], _FRESH_GATED if ctx is _FRESH_CONTEXT else ctx
                 )
             finally:
@@ -646,10 +646,10 @@ def _run_step(
             )
         elif decision == "reject":
             result = _reject(registry, na)
-        else:  # registry.execute_approved(na, None, run_ctx), a call shorter
+        else:
             if run_ctx is _FRESH_CONTEXT:
                 run_ctx = _FRESH_GATED  # what execute_approved would make, made once
-            result = registry._approved(na, run_ctx)
+            result = registry.run_approval(na, run_ctx)
         return result
     finally:
         if seen is not None:
@@ -759,11 +759,11 @@ def _resolve_journaled(
 
     def go(claim: _journal.JournalClaim) -> Result:
         if decision != "reject":
-            return registry._execute_approval(na, None, ctx, call_id, claim=claim)
+            return registry.run_approval(na, ctx, call_id, claim=claim)
         # The approval is used up first (or, in the journal's own store, with the
         # start record): a request that loses that race writes nothing (it answers
         # the winner's outcome), never a refusal as the outcome.
-        if claim.redeems(registry._approval_store, na.id, na._claim_expiry(registry)):
+        if claim.redeems(registry.approval_store, na.id, na._claim_expiry(registry)):
             result = _rejected(na)
         else:
             result = _reject(registry, na)

@@ -680,6 +680,7 @@ def execute_tool_calls(
 
     own = registry.executor
     runner = executor if executor is not None else own
+    execute, dispatch = registry.execute, registry.dispatch  # bound once a batch
 
     def enter(i: int) -> None:
         """In call ``i``'s own context, before anything of it runs: the call a tool
@@ -694,9 +695,9 @@ def execute_tool_calls(
         result: CallResult | None = None
         try:
             if runner is own:
-                result = registry.execute(tool.name, arguments, run_ctx, call_id=call_id, wait=wait)
+                result = execute(tool.name, arguments, run_ctx, call_id=call_id, wait=wait)
             else:
-                result = registry._dispatch(tool, arguments, run_ctx, call_id, runner, wait=wait)
+                result = dispatch(tool, arguments, run_ctx, call_id, executor=runner, wait=wait)
             return result
         finally:
             _observe_end(observer, seen, result)
@@ -704,7 +705,7 @@ def execute_tool_calls(
     # A call the registry would only hand to the executor's pipeline goes to a worker
     # from here (no helper thread per call), unless a tracer is told of each call. The
     # batch is always run as one (its calls each in their context: ``enter``).
-    straight = (registry._goes_straight() if observer is None else None) or _never
+    straight = (registry.straight_through() if observer is None else None) or _never
     results = t.cast(
         list[CallResult],
         runner.run_jobs(

@@ -2,7 +2,8 @@
 registry (still the call that was approved, the tool registered under its name,
 not ``"deny"``), answered by the journal when it holds the call, its approval
 claimed once in the registry's store, and run with ``approval_gated=True``
-through the registry's advice. :meth:`Registry.execute_approved` runs it.
+through the registry's advice. :meth:`Registry.execute_approved` and
+:meth:`Registry.run_approval` run it.
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ def execute_approval(
     if claim is None and ctx is not None and ctx.run_id is not None:
         # The journal first: a call it holds is answered, the approval not used.
         answered = _step0(
-            registry._effective_journal(),
+            registry.effective_journal(),
             tool,
             _canonical.thaw(na.arguments),
             ctx,

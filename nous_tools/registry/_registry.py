@@ -63,6 +63,7 @@ from nous_tools.run_context import RunContext
 from nous_tools.tool import Tool, register_redecorate
 
 if t.TYPE_CHECKING:
+    from nous_tools._engine._journal import JournalClaim
     from nous_tools.journal._record import Journal
 
 __all__ = ["Registry"]
@@ -198,6 +199,13 @@ class Registry:
     which a reader sees whole or not at all, so lookups take no lock and
     registering stays linear (100,000 tools in well under a second). Listing works
     on a copy taken in one step.
+
+    What the layers built on a registry use of it is public. Besides
+    :meth:`execute` and the table's methods, :meth:`dispatch` and
+    :meth:`straight_through` run a batch's calls (``execute_tool_calls``),
+    :meth:`run_approval` and :meth:`claim_approval` a person's decisions (a paused
+    batch's ``resolve``), and :meth:`effective_journal` names the journal they are
+    recorded in.
     """
 
     def __init__(
@@ -263,8 +271,10 @@ class Registry:
         journal applies, if it has one)."""
         return self._journal
 
-    def _effective_journal(self, executor: ToolExecutor | None = None) -> Journal | None:
-        """The journal a call through this registry is recorded in."""
+    def effective_journal(self, executor: ToolExecutor | None = None) -> Journal | None:
+        """The journal a call through this registry is recorded in: the registry's own
+        :attr:`journal`, else the journal of ``executor`` (default: :attr:`executor`);
+        None when neither keeps one."""
         if self._journal is not None:
             return self._journal
         return (executor if executor is not None else self.executor).journal
@@ -278,6 +288,17 @@ class Registry:
     def approval_store(self) -> ApprovalStore:
         """The store that lets each approval id run once."""
         return self._approval_store
+
+    def claim_approval(self, approval_id: str, expires_at: float | None = None) -> bool:
+        """Use up ``approval_id`` in :attr:`approval_store`, remembered until
+        ``expires_at`` (Unix seconds; None: for good): True for its first claim only.
+
+        What :meth:`execute_approved` does before it runs an approval, for an
+        integration that uses one up without running it (a rejected call, a resolved
+        batch). A store whose ``claim`` takes no ``expires_at`` is called without it
+        (a warning says so, once); a store that fails raises.
+        """
+        return self._claim(approval_id, expires_at) is True
 
     # -- the table --------------------------------------------------------------
 
@@ -495,10 +516,10 @@ class Registry:
         try:
             if tool is None:
                 if isinstance(name, Tool):  # a Tool in place of its name: run as given
-                    return self._dispatch(name, arguments, ctx, call_id)
+                    return self.dispatch(name, arguments, ctx, call_id)
                 return _not_found(name)
             if tool.approval != "auto" or self._journal is not None or wait is not None:
-                return self._dispatch(tool, arguments, ctx, call_id, wait=wait)
+                return self.dispatch(tool, arguments, ctx, call_id, wait=wait)
             executor = self._executor
             if executor is None:
                 executor = _executor_module._default or default_executor()
@@ -551,7 +572,10 @@ class Registry:
             if isinstance(tool, NeedsApproval):
                 if isinstance(arguments, RunContext) and ctx is None:
                     ctx, arguments = arguments, None
-                return self._execute_approval(tool, arguments, ctx, call_id, wait=wait)
+                result: Result = _approvals().execute_approval(
+                    self, tool, arguments, ctx, call_id, wait=wait
+                )
+                return result
             from nous_tools.registry._approvals import run_decided  # approvals only
 
             return run_decided(self, tool, arguments, ctx, call_id, wait)
@@ -586,10 +610,10 @@ class Registry:
             return executor.run_jobs(
                 jobs,
                 ctx,
-                run=self._run_job,
+                run=self.dispatch,
                 max_concurrency=max_concurrency,
                 on_progress=on_progress,
-                straight=self._goes_straight(),
+                straight=self.straight_through(),
             )
         except BaseException as exc:
             if interrupts(exc):
@@ -624,6 +648,109 @@ class Registry:
         self._register_all(tools, None if replace else refuse)
         return tools
 
+    # -- for integrations -------------------------------------------------------
+    # What the providers (execute_tool_calls, a paused batch's resolve), the MCP
+    # server and other integrations use of a registry besides execute.
+
+    def dispatch(
+        self,
+        tool: Tool,
+        arguments: c.Mapping[str, t.Any] | None = None,
+        ctx: RunContext[t.Any] | None = None,
+        call_id: str | None = None,
+        *,
+        executor: ToolExecutor | None = None,
+        wait: float | None = None,
+    ) -> RegistryResult:
+        """Run ``tool``, already looked up, through this registry's path on
+        ``executor`` (default: :attr:`executor`); never raises.
+
+        What :meth:`execute` does once it has the tool, for an integration that
+        looks tools up itself or runs them on an executor of its own: the tool's
+        approval level (``"deny"`` is ``Err(ToolDenied)``; ``"ask"`` a
+        :class:`NeedsApproval`, unless ``ctx`` is approval-gated or has an
+        approval handler), then the advice of its name around the executor's call,
+        journaled as :meth:`execute` journals it (``wait`` as there). Its first four
+        parameters are the ``run`` that :meth:`ToolExecutor.run_jobs` calls.
+        """
+        try:
+            level = tool.approval
+            if level == "deny":
+                return Err(ToolDenied(tool.name))
+            if executor is None:
+                executor = self.executor
+            if level == "ask" and not (
+                isinstance(ctx, RunContext)
+                and (ctx.approval_gated or ctx.approval_handler is not None)
+            ):
+                if arguments is None:
+                    arguments = {}
+                elif not isinstance(arguments, c.Mapping):
+                    return _arguments_error(tool, arguments)
+                if tool.name in self.advice._chains:  # the person approves what would run
+                    arguments = self.advice._run_befores(tool.name, arguments)
+                # A call the journal already holds (resolved before, say) is answered by it.
+                answered = _journal_peek(
+                    self.effective_journal(executor), tool, arguments, ctx, call_id, wait
+                )
+                if answered is not None:
+                    return answered
+                try:
+                    return NeedsApproval(tool, arguments, call_id=call_id, audience=self._name)
+                except (TypeError, ValueError) as exc:
+                    return Err(ToolError(str(exc), tool_name=tool.name, original_error=exc))
+            run = self._runner(executor, False, None, wait)
+            return self._advised(run, tool, arguments, ctx, call_id)
+        except BaseException as exc:
+            if interrupts(exc):
+                raise
+            return _internal_error(getattr(tool, "name", None), exc)
+
+    def straight_through(self) -> c.Callable[[Tool], bool] | None:
+        """Which tools a batch may hand straight to the executor's pipeline, for an
+        integration that runs batches (the ``straight`` of
+        :meth:`ToolExecutor.run_jobs`): a predicate, True for a tool whose call this
+        registry would pass on unchanged — approval ``"auto"``, no advice of its
+        name in the advice table as it stands now — or None when every call must go
+        through :meth:`dispatch` (this registry keeps a journal of its own)."""
+        if self._journal is not None:
+            return None
+        chains = self.advice._chains
+
+        def straight(tool: Tool) -> bool:
+            return tool.approval == "auto" and tool.name not in chains
+
+        return straight
+
+    def run_approval(
+        self,
+        na: NeedsApproval,
+        ctx: RunContext[t.Any] | None = None,
+        call_id: str | None = None,
+        *,
+        claim: JournalClaim | None = None,
+        wait: float | None = None,
+    ) -> Result:
+        """``execute_approved(na, ctx)``, for an integration that has read a
+        person's decision itself (a paused batch's resolve); never raises.
+
+        ``call_id`` is the call's id in the journal when it is not ``na.call_id``.
+        ``claim`` is the journal's claim of the call when the integration has taken
+        the journal's first step itself (a journaled resolve records each decision):
+        the call then runs and is recorded with it, and the approval is redeemed in
+        the transaction that records its start when :attr:`approval_store` is that
+        journal's ``approvals``.
+        """
+        try:
+            result: Result = _approvals().execute_approval(
+                self, na, None, ctx, call_id, claim=claim, wait=wait
+            )
+            return result
+        except BaseException as exc:
+            if interrupts(exc):
+                raise
+            return _internal_error(na.tool.name, exc)
+
     # -- internals --------------------------------------------------------------
 
     def _job(self, call: object) -> tuple[Tool, t.Any, str | None] | Err:
@@ -655,72 +782,6 @@ class Registry:
                     original_error=exc,
                 )
             )
-
-    def _goes_straight(self) -> c.Callable[[Tool], bool] | None:
-        """Which tools a batch may hand straight to the executor's pipeline, as
-        :meth:`execute` would (no approval to ask, no advice of their name): None
-        when this registry keeps a journal of its own (its calls go through it)."""
-        if self._journal is not None:
-            return None
-        chains = self.advice._chains
-
-        def straight(tool: Tool) -> bool:
-            return tool.approval == "auto" and tool.name not in chains
-
-        return straight
-
-    def _run_job(
-        self,
-        tool: Tool,
-        arguments: t.Any,
-        ctx: RunContext[t.Any] | None,
-        call_id: str | None,
-    ) -> RegistryResult:
-        try:
-            return self._dispatch(tool, arguments, ctx, call_id)
-        except BaseException as exc:
-            if interrupts(exc):
-                raise
-            return _internal_error(tool.name, exc)
-
-    def _dispatch(
-        self,
-        tool: Tool,
-        arguments: c.Mapping[str, t.Any] | None,
-        ctx: RunContext[t.Any] | None,
-        call_id: str | None,
-        executor: ToolExecutor | None = None,
-        *,
-        wait: float | None = None,
-    ) -> RegistryResult:
-        """The registry path for a tool already found: approval level, then advice
-        around the call on ``executor`` (default: the registry's own)."""
-        level = tool.approval
-        if level == "deny":
-            return Err(ToolDenied(tool.name))
-        if executor is None:
-            executor = self.executor
-        if level == "ask" and not (
-            isinstance(ctx, RunContext) and (ctx.approval_gated or ctx.approval_handler is not None)
-        ):
-            if arguments is None:
-                arguments = {}
-            elif not isinstance(arguments, c.Mapping):
-                return _arguments_error(tool, arguments)
-            if tool.name in self.advice._chains:  # the person approves what would run
-                arguments = self.advice._run_befores(tool.name, arguments)
-            # A call the journal already holds (resolved before, say) is answered by it.
-            answered = _journal_peek(
-                self._effective_journal(executor), tool, arguments, ctx, call_id, wait
-            )
-            if answered is not None:
-                return answered
-            try:
-                return NeedsApproval(tool, arguments, call_id=call_id, audience=self._name)
-            except (TypeError, ValueError) as exc:
-                return Err(ToolError(str(exc), tool_name=tool.name, original_error=exc))
-        run = self._runner(executor, False, None, wait)
-        return self._advised(run, tool, arguments, ctx, call_id)
 
     def _runner(
         self, executor: ToolExecutor, approved: bool, claim: t.Any, wait: float | None
@@ -754,27 +815,3 @@ class Registry:
             return run(tool, args, ctx, call_id=call_id)
 
         return t.cast(RegistryResult, self.advice._wrap_results(tool.name, core)(arguments))
-
-    def _approved(self, na: NeedsApproval, ctx: RunContext[t.Any] | None) -> Result:
-        """``execute_approved(na, ctx)`` of a :class:`NeedsApproval` (what
-        ``ToolCallResults.resolve`` runs); never raises."""
-        try:
-            result: Result = _approvals().execute_approval(self, na, None, ctx, None)
-            return result
-        except BaseException as exc:
-            if interrupts(exc):
-                raise
-            return _internal_error(na.tool.name, exc)
-
-    def _execute_approval(
-        self,
-        na: NeedsApproval,
-        arguments: object,
-        ctx: RunContext[t.Any] | None,
-        call_id: str | None,
-        **options: t.Any,
-    ) -> Result:
-        """``execute_approved`` of a :class:`NeedsApproval`: check, claim, run once
-        (``_approvals.execute_approval``; ``options``: its ``claim`` and ``wait``)."""
-        result: Result = _approvals().execute_approval(self, na, arguments, ctx, call_id, **options)
-        return result
