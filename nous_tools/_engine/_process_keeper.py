@@ -311,6 +311,42 @@ class _Keeper:
                 self._free.notify_all()
 
     def _spawn(self) -> _Child:
+        child = self._launch()
+        with self._lock:
+            exiting = self._exiting
+        if exiting:
+            child.kill()
+            raise _StartFailed("the interpreter is exiting")
+        readable, _ = child.wait(_START_TIMEOUT)
+        try:
+            answer = child.conn.recv_bytes() if readable else None
+        except (EOFError, OSError):
+            answer = None
+        ready = _pipe.unframe(answer) if answer is not None else None
+        if answer is None:
+            exited = self._end_unstarted(child, _EXIT_GRACE if readable else 0)
+            if not readable and not exited:
+                raise _StartFailed(f"the child process was not ready after {_START_TIMEOUT:g} s")
+            raise _StartFailed(
+                f"the child process {child.describe_exit()} while starting (a script that "
+                'uses isolation="process" must guard its top-level code with '
+                '`if __name__ == "__main__":`; see the child\'s traceback above)'
+            )
+        if ready is not None and ready[1] == _pipe.READY and bytes(ready[2][:1]) == b"!":
+            self._end_unstarted(child, _EXIT_GRACE)
+            why = bytes(ready[2][1:]).decode(errors="replace")
+            raise _StartFailed(f"the child process could not enter its sandbox: {why}")
+        child.group = (
+            _GROUPS
+            and ready is not None
+            and ready[:2] == (0, _pipe.READY)
+            and ready[2] == str(child.process.pid).encode()
+        )
+        return child
+
+    def _launch(self) -> _Child:
+        """Start a child process (known to the keeper from before its start, so the
+        exit hook can kill it), not yet ready: its pipe's end is ``child.conn``."""
         mp = self._mp
         parent_end, child_end = mp.Pipe(duplex=True)
         process = mp.Process(
@@ -332,47 +368,18 @@ class _Keeper:
         finally:
             child_end.close()
         child.started()
-        with self._lock:
-            exiting = self._exiting
-        if exiting:
-            child.kill()
-            raise _StartFailed("the interpreter is exiting")
-        readable, _ = child.wait(_START_TIMEOUT)
-        try:
-            answer = parent_end.recv_bytes() if readable else None
-        except (EOFError, OSError):
-            answer = None
-        ready = _pipe.unframe(answer) if answer is not None else None
-        if answer is None:
-            exited = child.wait_exit(_EXIT_GRACE if readable else 0)
-            child.kill()
-            process.join(_EXIT_GRACE)
-            with self._lock:
-                self._children.discard(child)
-            parent_end.close()
-            if not readable and not exited:
-                raise _StartFailed(f"the child process was not ready after {_START_TIMEOUT:g} s")
-            raise _StartFailed(
-                f"the child process {child.describe_exit()} while starting (a script that "
-                'uses isolation="process" must guard its top-level code with '
-                '`if __name__ == "__main__":`; see the child\'s traceback above)'
-            )
-        if ready is not None and ready[1] == _pipe.READY and bytes(ready[2][:1]) == b"!":
-            child.wait_exit(_EXIT_GRACE)
-            child.kill()
-            process.join(_EXIT_GRACE)
-            with self._lock:
-                self._children.discard(child)
-            parent_end.close()
-            why = bytes(ready[2][1:]).decode(errors="replace")
-            raise _StartFailed(f"the child process could not enter its sandbox: {why}")
-        child.group = (
-            _GROUPS
-            and ready is not None
-            and ready[:2] == (0, _pipe.READY)
-            and ready[2] == str(process.pid).encode()
-        )
         return child
+
+    def _end_unstarted(self, child: _Child, grace: float) -> bool:
+        """End a child that did not start: give it ``grace`` seconds to exit, kill
+        it, reap it, forget it. Whether it had exited by itself."""
+        exited = child.wait_exit(grace)
+        child.kill()
+        child.process.join(_EXIT_GRACE)
+        with self._lock:
+            self._children.discard(child)
+        child.conn.close()
+        return exited
 
     def _reap(self, child: _Child) -> None:
         """End a child taken out of service: close its pipe (an idle child exits by

@@ -119,20 +119,7 @@ class _Walk:
             raise Unrepresentable(f"{where} reaches functions more than {MAX_DEPTH} deep")
         kind = type(function)
         if kind is functools.partial:
-            self.point(function.func)
-            self.point(function.args)
-            keywords = function.keywords
-            self.point(len(keywords))
-            for key, item in keywords.items():
-                self.point(key)
-                self.point(item)
-            inner = self.callable(function.func, where, depth + 1)
-            args = self.value(function.args, f"the arguments of the partial {where}", depth + 1)
-            kwargs = {
-                key: self.value(item, f"the argument {key!r} of the partial {where}", depth + 1)
-                for key, item in sorted(keywords.items())
-            }
-            return {"$partial": inner, "args": args, "keywords": kwargs} if self.encode else None
+            return self.partial(function, where, depth)
         if kind is types.MethodType:
             return {
                 "$method": self.callable(function.__func__, where, depth + 1),
@@ -143,6 +130,27 @@ class _Walk:
             if isinstance(function, type) or type(call) is not types.FunctionType:
                 return {"$named": _name(function if hasattr(function, "__qualname__") else kind)}
             return {"$object": _name(kind), "call": self.callable(call, where, depth + 1)}
+        return self.function(function, depth)
+
+    def partial(self, function: functools.partial[t.Any], where: str, depth: int) -> t.Any:
+        """The tree of a ``functools.partial``: its function and its arguments."""
+        self.point(function.func)
+        self.point(function.args)
+        keywords = function.keywords
+        self.point(len(keywords))
+        for key, item in keywords.items():
+            self.point(key)
+            self.point(item)
+        inner = self.callable(function.func, where, depth + 1)
+        args = self.value(function.args, f"the arguments of the partial {where}", depth + 1)
+        kwargs = {
+            key: self.value(item, f"the argument {key!r} of the partial {where}", depth + 1)
+            for key, item in sorted(keywords.items())
+        }
+        return {"$partial": inner, "args": args, "keywords": kwargs} if self.encode else None
+
+    def function(self, function: types.FunctionType, depth: int) -> t.Any:
+        """The tree of a plain function: its name, code, defaults and closure cells."""
         known = self.functions.get(id(function))
         if known is not None:
             return {"$again": known}  # a function that reaches itself

@@ -239,9 +239,16 @@ def _add_journal_parser(commands: t.Any, common: argparse.ArgumentParser) -> Non
     key.add_argument("run_id", metavar="RUN_ID")
     key.add_argument("call_id", metavar="CALL_ID")
 
+    _add_list_parser(actions, [target, output])
+    _add_show_parser(actions, [target, key, output])
+    _add_settle_parser(actions, [target, key, output])
+    _add_prune_parser(actions, [target, output])
+
+
+def _add_list_parser(actions: t.Any, parents: list[argparse.ArgumentParser]) -> None:
     listing = actions.add_parser(
         "list",
-        parents=[target, output],
+        parents=parents,
         help="list the journaled calls, newest first",
         description="List the journaled calls, newest first. STATE is running, unknown "
         "(started, never completed, its lease expired: a person must settle it), completed "
@@ -255,15 +262,21 @@ def _add_journal_parser(commands: t.Any, common: argparse.ArgumentParser) -> Non
     listing.add_argument(
         "--limit", type=_retries_option, default=100, metavar="N", help="at most N (100)"
     )
+
+
+def _add_show_parser(actions: t.Any, parents: list[argparse.ArgumentParser]) -> None:
     actions.add_parser(
         "show",
-        parents=[target, key, output],
+        parents=parents,
         help="show one call's record and outcome",
         description="Show the record of one call: its state, lease, runs and outcome.",
     )
+
+
+def _add_settle_parser(actions: t.Any, parents: list[argparse.ArgumentParser]) -> None:
     settle = actions.add_parser(
         "settle",
-        parents=[target, key, output],
+        parents=parents,
         help="record the outcome a person found out for an unknown call",
         description="Record the outcome of a started call (its outcome was unknown): a "
         "repeat of the call then gets it. Exactly one of --ok and --error.",
@@ -271,9 +284,12 @@ def _add_journal_parser(commands: t.Any, common: argparse.ArgumentParser) -> Non
     given = settle.add_mutually_exclusive_group(required=True)
     given.add_argument("--ok", metavar="JSON", help="it succeeded, with this value (JSON)")
     given.add_argument("--error", metavar="MESSAGE", help="it failed, with this message")
+
+
+def _add_prune_parser(actions: t.Any, parents: list[argparse.ArgumentParser]) -> None:
     prune = actions.add_parser(
         "prune",
-        parents=[target, output],
+        parents=parents,
         help="remove old completed records",
         description="Remove the completed records older than DURATION; started ones "
         "(running, or unknown) are kept.",

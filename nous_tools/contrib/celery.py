@@ -299,6 +299,57 @@ def visibility_timeout(app: t.Any) -> tuple[str, float] | None:
     return broker, float(value)
 
 
+def _check_app(app: t.Any) -> None:
+    """Refuse an app whose attempts would run with no deadline or whose replies
+    would have nowhere to go (``ValueError``)."""
+    conf = app.conf
+    if conf.task_always_eager:
+        raise ValueError(
+            "CeleryBackend refuses an app with task_always_eager: eager tasks run in the "
+            "caller, with no deadline and nothing to kill"
+        )
+    backend = conf.result_backend
+    if not backend or str(backend).startswith("disabled"):
+        raise ValueError(
+            "CeleryBackend needs a result backend (Celery(..., backend='redis://...')): "
+            "the caller waits for each attempt's reply there"
+        )
+
+
+def _max_timeout(app: t.Any, max_timeout: float | None, kill_grace: float) -> float | None:
+    """The longest tool timeout a backend on ``app`` runs: ``max_timeout`` checked
+    against the broker's visibility timeout (a message waiting longer is delivered
+    again), or, when not given, that timeout less ``kill_grace`` (None: no limit)."""
+    visibility = visibility_timeout(app)
+    if max_timeout is not None:
+        if isinstance(max_timeout, bool) or not isinstance(max_timeout, (int, float)):
+            raise TypeError(
+                f"CeleryBackend option 'max_timeout' must be seconds, got {max_timeout!r}"
+            )
+        if max_timeout <= 0:
+            raise ValueError(
+                f"CeleryBackend option 'max_timeout' must be > 0 s, got {max_timeout!r}"
+            )
+    if visibility is not None:
+        broker, seconds = visibility
+        if max_timeout is None:
+            max_timeout = seconds - kill_grace
+            if max_timeout <= 0:
+                raise ValueError(
+                    f"CeleryBackend refuses to start: the {broker} broker's "
+                    f"visibility_timeout ({seconds:g} s) leaves no time for a tool"
+                )
+        elif max_timeout + kill_grace > seconds:
+            raise ValueError(
+                f"CeleryBackend refuses to start: the {broker} broker's visibility_timeout "
+                f"({seconds:g} s) is shorter than the longest tool timeout it would run "
+                f"(max_timeout={max_timeout:g} s, plus kill_grace={kill_grace:g} s): a "
+                "message waiting longer than that is delivered again and runs twice. Raise "
+                "broker_transport_options['visibility_timeout'] or lower max_timeout"
+            )
+    return max_timeout
+
+
 class CeleryBackend:
     """A :class:`~nous_tools.backend.Backend` that runs each attempt as a Celery task
     on a prefork worker, revoked with ``SIGKILL`` at its deadline.
@@ -329,45 +380,8 @@ class CeleryBackend:
         for option, value in (("kill_grace", kill_grace), ("poll_interval", poll_interval)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ValueError(f"CeleryBackend option {option!r} must be > 0 s, got {value!r}")
-        conf = app.conf
-        if conf.task_always_eager:
-            raise ValueError(
-                "CeleryBackend refuses an app with task_always_eager: eager tasks run in the "
-                "caller, with no deadline and nothing to kill"
-            )
-        backend = conf.result_backend
-        if not backend or str(backend).startswith("disabled"):
-            raise ValueError(
-                "CeleryBackend needs a result backend (Celery(..., backend='redis://...')): "
-                "the caller waits for each attempt's reply there"
-            )
-        visibility = visibility_timeout(app)
-        if max_timeout is not None:
-            if isinstance(max_timeout, bool) or not isinstance(max_timeout, (int, float)):
-                raise TypeError(
-                    f"CeleryBackend option 'max_timeout' must be seconds, got {max_timeout!r}"
-                )
-            if max_timeout <= 0:
-                raise ValueError(
-                    f"CeleryBackend option 'max_timeout' must be > 0 s, got {max_timeout!r}"
-                )
-        if visibility is not None:
-            broker, seconds = visibility
-            if max_timeout is None:
-                max_timeout = seconds - kill_grace
-                if max_timeout <= 0:
-                    raise ValueError(
-                        f"CeleryBackend refuses to start: the {broker} broker's "
-                        f"visibility_timeout ({seconds:g} s) leaves no time for a tool"
-                    )
-            elif max_timeout + kill_grace > seconds:
-                raise ValueError(
-                    f"CeleryBackend refuses to start: the {broker} broker's visibility_timeout "
-                    f"({seconds:g} s) is shorter than the longest tool timeout it would run "
-                    f"(max_timeout={max_timeout:g} s, plus kill_grace={kill_grace:g} s): a "
-                    "message waiting longer than that is delivered again and runs twice. Raise "
-                    "broker_transport_options['visibility_timeout'] or lower max_timeout"
-                )
+        _check_app(app)
+        max_timeout = _max_timeout(app, max_timeout, kill_grace)
         signing_key = _key_of(app, key)
         if signing_key is None:
             raise ValueError(
@@ -431,6 +445,13 @@ class CeleryBackend:
             self._count("not_sent")
             return not_sent(f"Celery could not send the task: {type(exc).__name__}: {exc}")
         self._count("submitted", running=1)
+        return self._wait(tool, ctx, result, deadline)
+
+    def _wait(
+        self, tool: Tool, ctx: RunContext[t.Any] | None, result: t.Any, deadline: float
+    ) -> Outcome:
+        """Wait for the sent task's reply until ``deadline``, killing the task when
+        the caller stops waiting (a deadline, a failed broker, Ctrl-C)."""
         try:
             reply = result.get(
                 timeout=max(0.0, deadline - monotonic()),
@@ -461,6 +482,11 @@ class CeleryBackend:
             self._count("timed_out", running=-1)
             raise
         self._count("completed", running=-1)
+        return self._read_reply(tool, reply)
+
+    def _read_reply(self, tool: Tool, reply: t.Any) -> Outcome:
+        """The outcome in a worker's ``reply``, read only when it bears this
+        backend's signature."""
         payload = _verified(self._key, reply)
         if payload is None:  # not the worker's: never unpickled
             return raised(

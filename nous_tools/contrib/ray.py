@@ -183,7 +183,6 @@ class RayBackend:
         if problem is not None:
             self._count("not_sent")
             return not_sent(problem)
-        ray = self._ray
         remaining = deadline - monotonic()
         if remaining <= 0:
             self._count("timed_out")
@@ -194,8 +193,13 @@ class RayBackend:
             self._count("not_sent")
             return not_sent(f"Ray refused the task: {type(exc).__name__}: {exc}")
         self._count("submitted", running=1)
+        return self._wait(tool, ref, deadline)
+
+    def _wait(self, tool: Tool, ref: t.Any, deadline: float) -> Outcome:
+        """Wait for the submitted task's reply until ``deadline``, cancelling it (its
+        worker killed) when the caller stops waiting (the deadline, Ctrl-C)."""
         try:
-            reply = ray.get(ref, timeout=max(0.0, deadline - monotonic()))
+            reply = self._ray.get(ref, timeout=max(0.0, deadline - monotonic()))
         except self._timeout_error:
             self._cancel(ref)
             self._count("timed_out", running=-1)

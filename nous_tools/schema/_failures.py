@@ -249,16 +249,7 @@ def describe(
     arguments: object, errors: list[t.Any], schema: dict[str, t.Any], opaque: list[Opaque]
 ) -> ValidationFailure:
     """jsonschema-rs's errors in Nous's words (see the module's notes)."""
-    (
-        required_kind,
-        type_kind,
-        format_kind,
-        backtracked_kind,
-        false_kind,
-        additional_kind,
-        enum_kind,
-        const_kind,
-    ) = _kinds()
+    required_kind, type_kind, format_kind = _kinds()[:3]
     missing: list[str] = []
     mismatches: list[tuple[str, str, str]] = []
     invalid: list[tuple[str, str]] = []
@@ -305,32 +296,46 @@ def describe(
                 seen.add(mismatch)
                 mismatches.append(mismatch)
         else:
-            if kind_type is backtracked_kind:
-                where, value = locate(arguments, path)
-                text = (
-                    f"{shorten(repr(value), 60)} could not be matched within "
-                    f"{BACKTRACK_LIMIT} backtracking steps"
-                )
-            elif kind_type is additional_kind or (
-                kind_type is false_kind and error.schema_path[-1:] == ["additionalProperties"]
-            ):
-                where, value = locate(arguments, path)
-                node = schema_at(schema, error.schema_path[:-1])
-                text = _unknown_keys(value, node, path) or shorten(error.message)
-            else:
-                if kind_type is enum_kind or kind_type is const_kind:
-                    where, value = locate(arguments, path)
-                    if type(value) is float and not math.isfinite(value):
-                        raise NotJson
-                else:
-                    where = _path_text(arguments, path)
-                text = shorten(error.message)
-            violation = (shorten(where), text)
+            violation = _violation(arguments, path, error, kind_type, schema)
             if violation not in seen:
                 seen.add(violation)
                 invalid.append(violation)
     message, original = failure_message(missing, mismatches, invalid)
     return ValidationFailure(message, original)
+
+
+def _violation(
+    arguments: object,
+    path: c.Sequence[str | int],
+    error: t.Any,
+    kind_type: type[t.Any],
+    schema: dict[str, t.Any],
+) -> tuple[str, str]:
+    """``(path, message)`` for an error that is neither a missing field nor a type
+    mismatch: a pattern too costly to match, unknown keys, or jsonschema-rs's own
+    message."""
+    backtracked_kind, false_kind, additional_kind, enum_kind, const_kind = _kinds()[3:]
+    if kind_type is backtracked_kind:
+        where, value = locate(arguments, path)
+        text = (
+            f"{shorten(repr(value), 60)} could not be matched within "
+            f"{BACKTRACK_LIMIT} backtracking steps"
+        )
+    elif kind_type is additional_kind or (
+        kind_type is false_kind and error.schema_path[-1:] == ["additionalProperties"]
+    ):
+        where, value = locate(arguments, path)
+        node = schema_at(schema, error.schema_path[:-1])
+        text = _unknown_keys(value, node, path) or shorten(error.message)
+    else:
+        if kind_type is enum_kind or kind_type is const_kind:
+            where, value = locate(arguments, path)
+            if type(value) is float and not math.isfinite(value):
+                raise NotJson
+        else:
+            where = _path_text(arguments, path)
+        text = shorten(error.message)
+    return (shorten(where), text)
 
 
 def _unknown_keys(value: object, node: object, path: c.Sequence[object]) -> str | None:

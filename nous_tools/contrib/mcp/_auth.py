@@ -46,6 +46,11 @@ import anyio.to_thread
 
 if t.TYPE_CHECKING:
     import httpx2
+    from mcp.shared.auth import (
+        AuthorizationCodeResult,
+        OAuthClientInformationFull,
+        OAuthClientMetadata,
+    )
 
 __all__ = ["FileTokenStorage", "InMemoryTokenStorage", "OAuth", "TokenStorage"]
 
@@ -355,6 +360,65 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+class _BrowserSignIn:
+    """A person's part of one authorization code flow, as the SDK's two handlers:
+    :meth:`redirect` starts the local callback on ``port`` and shows the person the
+    authorization URL (``open_browser``: a browser, stderr, or a callable of the
+    caller's); :meth:`callback` waits ``timeout`` seconds for the callback's answer."""
+
+    def __init__(
+        self, port: int, open_browser: bool | c.Callable[[str], object], timeout: float
+    ) -> None:
+        self.port = port
+        self.open_browser = open_browser
+        self.timeout = timeout
+        self.redirect_uri = f"http://127.0.0.1:{port}/callback"
+        self._waiting: dict[str, _Callback] = {}
+
+    async def redirect(self, url: str) -> None:
+        # Only the redirect that carries this request's state is taken.
+        sent = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query).get("state")
+        self._waiting["callback"] = _Callback(self.port, sent[0] if sent else None)
+        await self._open(url)
+
+    async def _open(self, url: str) -> None:
+        """Show ``url`` to the person as ``open_browser`` says (printed when a browser
+        cannot be opened)."""
+        open_browser = self.open_browser
+        if callable(open_browser):
+            await anyio.to_thread.run_sync(open_browser, url)
+        elif open_browser:
+            import webbrowser
+
+            opened = await anyio.to_thread.run_sync(webbrowser.open, url)
+            if not opened:
+                _show(url)
+        else:
+            _show(url)
+
+    async def callback(self) -> AuthorizationCodeResult:
+        from mcp.client.auth import OAuthFlowError
+        from mcp.shared.auth import AuthorizationCodeResult
+
+        callback = self._waiting.pop("callback")
+        try:
+            arrived = await anyio.to_thread.run_sync(
+                callback.done.wait, self.timeout, abandon_on_cancel=True
+            )
+        finally:
+            callback.close()
+        query = callback.result or {}
+        if not arrived:
+            raise OAuthFlowError(f"nobody signed in within {self.timeout} s")
+        if "code" not in query:
+            raise OAuthFlowError(
+                f"the authorization server refused: {query.get('error', 'no code')}"
+            )
+        return AuthorizationCodeResult(
+            code=query["code"], state=query.get("state"), iss=query.get("iss")
+        )
+
+
 # -- the OAuth choices --------------------------------------------------------------------
 
 
@@ -421,74 +485,23 @@ class OAuth:
         scope = " ".join(scopes) if scopes else None
 
         def make(server_url: str, store: _SDKStorage) -> httpx2.Auth:
-            from mcp.client.auth import OAuthClientProvider, OAuthFlowError
-            from mcp.shared.auth import (
-                AuthorizationCodeResult,
-                OAuthClientInformationFull,
-                OAuthClientMetadata,
-            )
+            from mcp.client.auth import OAuthClientProvider
 
-            port = callback_port or _free_port()
-            redirect = f"http://127.0.0.1:{port}/callback"
-            waiting: dict[str, _Callback] = {}
-
-            async def redirect_handler(url: str) -> None:
-                # Only the redirect that carries this request's state is taken.
-                sent = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query).get("state")
-                waiting["callback"] = _Callback(port, sent[0] if sent else None)
-                if callable(open_browser):
-                    await anyio.to_thread.run_sync(open_browser, url)
-                elif open_browser:
-                    import webbrowser
-
-                    opened = await anyio.to_thread.run_sync(webbrowser.open, url)
-                    if not opened:
-                        _show(url)
-                else:
-                    _show(url)
-
-            async def callback_handler() -> AuthorizationCodeResult:
-                callback = waiting.pop("callback")
-                try:
-                    arrived = await anyio.to_thread.run_sync(
-                        callback.done.wait, timeout, abandon_on_cancel=True
-                    )
-                finally:
-                    callback.close()
-                query = callback.result or {}
-                if not arrived:
-                    raise OAuthFlowError(f"nobody signed in within {timeout} s")
-                if "code" not in query:
-                    raise OAuthFlowError(
-                        f"the authorization server refused: {query.get('error', 'no code')}"
-                    )
-                return AuthorizationCodeResult(
-                    code=query["code"], state=query.get("state"), iss=query.get("iss")
-                )
-
-            metadata = OAuthClientMetadata(
-                client_name=client_name,
-                redirect_uris=[redirect],  # type: ignore[list-item]
-                grant_types=["authorization_code", "refresh_token"],
-                response_types=["code"],
-                scope=scope,
-                token_endpoint_auth_method="client_secret_basic" if client_secret else "none",
-            )
+            sign_in = _BrowserSignIn(callback_port or _free_port(), open_browser, timeout)
             provider = _refreshing(OAuthClientProvider)(
                 server_url=server_url,
-                client_metadata=metadata,
+                client_metadata=_client_metadata(
+                    client_name, sign_in.redirect_uri, scope, client_secret
+                ),
                 storage=store,
-                redirect_handler=redirect_handler,
-                callback_handler=callback_handler,
+                redirect_handler=sign_in.redirect,
+                callback_handler=sign_in.callback,
                 client_metadata_url=client_metadata_url,
             )
             if client_id is not None:
                 # A pre-registered client: no dynamic registration.
-                provider.preset_client = OAuthClientInformationFull(
-                    client_id=client_id,
-                    client_secret=client_secret,
-                    redirect_uris=[redirect],  # type: ignore[list-item]
-                    token_endpoint_auth_method="client_secret_basic" if client_secret else "none",
+                provider.preset_client = _preset_client(
+                    client_id, client_secret, sign_in.redirect_uri
                 )
             return t.cast("httpx2.Auth", provider)
 
@@ -536,7 +549,6 @@ class OAuth:
             from mcp.client.auth.extensions.client_credentials import (
                 ClientCredentialsOAuthProvider,
                 PrivateKeyJWTOAuthProvider,
-                SignedJWTParameters,
             )
 
             with warnings.catch_warnings():
@@ -552,20 +564,13 @@ class OAuth:
                         scope=scope,
                         issuer=issuer,
                     )
-                if private_key is not None:
-                    signer = SignedJWTParameters(
-                        issuer=client_id,
-                        subject=client_id,
-                        signing_key=private_key,
-                        signing_algorithm=signing_algorithm,
-                    ).create_assertion_provider()
-                else:
-                    signer = _assertion_provider(assertion)
                 return _refreshing(PrivateKeyJWTOAuthProvider)(  # type: ignore[no-any-return]
                     server_url=server_url,
                     storage=store,
                     client_id=client_id,
-                    assertion_provider=signer,
+                    assertion_provider=_jwt_signer(
+                        client_id, private_key, signing_algorithm, assertion
+                    ),
                     scope=scope,
                     issuer=issuer,
                 )
@@ -633,6 +638,57 @@ class OAuth:
             storage if storage is not None else FileTokenStorage(),
             shown=f" client_id={client_id!r} issuer={issuer!r}",
         )
+
+
+def _client_metadata(
+    client_name: str, redirect_uri: str, scope: str | None, client_secret: str | None
+) -> OAuthClientMetadata:
+    """What an authorization code client says of itself when it registers."""
+    from mcp.shared.auth import OAuthClientMetadata
+
+    return OAuthClientMetadata(
+        client_name=client_name,
+        redirect_uris=[redirect_uri],  # type: ignore[list-item]
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+        scope=scope,
+        token_endpoint_auth_method="client_secret_basic" if client_secret else "none",
+    )
+
+
+def _preset_client(
+    client_id: str, client_secret: str | None, redirect_uri: str
+) -> OAuthClientInformationFull:
+    """The registration of a pre-registered client, as if dynamic registration had
+    returned it."""
+    from mcp.shared.auth import OAuthClientInformationFull
+
+    return OAuthClientInformationFull(
+        client_id=client_id,
+        client_secret=client_secret,
+        redirect_uris=[redirect_uri],  # type: ignore[list-item]
+        token_endpoint_auth_method="client_secret_basic" if client_secret else "none",
+    )
+
+
+def _jwt_signer(
+    client_id: str,
+    private_key: str | None,
+    signing_algorithm: str,
+    assertion: str | c.Callable[[str], str] | None,
+) -> c.Callable[[str], c.Awaitable[str]]:
+    """The ``private_key_jwt`` assertion provider: a JWT signed here with
+    ``private_key``, or else the ``assertion`` given."""
+    from mcp.client.auth.extensions.client_credentials import SignedJWTParameters
+
+    if private_key is not None:
+        return SignedJWTParameters(
+            issuer=client_id,
+            subject=client_id,
+            signing_key=private_key,
+            signing_algorithm=signing_algorithm,
+        ).create_assertion_provider()
+    return _assertion_provider(assertion)
 
 
 def _assertion_provider(

@@ -447,24 +447,7 @@ class MCPServer:
         if inbox is not None:
             future.add_done_callback(inbox.put)
         try:
-            while not future.done():
-                wait = _POLL if cancelled is not None else None
-                if deadline is not None:
-                    left = deadline - monotonic()
-                    if left <= 0:
-                        future.cancel()  # the SDK sends notifications/cancelled
-                        raise TimeoutError(
-                            f"MCP server '{self.name}' did not answer '{remote_name}' in time"
-                        )
-                    wait = left if wait is None else min(wait, left)
-                if inbox is None:
-                    with contextlib.suppress(concurrent.futures.TimeoutError):
-                        future.exception(wait)  # returns when done (whatever the outcome)
-                else:
-                    relay(inbox, t.cast(RunContext[t.Any], ctx), wait)
-                if not future.done() and cancelled is not None and cancelled.is_set():
-                    future.cancel()
-                    raise ToolCancelled(f"the call to '{remote_name}' was cancelled")
+            self._wait(future, remote_name, deadline, cancelled, inbox, ctx)
         except BaseException:
             # Our own deadline, ctx.cancelled, or the executor interrupting this
             # worker (ToolCancelled): the server is told to stop (the SDK sends
@@ -475,6 +458,48 @@ class MCPServer:
             self._inflight.pop(key, None)
         if inbox is not None:
             relay(inbox, t.cast(RunContext[t.Any], ctx), 0.0)  # what came before the end
+        return self._answer(tool, remote_name, future, connection)
+
+    def _wait(
+        self,
+        future: concurrent.futures.Future[t.Any],
+        remote_name: str,
+        deadline: float | None,
+        cancelled: threading.Event | None,
+        inbox: queue.SimpleQueue[t.Any] | None,
+        ctx: RunContext[t.Any] | None,
+    ) -> None:
+        """Wait in the caller's thread until the call's ``future`` is done, relaying
+        what the server reports into ``inbox`` as it comes; ``TimeoutError`` at
+        ``deadline``, ``ToolCancelled`` when ``cancelled`` is set."""
+        while not future.done():
+            wait = _POLL if cancelled is not None else None
+            if deadline is not None:
+                left = deadline - monotonic()
+                if left <= 0:
+                    future.cancel()  # the SDK sends notifications/cancelled
+                    raise TimeoutError(
+                        f"MCP server '{self.name}' did not answer '{remote_name}' in time"
+                    )
+                wait = left if wait is None else min(wait, left)
+            if inbox is None:
+                with contextlib.suppress(concurrent.futures.TimeoutError):
+                    future.exception(wait)  # returns when done (whatever the outcome)
+            else:
+                relay(inbox, t.cast(RunContext[t.Any], ctx), wait)
+            if not future.done() and cancelled is not None and cancelled.is_set():
+                future.cancel()
+                raise ToolCancelled(f"the call to '{remote_name}' was cancelled")
+
+    def _answer(
+        self,
+        tool: Tool,
+        remote_name: str,
+        future: concurrent.futures.Future[t.Any],
+        connection: _Connection,
+    ) -> Ok[t.Any] | Err:
+        """The finished call's result, or the ``Err`` (or the exception) its failure
+        gives: a connection lost mid-call is an unknown outcome, never retried."""
         try:
             result: types.CallToolResult = future.result()
         except MCPError as exc:

@@ -118,16 +118,27 @@ async def on_elicit(
             server.name,
         )
         return declined
+    return await _ask_handler(server, waiting.tool, waiting.handler, params.message, form)
+
+
+async def _ask_handler(
+    server: MCPServer,
+    tool: Tool,
+    handler: t.Callable[[ApprovalRequest], object],
+    message: str,
+    form: dict[str, t.Any],
+) -> types.ElicitResult:
+    """Ask the call's approval handler, with an :class:`MCPElicitation` proposing the
+    form's defaults; a handler that raises declines."""
     proposed = with_defaults(form, {})
     request = MCPElicitation(
-        name=waiting.tool.name,
+        name=tool.name,
         id=None,
         arguments=proposed,
-        tool=waiting.tool,
-        message=params.message,
+        tool=tool,
+        message=message,
         requested_schema=form,
     )
-    handler = waiting.handler
     try:
         decision = await anyio.to_thread.run_sync(handler, request, abandon_on_cancel=True)
     except anyio.get_cancelled_exc_class():
@@ -138,7 +149,15 @@ async def on_elicit(
             type(exc).__name__,
             server.name,
         )
-        return declined
+        return types.ElicitResult(action="decline")
+    return _handler_answer(server, form, proposed, decision)
+
+
+def _handler_answer(
+    server: MCPServer, form: dict[str, t.Any], proposed: dict[str, t.Any], decision: object
+) -> types.ElicitResult:
+    """The approval handler's ``decision`` as the answer to the server: accepted with
+    content that fits ``form``, else declined."""
     # Exact types, as the approval gate checks them: a str subclass equal to
     # everything, or an Edit subclass, is not an answer.
     if type(decision) is Edit:
@@ -156,7 +175,7 @@ async def on_elicit(
                 server.name,
                 type(decision).__name__,
             )
-        return declined
+        return types.ElicitResult(action="decline")
     errors = elicitation_content_errors(form, content)
     if errors:
         return _unfit(server, errors)
