@@ -332,79 +332,56 @@ def from_dict(
     version = data.get("v") if type(data) is dict else None
     if type(version) is not int:
         version = _batch_field(data, "v", (int,))
-    if version == BATCH_VERSION:
-        (
-            read_id,
-            read_issued_at,
-            read_provider,
-            read_run_id,
-            read_calls,
-            read_kinds,
-            read_results,
-            read_contents,
-        ) = _batch_wire.read(
-            data,
+    if version != BATCH_VERSION:
+        if version != 1:  # version 1: the format before, still read (batches in flight)
+            raise _batch_refused(f"unknown batch version {version} (this library reads 1 and 2)")
+        return _from_version1(cls, data, registry, secret, max_age, allow_unsigned, max_clock_skew)
+    batch_id, issued_at, provider, run_id, calls, kinds, results, contents = _batch_wire.read(
+        data, registry, secret, max_age, allow_unsigned, max_clock_skew, _call, _restored
+    )
+    context = (  # RunContext.new(): frozen, no deps, so one will do
+        _FRESH_CONTEXT if run_id is None else RunContext.new(run_id=run_id)
+    )
+    if cls is ToolCallResults:
+        return _batch(
+            results,
+            calls,
+            context,
+            [],
+            kinds,
+            provider,
             registry,
-            secret,
-            max_age,
-            allow_unsigned,
-            max_clock_skew,
-            _call,
-            _restored,
+            batch_id,
+            issued_at,
+            contents,
+            [],
         )
-        context = (  # RunContext.new(): frozen, no deps, so one will do
-            _FRESH_CONTEXT if read_run_id is None else RunContext.new(run_id=read_run_id)
-        )
-        if cls is ToolCallResults:
-            return _batch(
-                read_results,
-                read_calls,
-                context,
-                [],
-                read_kinds,
-                read_provider,
-                registry,
-                read_id,
-                read_issued_at,
-                read_contents,
-                [],
-            )
-        return cls(
-            results=read_results,
-            calls=read_calls,
-            context=context,
-            kinds=read_kinds,
-            provider=read_provider,
-            registry=registry,
-            id=read_id,
-            issued_at=read_issued_at,
-            _contents=read_contents,
-        )
-    if version != 1:  # version 1: the format before, still read (batches in flight)
-        raise _batch_refused(f"unknown batch version {version} (this library reads 1 and 2)")
-    if _batch_field(data, "type", (str,)) != _BATCH_TYPE:
-        raise _batch_refused(f"'type' must be {_BATCH_TYPE!r} (is it an approval token?)")
-    payload: dict[str, t.Any] = {"v": 1, "type": _BATCH_TYPE}
-    for key, types in _BATCH_FIELDS:
-        payload[key] = _batch_field(data, key, types)
-    if "run_id" in data:
-        payload["run_id"] = _batch_field(data, "run_id", (str,))
-        if not payload["run_id"]:
-            raise _batch_refused("the batch has an empty run_id")
-    signature = _batch_field(data, "signature", (str,))
-    if not payload["id"]:
-        raise _batch_refused("the batch has an empty id")
+    return cls(
+        results=results,
+        calls=calls,
+        context=context,
+        kinds=kinds,
+        provider=provider,
+        registry=registry,
+        id=batch_id,
+        issued_at=issued_at,
+        _contents=contents,
+    )
 
-    _batch_wire.check_signed(signature, secret, allow_unsigned)
-    try:
-        expected = _seal_batch(payload, secret)
-    except (TypeError, ValueError, RecursionError) as exc:  # not JSON, NaN, too deep
-        raise _batch_refused(f"the batch cannot be read ({type(exc).__name__})") from None
-    if not _same(expected, signature):
-        raise _batch_refused(
-            "the signature does not match (the batch was changed, forged, or signed "
-            "with another secret)"
-        )
+
+def _from_version1(
+    cls: type[ToolCallResults],
+    data: c.Mapping[str, t.Any],
+    registry: Registry,
+    secret: str | bytes | None,
+    max_age: float | None,
+    allow_unsigned: bool,
+    max_clock_skew: float | None,
+) -> ToolCallResults:
+    """:func:`from_dict` of a version 1 batch, whose pending calls each carry their
+    own approval token."""
+    payload, signature = _version1_fields(data)
+    _check_version1_signature(payload, signature, secret, allow_unsigned)
 
     max_age, max_clock_skew = limits(registry, max_age, max_clock_skew)
     why = refusal(payload["issued_at"], max_age, max_clock_skew)
@@ -446,6 +423,40 @@ def from_dict(
         issued_at=payload["issued_at"],
         _contents=contents,
     )
+
+
+def _version1_fields(data: c.Mapping[str, t.Any]) -> tuple[dict[str, t.Any], str]:
+    """A version 1 batch's signed payload (every field but the signature), its
+    fields' types checked, and its signature."""
+    if _batch_field(data, "type", (str,)) != _BATCH_TYPE:
+        raise _batch_refused(f"'type' must be {_BATCH_TYPE!r} (is it an approval token?)")
+    payload: dict[str, t.Any] = {"v": 1, "type": _BATCH_TYPE}
+    for key, types in _BATCH_FIELDS:
+        payload[key] = _batch_field(data, key, types)
+    if "run_id" in data:
+        payload["run_id"] = _batch_field(data, "run_id", (str,))
+        if not payload["run_id"]:
+            raise _batch_refused("the batch has an empty run_id")
+    signature = _batch_field(data, "signature", (str,))
+    if not payload["id"]:
+        raise _batch_refused("the batch has an empty id")
+    return payload, signature
+
+
+def _check_version1_signature(
+    payload: dict[str, t.Any], signature: str, secret: str | bytes | None, allow_unsigned: bool
+) -> None:
+    """Refuse a version 1 batch whose ``signature`` is not the seal of ``payload``."""
+    _batch_wire.check_signed(signature, secret, allow_unsigned)
+    try:
+        expected = _seal_batch(payload, secret)
+    except (TypeError, ValueError, RecursionError) as exc:  # not JSON, NaN, too deep
+        raise _batch_refused(f"the batch cannot be read ({type(exc).__name__})") from None
+    if not _same(expected, signature):
+        raise _batch_refused(
+            "the signature does not match (the batch was changed, forged, or signed "
+            "with another secret)"
+        )
 
 
 def resolve(
