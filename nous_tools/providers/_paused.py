@@ -468,10 +468,7 @@ def resolve(
     """:meth:`ToolCallResults.resolve <nous_tools.ToolCallResults.resolve>`."""
     registry = batch.registry
     if registry is None:
-        raise ValueError(
-            "cannot resolve: this batch has no registry (make it with "
-            "execute_tool_calls or ToolCallResults.from_dict)"
-        )
+        raise _no_registry()
     if ctx is None:
         ctx = batch.context
     elif not isinstance(ctx, RunContext):
@@ -488,40 +485,81 @@ def resolve(
     decided: dict[int, str] = {}
     if journal is not None:
         assert run_id is not None
-        for index, decision, na in plan:
-            original = t.cast(NeedsApproval, batch.results[index])
-            decided[index] = _journal.decision_text(decision, na.tool, _c.thaw(na.arguments))
-            conflict = _journal.resolve_conflict(
-                journal,
-                na.tool,
-                _c.thaw(original.arguments),
-                run_id,
-                t.cast(str, batch.calls[index].id),
-                decided[index],
-            )
-            if conflict is not None:
-                raise conflict
+        decided = _journal_decisions(journal, batch, plan, run_id)
     elif not registry.claim_approval(_BATCH_CLAIM + batch.id, _claim_expiry(batch, registry, plan)):
-        raise BatchAlreadyResolved(
-            f"cannot resolve: tool call batch {batch.id} was already resolved "
-            "(a replay or a second submit); nothing was run"
-        )
+        raise _already_resolved(batch)
     observer = _tool_calls.call_observer()  # read now: instrument() sets it
+    if len(plan) == 1 and journal is None and observer is None and plan[0][1] == "approve":
+        # _run_step's approved call, unjournaled and unobserved, a frame fewer
+        index, _, na = plan[0]
+        token = _current_call.set(batch.calls[index])
+        try:
+            outcome = registry.run_approval(na, _FRESH_GATED if ctx is _FRESH_CONTEXT else ctx)
+        finally:
+            _current_call.reset(token)
+        if len(batch.results) == 1:  # the batch's one call: its lists made at once
+            return _resolved_one(batch, registry, ctx, na, outcome)
+        outcomes = [outcome]
+    else:
+        outcomes = _run_plan(batch, registry, journal, decided, observer, wait, plan, ctx)
+    return _merged(batch, registry, ctx, plan, outcomes)
+
+
+def _no_registry() -> ValueError:
+    return ValueError(
+        "cannot resolve: this batch has no registry (make it with "
+        "execute_tool_calls or ToolCallResults.from_dict)"
+    )
+
+
+def _already_resolved(batch: ToolCallResults) -> BatchAlreadyResolved:
+    return BatchAlreadyResolved(
+        f"cannot resolve: tool call batch {batch.id} was already resolved "
+        "(a replay or a second submit); nothing was run"
+    )
+
+
+def _journal_decisions(
+    journal: t.Any,
+    batch: ToolCallResults,
+    plan: list[tuple[int, str, NeedsApproval]],
+    run_id: str,
+) -> dict[int, str]:
+    """What the journal records as the decision of each decided call, by index;
+    raises the conflict when it holds another decision for one of them."""
+    decided: dict[int, str] = {}
+    for index, decision, na in plan:
+        original = t.cast(NeedsApproval, batch.results[index])
+        decided[index] = _journal.decision_text(decision, na.tool, _c.thaw(na.arguments))
+        conflict = _journal.resolve_conflict(
+            journal,
+            na.tool,
+            _c.thaw(original.arguments),
+            run_id,
+            t.cast(str, batch.calls[index].id),
+            decided[index],
+        )
+        if conflict is not None:
+            raise conflict
+    return decided
+
+
+def _run_plan(
+    batch: ToolCallResults,
+    registry: Registry,
+    journal: t.Any,
+    decided: dict[int, str],
+    observer: t.Any,
+    wait: float | None,
+    plan: list[tuple[int, str, NeedsApproval]],
+    ctx: RunContext[t.Any],
+) -> list[Result]:
+    """The outcome of each step of ``plan`` (:func:`_run_step`), in its order: one
+    step run here, more run concurrently by the registry's executor."""
     if len(plan) == 1:  # what run_jobs does with one job, without making the list
         step = plan[0]
-        if journal is None and observer is None and step[1] == "approve":
-            # _run_step's approved call, unjournaled and unobserved, a frame fewer
-            token = _current_call.set(batch.calls[step[0]])
-            try:
-                outcome = registry.run_approval(
-                    step[2], _FRESH_GATED if ctx is _FRESH_CONTEXT else ctx
-                )
-            finally:
-                _current_call.reset(token)
-            if len(batch.results) == 1:  # the batch's one call: its lists made at once
-                return _resolved_one(batch, registry, ctx, step[2], outcome)
-        else:
-            outcome = _run_step(
+        return [
+            _run_step(
                 batch,
                 registry,
                 journal,
@@ -533,13 +571,24 @@ def resolve(
                 ctx,
                 batch.calls[step[0]].id,
             )
-        outcomes = [outcome]
-    else:
-        jobs: list[tuple[Tool, t.Any, str | None] | Err] = [
-            (na.tool, step, batch.calls[step[0]].id) for step in plan for na in (step[2],)
         ]
-        run = functools.partial(_run_step, batch, registry, journal, decided, observer, wait)
-        outcomes = t.cast("list[Result]", registry.executor.run_jobs(jobs, ctx, run=run))
+    jobs: list[tuple[Tool, t.Any, str | None] | Err] = [
+        (na.tool, step, batch.calls[step[0]].id) for step in plan for na in (step[2],)
+    ]
+    run = functools.partial(_run_step, batch, registry, journal, decided, observer, wait)
+    return t.cast("list[Result]", registry.executor.run_jobs(jobs, ctx, run=run))
+
+
+def _merged(
+    batch: ToolCallResults,
+    registry: Registry,
+    ctx: RunContext[t.Any],
+    plan: list[tuple[int, str, NeedsApproval]],
+    outcomes: list[Result],
+) -> ToolCallResults:
+    """The batch ``resolve`` makes of ``batch`` and the ``outcomes`` of its plan: each
+    decided call's outcome in its place, formatted anew under its tool's limit, and
+    ``ctx`` with the updates of their ``Ok`` applied in call order."""
     results = list(batch.results)
     size = len(results)
     contents = batch._contents
