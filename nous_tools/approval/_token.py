@@ -219,6 +219,42 @@ def tool_digest(tool: Tool) -> str:
     return digest
 
 
+def _check_signature(
+    name: str,
+    payload: dict[str, t.Any],
+    signature: str,
+    secret: str | bytes | None,
+    allow_unsigned: bool,
+    sealed: bool,
+) -> None:
+    """Refuse a token whose ``signature`` does not match how it is read (signed but
+    no secret given, a secret but no HMAC, unsigned and not allowed), or is not the
+    seal of ``payload`` — unless ``sealed``: a batch's HMAC, checked, covers it."""
+    if secret is not None:
+        _key(secret)  # a bad secret is the program's error, said as such
+        if not signature.startswith(_HMAC):
+            raise _refused(name, "the token is not signed (no HMAC signature)")
+    elif signature.startswith(_HMAC):
+        raise _refused(name, "the token is signed, but no secret was given to check it")
+    elif not allow_unsigned:
+        raise _refused(
+            name,
+            "unsigned tokens are refused: pass the secret it was signed with "
+            "(or allow_unsigned=True, for trusted storage only)",
+        )
+    if not sealed:
+        try:
+            expected = _seal(payload, secret)
+        except (TypeError, ValueError, RecursionError) as exc:  # not JSON, NaN, too deep
+            raise _refused(name, f"the token cannot be read ({type(exc).__name__})") from None
+        if not _same(expected, signature):
+            raise _refused(
+                name,
+                "the signature does not match (the token was changed, forged, or signed "
+                "with another secret)",
+            )
+
+
 @attrs.frozen(slots=True)
 class NeedsApproval:
     """The registry's answer for an ``"ask"`` tool that nobody has approved yet.
@@ -419,30 +455,7 @@ class NeedsApproval:
             raise _refused(name, "the token has no 'arguments'")
         payload["arguments"] = data["arguments"]
         signature = _wire_field(data, "signature", (str,), name)
-
-        if secret is not None:
-            _key(secret)  # a bad secret is the program's error, said as such
-            if not signature.startswith(_HMAC):
-                raise _refused(name, "the token is not signed (no HMAC signature)")
-        elif signature.startswith(_HMAC):
-            raise _refused(name, "the token is signed, but no secret was given to check it")
-        elif not allow_unsigned:
-            raise _refused(
-                name,
-                "unsigned tokens are refused: pass the secret it was signed with "
-                "(or allow_unsigned=True, for trusted storage only)",
-            )
-        if not sealed:
-            try:
-                expected = _seal(payload, secret)
-            except (TypeError, ValueError, RecursionError) as exc:  # not JSON, NaN, too deep
-                raise _refused(name, f"the token cannot be read ({type(exc).__name__})") from None
-            if not _same(expected, signature):
-                raise _refused(
-                    name,
-                    "the signature does not match (the token was changed, forged, or signed "
-                    "with another secret)",
-                )
+        _check_signature(name, payload, signature, secret, allow_unsigned, sealed)
 
         max_age, max_clock_skew = limits(registry, max_age, max_clock_skew)
         why = refusal(payload["issued_at"], max_age, max_clock_skew)

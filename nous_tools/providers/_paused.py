@@ -332,79 +332,56 @@ def from_dict(
     version = data.get("v") if type(data) is dict else None
     if type(version) is not int:
         version = _batch_field(data, "v", (int,))
-    if version == BATCH_VERSION:
-        (
-            read_id,
-            read_issued_at,
-            read_provider,
-            read_run_id,
-            read_calls,
-            read_kinds,
-            read_results,
-            read_contents,
-        ) = _batch_wire.read(
-            data,
+    if version != BATCH_VERSION:
+        if version != 1:  # version 1: the format before, still read (batches in flight)
+            raise _batch_refused(f"unknown batch version {version} (this library reads 1 and 2)")
+        return _from_version1(cls, data, registry, secret, max_age, allow_unsigned, max_clock_skew)
+    batch_id, issued_at, provider, run_id, calls, kinds, results, contents = _batch_wire.read(
+        data, registry, secret, max_age, allow_unsigned, max_clock_skew, _call, _restored
+    )
+    context = (  # RunContext.new(): frozen, no deps, so one will do
+        _FRESH_CONTEXT if run_id is None else RunContext.new(run_id=run_id)
+    )
+    if cls is ToolCallResults:
+        return _batch(
+            results,
+            calls,
+            context,
+            [],
+            kinds,
+            provider,
             registry,
-            secret,
-            max_age,
-            allow_unsigned,
-            max_clock_skew,
-            _call,
-            _restored,
+            batch_id,
+            issued_at,
+            contents,
+            [],
         )
-        context = (  # RunContext.new(): frozen, no deps, so one will do
-            _FRESH_CONTEXT if read_run_id is None else RunContext.new(run_id=read_run_id)
-        )
-        if cls is ToolCallResults:
-            return _batch(
-                read_results,
-                read_calls,
-                context,
-                [],
-                read_kinds,
-                read_provider,
-                registry,
-                read_id,
-                read_issued_at,
-                read_contents,
-                [],
-            )
-        return cls(
-            results=read_results,
-            calls=read_calls,
-            context=context,
-            kinds=read_kinds,
-            provider=read_provider,
-            registry=registry,
-            id=read_id,
-            issued_at=read_issued_at,
-            _contents=read_contents,
-        )
-    if version != 1:  # version 1: the format before, still read (batches in flight)
-        raise _batch_refused(f"unknown batch version {version} (this library reads 1 and 2)")
-    if _batch_field(data, "type", (str,)) != _BATCH_TYPE:
-        raise _batch_refused(f"'type' must be {_BATCH_TYPE!r} (is it an approval token?)")
-    payload: dict[str, t.Any] = {"v": 1, "type": _BATCH_TYPE}
-    for key, types in _BATCH_FIELDS:
-        payload[key] = _batch_field(data, key, types)
-    if "run_id" in data:
-        payload["run_id"] = _batch_field(data, "run_id", (str,))
-        if not payload["run_id"]:
-            raise _batch_refused("the batch has an empty run_id")
-    signature = _batch_field(data, "signature", (str,))
-    if not payload["id"]:
-        raise _batch_refused("the batch has an empty id")
+    return cls(
+        results=results,
+        calls=calls,
+        context=context,
+        kinds=kinds,
+        provider=provider,
+        registry=registry,
+        id=batch_id,
+        issued_at=issued_at,
+        _contents=contents,
+    )
 
-    _batch_wire.check_signed(signature, secret, allow_unsigned)
-    try:
-        expected = _seal_batch(payload, secret)
-    except (TypeError, ValueError, RecursionError) as exc:  # not JSON, NaN, too deep
-        raise _batch_refused(f"the batch cannot be read ({type(exc).__name__})") from None
-    if not _same(expected, signature):
-        raise _batch_refused(
-            "the signature does not match (the batch was changed, forged, or signed "
-            "with another secret)"
-        )
+
+def _from_version1(
+    cls: type[ToolCallResults],
+    data: c.Mapping[str, t.Any],
+    registry: Registry,
+    secret: str | bytes | None,
+    max_age: float | None,
+    allow_unsigned: bool,
+    max_clock_skew: float | None,
+) -> ToolCallResults:
+    """:func:`from_dict` of a version 1 batch, whose pending calls each carry their
+    own approval token."""
+    payload, signature = _version1_fields(data)
+    _check_version1_signature(payload, signature, secret, allow_unsigned)
 
     max_age, max_clock_skew = limits(registry, max_age, max_clock_skew)
     why = refusal(payload["issued_at"], max_age, max_clock_skew)
@@ -448,6 +425,40 @@ def from_dict(
     )
 
 
+def _version1_fields(data: c.Mapping[str, t.Any]) -> tuple[dict[str, t.Any], str]:
+    """A version 1 batch's signed payload (every field but the signature), its
+    fields' types checked, and its signature."""
+    if _batch_field(data, "type", (str,)) != _BATCH_TYPE:
+        raise _batch_refused(f"'type' must be {_BATCH_TYPE!r} (is it an approval token?)")
+    payload: dict[str, t.Any] = {"v": 1, "type": _BATCH_TYPE}
+    for key, types in _BATCH_FIELDS:
+        payload[key] = _batch_field(data, key, types)
+    if "run_id" in data:
+        payload["run_id"] = _batch_field(data, "run_id", (str,))
+        if not payload["run_id"]:
+            raise _batch_refused("the batch has an empty run_id")
+    signature = _batch_field(data, "signature", (str,))
+    if not payload["id"]:
+        raise _batch_refused("the batch has an empty id")
+    return payload, signature
+
+
+def _check_version1_signature(
+    payload: dict[str, t.Any], signature: str, secret: str | bytes | None, allow_unsigned: bool
+) -> None:
+    """Refuse a version 1 batch whose ``signature`` is not the seal of ``payload``."""
+    _batch_wire.check_signed(signature, secret, allow_unsigned)
+    try:
+        expected = _seal_batch(payload, secret)
+    except (TypeError, ValueError, RecursionError) as exc:  # not JSON, NaN, too deep
+        raise _batch_refused(f"the batch cannot be read ({type(exc).__name__})") from None
+    if not _same(expected, signature):
+        raise _batch_refused(
+            "the signature does not match (the batch was changed, forged, or signed "
+            "with another secret)"
+        )
+
+
 def resolve(
     batch: ToolCallResults,
     decisions: c.Mapping[str, str | Edit],
@@ -457,10 +468,7 @@ def resolve(
     """:meth:`ToolCallResults.resolve <nous_tools.ToolCallResults.resolve>`."""
     registry = batch.registry
     if registry is None:
-        raise ValueError(
-            "cannot resolve: this batch has no registry (make it with "
-            "execute_tool_calls or ToolCallResults.from_dict)"
-        )
+        raise _no_registry()
     if ctx is None:
         ctx = batch.context
     elif not isinstance(ctx, RunContext):
@@ -477,40 +485,81 @@ def resolve(
     decided: dict[int, str] = {}
     if journal is not None:
         assert run_id is not None
-        for index, decision, na in plan:
-            original = t.cast(NeedsApproval, batch.results[index])
-            decided[index] = _journal.decision_text(decision, na.tool, _c.thaw(na.arguments))
-            conflict = _journal.resolve_conflict(
-                journal,
-                na.tool,
-                _c.thaw(original.arguments),
-                run_id,
-                t.cast(str, batch.calls[index].id),
-                decided[index],
-            )
-            if conflict is not None:
-                raise conflict
+        decided = _journal_decisions(journal, batch, plan, run_id)
     elif not registry.claim_approval(_BATCH_CLAIM + batch.id, _claim_expiry(batch, registry, plan)):
-        raise BatchAlreadyResolved(
-            f"cannot resolve: tool call batch {batch.id} was already resolved "
-            "(a replay or a second submit); nothing was run"
-        )
+        raise _already_resolved(batch)
     observer = _tool_calls.call_observer()  # read now: instrument() sets it
+    if len(plan) == 1 and journal is None and observer is None and plan[0][1] == "approve":
+        # _run_step's approved call, unjournaled and unobserved, a frame fewer
+        index, _, na = plan[0]
+        token = _current_call.set(batch.calls[index])
+        try:
+            outcome = registry.run_approval(na, _FRESH_GATED if ctx is _FRESH_CONTEXT else ctx)
+        finally:
+            _current_call.reset(token)
+        if len(batch.results) == 1:  # the batch's one call: its lists made at once
+            return _resolved_one(batch, registry, ctx, na, outcome)
+        outcomes = [outcome]
+    else:
+        outcomes = _run_plan(batch, registry, journal, decided, observer, wait, plan, ctx)
+    return _merged(batch, registry, ctx, plan, outcomes)
+
+
+def _no_registry() -> ValueError:
+    return ValueError(
+        "cannot resolve: this batch has no registry (make it with "
+        "execute_tool_calls or ToolCallResults.from_dict)"
+    )
+
+
+def _already_resolved(batch: ToolCallResults) -> BatchAlreadyResolved:
+    return BatchAlreadyResolved(
+        f"cannot resolve: tool call batch {batch.id} was already resolved "
+        "(a replay or a second submit); nothing was run"
+    )
+
+
+def _journal_decisions(
+    journal: t.Any,
+    batch: ToolCallResults,
+    plan: list[tuple[int, str, NeedsApproval]],
+    run_id: str,
+) -> dict[int, str]:
+    """What the journal records as the decision of each decided call, by index;
+    raises the conflict when it holds another decision for one of them."""
+    decided: dict[int, str] = {}
+    for index, decision, na in plan:
+        original = t.cast(NeedsApproval, batch.results[index])
+        decided[index] = _journal.decision_text(decision, na.tool, _c.thaw(na.arguments))
+        conflict = _journal.resolve_conflict(
+            journal,
+            na.tool,
+            _c.thaw(original.arguments),
+            run_id,
+            t.cast(str, batch.calls[index].id),
+            decided[index],
+        )
+        if conflict is not None:
+            raise conflict
+    return decided
+
+
+def _run_plan(
+    batch: ToolCallResults,
+    registry: Registry,
+    journal: t.Any,
+    decided: dict[int, str],
+    observer: t.Any,
+    wait: float | None,
+    plan: list[tuple[int, str, NeedsApproval]],
+    ctx: RunContext[t.Any],
+) -> list[Result]:
+    """The outcome of each step of ``plan`` (:func:`_run_step`), in its order: one
+    step run here, more run concurrently by the registry's executor."""
     if len(plan) == 1:  # what run_jobs does with one job, without making the list
         step = plan[0]
-        if journal is None and observer is None and step[1] == "approve":
-            # _run_step's approved call, unjournaled and unobserved, a frame fewer
-            token = _current_call.set(batch.calls[step[0]])
-            try:
-                outcome = registry.run_approval(
-                    step[2], _FRESH_GATED if ctx is _FRESH_CONTEXT else ctx
-                )
-            finally:
-                _current_call.reset(token)
-            if len(batch.results) == 1:  # the batch's one call: its lists made at once
-                return _resolved_one(batch, registry, ctx, step[2], outcome)
-        else:
-            outcome = _run_step(
+        return [
+            _run_step(
                 batch,
                 registry,
                 journal,
@@ -522,13 +571,24 @@ def resolve(
                 ctx,
                 batch.calls[step[0]].id,
             )
-        outcomes = [outcome]
-    else:
-        jobs: list[tuple[Tool, t.Any, str | None] | Err] = [
-            (na.tool, step, batch.calls[step[0]].id) for step in plan for na in (step[2],)
         ]
-        run = functools.partial(_run_step, batch, registry, journal, decided, observer, wait)
-        outcomes = t.cast("list[Result]", registry.executor.run_jobs(jobs, ctx, run=run))
+    jobs: list[tuple[Tool, t.Any, str | None] | Err] = [
+        (na.tool, step, batch.calls[step[0]].id) for step in plan for na in (step[2],)
+    ]
+    run = functools.partial(_run_step, batch, registry, journal, decided, observer, wait)
+    return t.cast("list[Result]", registry.executor.run_jobs(jobs, ctx, run=run))
+
+
+def _merged(
+    batch: ToolCallResults,
+    registry: Registry,
+    ctx: RunContext[t.Any],
+    plan: list[tuple[int, str, NeedsApproval]],
+    outcomes: list[Result],
+) -> ToolCallResults:
+    """The batch ``resolve`` makes of ``batch`` and the ``outcomes`` of its plan: each
+    decided call's outcome in its place, formatted anew under its tool's limit, and
+    ``ctx`` with the updates of their ``Ok`` applied in call order."""
     results = list(batch.results)
     size = len(results)
     contents = batch._contents

@@ -510,6 +510,112 @@ def _unreadable_err(position: int, why: str, name: str | None) -> Err:
     return Err(ToolError(f"Tool call #{position} could not be read: {why}", tool_name=name or None))
 
 
+def _uniterable_err(exc: Exception, position: int | None = None) -> Err:
+    """The ``Err`` of tool calls that could not be iterated: from the start, or past
+    call #``position`` (a broken iterable)."""
+    where = "" if position is None else f" past call #{position}"
+    return Err(
+        ToolError(
+            f"The tool calls could not be read{where}: {type(exc).__name__}: {_safe_str(exc)}",
+            original_error=exc,
+        )
+    )
+
+
+def _reading_raised(position: int, exc: Exception) -> Err:
+    return _unreadable_err(position, f"reading it raised {type(exc).__name__}", None)
+
+
+def _nested_response(whole: str, position: int) -> TypeError:
+    """The error of a list that holds a whole response (``[message]``), not its calls."""
+    return TypeError(
+        f"execute_tool_calls got a list holding {whole} (item #{position}); "
+        "pass the response or message itself, not inside a list"
+    )
+
+
+# The calls of a response as read, in call order: each call, its kind ("function" or
+# "custom") and its job (``(tool, arguments, call_id)``, or the ``Err`` that answers
+# it); the items skipped; the calls refused before running (for the observer); and
+# the providers whose shapes they came in.
+_CallsRead = tuple[
+    list[ToolCall],
+    list[str],
+    list[tuple["Tool", t.Any, "str | None"] | Err],
+    list[t.Any],
+    list[tuple["Tool", ToolCall, Err]],
+    set["Provider | None"],
+]
+
+
+def _read_calls(items: t.Any, lookup: c.Callable[[t.Any], Tool | None]) -> _CallsRead:
+    """Read the calls of ``items`` (the response unwrapped), without running any: an
+    item that cannot be read, an unknown name or arguments that cannot be parsed is
+    the ``Err`` of its call; a list holding a whole response is a ``TypeError``."""
+    calls: list[ToolCall] = []
+    kinds: list[str] = []
+    jobs: list[tuple[Tool, t.Any, str | None] | Err] = []
+    skipped: list[t.Any] = []
+    refused: list[tuple[Tool, ToolCall, Err]] = []  # for the observer: refused before running
+    providers: set[Provider | None] = set()
+
+    def add(call: ToolCall, kind: str, job: tuple[Tool, t.Any, str | None] | Err) -> None:
+        calls.append(call)
+        kinds.append(kind)
+        jobs.append(job)
+
+    position = 0
+    try:
+        iterator = iter(items)
+    except Exception as exc:
+        iterator = iter(())
+        add(ToolCall(None, "", None), "function", _uniterable_err(exc))
+    while True:
+        try:
+            item = next(iterator)
+        except StopIteration:
+            break
+        except Exception as exc:  # a broken iterable: what was read still runs
+            add(ToolCall(None, "", None), "function", _uniterable_err(exc, position))
+            break
+        position += 1
+        try:
+            read = _read(item)
+            # A whole response inside a list reads as an item we skip or cannot read.
+            whole = None if isinstance(read, _Read) else _whole_response(item)
+        except Exception as exc:  # reading the item raised
+            add(ToolCall(None, "", None), "function", _reading_raised(position, exc))
+            continue
+        if whole is not None:
+            raise _nested_response(whole, position)
+        if read is _SKIP:
+            skipped.append(item)
+            continue
+        if isinstance(read, _Unreadable):
+            add(read.call, "function", _unreadable_err(position, read.why, read.call.name))
+            continue
+        assert isinstance(read, _Read)
+        call_id, name, raw, kind, provider = read
+        providers.add(provider)
+        tool = lookup(name)
+        if tool is None:
+            shown = name if isinstance(name, str) else _safe_repr(name)
+            add(ToolCall(call_id, name, raw), kind, Err(ToolNotFound(shown)))
+            continue
+        if kind == "custom":
+            arguments = _custom_arguments(tool, raw)
+        else:
+            arguments = _parse_arguments(name, raw)
+        if isinstance(arguments, Err):
+            call = ToolCall(call_id, name, raw)
+            add(call, kind, arguments)
+            refused.append((tool, call, arguments))
+            continue
+        arguments = _defaults_for_nulls(tool, arguments)
+        add(ToolCall(call_id, name, arguments), kind, (tool, arguments, call_id))
+    return calls, kinds, jobs, skipped, refused, providers
+
+
 def execute_tool_calls(
     registry: Registry,
     tool_calls: t.Any,
@@ -584,95 +690,7 @@ def execute_tool_calls(
     lookup = getattr(registry, "lookup", None)
     if not callable(lookup):
         raise TypeError(f"execute_tool_calls expects a Registry, got {type(registry).__name__}")
-    items = _unwrap(tool_calls)
-
-    calls: list[ToolCall] = []
-    kinds: list[str] = []
-    jobs: list[tuple[Tool, t.Any, str | None] | Err] = []
-    skipped: list[t.Any] = []
-    refused: list[tuple[Tool, ToolCall, Err]] = []  # for the observer: refused before running
-    providers: set[Provider | None] = set()
-
-    def add(call: ToolCall, kind: str, job: tuple[Tool, t.Any, str | None] | Err) -> None:
-        calls.append(call)
-        kinds.append(kind)
-        jobs.append(job)
-
-    position = 0
-    try:
-        iterator = iter(items)
-    except Exception as exc:
-        iterator = iter(())
-        add(
-            ToolCall(None, "", None),
-            "function",
-            Err(
-                ToolError(
-                    f"The tool calls could not be read: {type(exc).__name__}: {_safe_str(exc)}",
-                    original_error=exc,
-                )
-            ),
-        )
-    while True:
-        try:
-            item = next(iterator)
-        except StopIteration:
-            break
-        except Exception as exc:  # a broken iterable: what was read still runs
-            add(
-                ToolCall(None, "", None),
-                "function",
-                Err(
-                    ToolError(
-                        f"The tool calls could not be read past call #{position}: "
-                        f"{type(exc).__name__}: {_safe_str(exc)}",
-                        original_error=exc,
-                    )
-                ),
-            )
-            break
-        position += 1
-        try:
-            read = _read(item)
-            # A whole response inside a list reads as an item we skip or cannot read.
-            whole = None if isinstance(read, _Read) else _whole_response(item)
-        except Exception as exc:  # reading the item raised
-            add(
-                ToolCall(None, "", None),
-                "function",
-                _unreadable_err(position, f"reading it raised {type(exc).__name__}", None),
-            )
-            continue
-        if whole is not None:
-            raise TypeError(
-                f"execute_tool_calls got a list holding {whole} (item #{position}); "
-                "pass the response or message itself, not inside a list"
-            )
-        if read is _SKIP:
-            skipped.append(item)
-            continue
-        if isinstance(read, _Unreadable):
-            add(read.call, "function", _unreadable_err(position, read.why, read.call.name))
-            continue
-        assert isinstance(read, _Read)
-        call_id, name, raw, kind, provider = read
-        providers.add(provider)
-        tool = lookup(name)
-        if tool is None:
-            shown = name if isinstance(name, str) else _safe_repr(name)
-            add(ToolCall(call_id, name, raw), kind, Err(ToolNotFound(shown)))
-            continue
-        if kind == "custom":
-            arguments = _custom_arguments(tool, raw)
-        else:
-            arguments = _parse_arguments(name, raw)
-        if isinstance(arguments, Err):
-            call = ToolCall(call_id, name, raw)
-            add(call, kind, arguments)
-            refused.append((tool, call, arguments))
-            continue
-        arguments = _defaults_for_nulls(tool, arguments)
-        add(ToolCall(call_id, name, arguments), kind, (tool, arguments, call_id))
+    calls, kinds, jobs, skipped, refused, providers = _read_calls(_unwrap(tool_calls), lookup)
 
     observer = _observer
     for tool, call, err in refused:  # calls refused before running, for a tracer
@@ -680,43 +698,28 @@ def execute_tool_calls(
 
     own = registry.executor
     runner = executor if executor is not None else own
-    execute, dispatch = registry.execute, registry.dispatch  # bound once a batch
+    # the registry's execute and dispatch, bound once a batch (not once a call)
+    run = functools.partial(
+        _run_whole, observer, runner, own, registry.execute, registry.dispatch, wait
+    )
 
     def enter(i: int) -> None:
         """In call ``i``'s own context, before anything of it runs: the call a tool
         sees as ``current_tool_call()``."""
         _current_call.set(calls[i])
 
-    def run(
-        tool: Tool, arguments: t.Any, run_ctx: RunContext[t.Any] | None, call_id: str | None
-    ) -> CallResult:
-        """A call the registry runs whole (approval, advice, its journal), in a lane."""
-        seen = _observe_start(observer, tool, t.cast("ToolCall", _current_call.get()))
-        result: CallResult | None = None
-        try:
-            if runner is own:
-                result = execute(tool.name, arguments, run_ctx, call_id=call_id, wait=wait)
-            else:
-                result = dispatch(tool, arguments, run_ctx, call_id, executor=runner, wait=wait)
-            return result
-        finally:
-            _observe_end(observer, seen, result)
-
     # A call the registry would only hand to the executor's pipeline goes to a worker
     # from here (no helper thread per call), unless a tracer is told of each call. The
     # batch is always run as one (its calls each in their context: ``enter``).
     straight = (registry.straight_through() if observer is None else None) or _never
-    results = t.cast(
-        list[CallResult],
-        runner.run_jobs(
-            jobs,
-            ctx,
-            run=run,
-            max_concurrency=max_concurrency,
-            on_progress=on_progress,
-            straight=straight,
-            enter=enter,
-        ),
+    results: list[CallResult] = runner.run_jobs(
+        jobs,
+        ctx,
+        run=run,
+        max_concurrency=max_concurrency,
+        on_progress=on_progress,
+        straight=straight,
+        enter=enter,
     )
     default = runner.max_result_chars
     return ToolCallResults(
@@ -731,6 +734,33 @@ def execute_tool_calls(
             result_limit(job[0] if isinstance(job, tuple) else None, default) for job in jobs
         ],
     )
+
+
+def _run_whole(
+    observer: CallObserver | None,
+    runner: ToolExecutor,
+    own: ToolExecutor,
+    execute: c.Callable[..., CallResult],
+    dispatch: c.Callable[..., CallResult],
+    wait: float | None,
+    tool: Tool,
+    arguments: t.Any,
+    run_ctx: RunContext[t.Any] | None,
+    call_id: str | None,
+) -> CallResult:
+    """A call the registry runs whole (approval, advice, its journal), in a lane:
+    ``execute`` (the registry's) when ``runner`` is the registry's own executor, else
+    ``dispatch`` to ``runner``; seen by ``observer`` as the current tool call."""
+    seen = _observe_start(observer, tool, t.cast("ToolCall", _current_call.get()))
+    result: CallResult | None = None
+    try:
+        if runner is own:
+            result = execute(tool.name, arguments, run_ctx, call_id=call_id, wait=wait)
+        else:
+            result = dispatch(tool, arguments, run_ctx, call_id, executor=runner, wait=wait)
+        return result
+    finally:
+        _observe_end(observer, seen, result)
 
 
 def _never(tool: Tool) -> bool:

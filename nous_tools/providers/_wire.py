@@ -272,6 +272,39 @@ def read(
         _field(data, "run_id", (str,), "the batch")
         if not run_id:
             raise refused("the batch has an empty run_id")
+    _check_signature(
+        signature, secret, allow_unsigned, batch_id, issued_at, audience, provider, entries, run_id
+    )
+    # Signed by this server (or, unsigned, trusted): now whether it still holds.
+    accepted = limits(registry, max_age, max_clock_skew)  # (each approval's, as is)
+    age, skew = accepted
+    why = refusal(issued_at, age, skew)
+    if why is not None:
+        raise refused(f"the batch {why}")
+    own = getattr(registry, "name", None)
+    if audience != own:
+        raise refused(f"the batch was made for registry {audience!r}, not {own!r}")
+    if provider is not None and provider not in _PROVIDERS:
+        raise refused(f"unknown provider {provider!r}")
+    calls, kinds, results, contents = _read_calls(
+        entries, registry, issued_at, own, accepted, make_call, restored
+    )
+    return _new_read(Read, (batch_id, issued_at, provider, run_id, calls, kinds, results, contents))
+
+
+def _check_signature(
+    signature: str,
+    secret: str | bytes | None,
+    allow_unsigned: bool,
+    batch_id: str,
+    issued_at: int,
+    audience: str | None,
+    provider: str | None,
+    entries: list[t.Any],
+    run_id: str | None,
+) -> None:
+    """Refuse a batch whose ``signature`` is not the seal of its other fields (with
+    ``secret``: its HMAC; without, when unsigned batches are allowed: its checksum)."""
     if secret is not None and signature.startswith(_HMAC):  # check_signed's common case
         key: bytes | None = _key(secret)  # a bad secret is the program's error
     else:
@@ -301,18 +334,20 @@ def read(
             "the signature does not match (the batch was changed, forged, or signed "
             "with another secret)"
         )
-    # Signed by this server (or, unsigned, trusted): now whether it still holds.
-    accepted = limits(registry, max_age, max_clock_skew)  # (each approval's, as is)
-    age, skew = accepted
-    why = refusal(issued_at, age, skew)
-    if why is not None:
-        raise refused(f"the batch {why}")
-    own = getattr(registry, "name", None)
-    if audience != own:
-        raise refused(f"the batch was made for registry {audience!r}, not {own!r}")
-    if provider is not None and provider not in _PROVIDERS:
-        raise refused(f"unknown provider {provider!r}")
 
+
+def _read_calls(
+    entries: list[t.Any],
+    registry: Registry,
+    issued_at: int,
+    own: str | None,
+    accepted: tuple[float | None, float],
+    make_call: t.Callable[[str | None, str, t.Any], t.Any],
+    restored: t.Callable[[str, bool, str], t.Any],
+) -> tuple[list[t.Any], list[str], list[t.Any], list[str | None]]:
+    """The calls of a batch whose signature and age were checked: ``(calls, kinds,
+    results, contents)``, a finished call's result restored from its output, a
+    pending call's the approval it waits for."""
     calls: list[t.Any] = []
     kinds: list[str] = []
     results: list[t.Any] = []
@@ -329,8 +364,7 @@ def read(
             _field(entry, "name", (str,), _at(position))
         kind: t.Any = entry.get("kind")
         if kind not in _KINDS or type(kind) is not str:
-            _field(entry, "kind", (str,), _at(position))
-            raise refused(f"'kind' of {_at(position)} must be 'function' or 'custom'")
+            _refuse_kind(entry, position)
         pending = "approval" in entry
         if ("output" in entry) == pending:
             raise refused(f"{_at(position)} must have one of 'output' and 'approval'")
@@ -354,10 +388,7 @@ def read(
             approval = entry["approval"]
             if type(approval) is not dict:
                 _field(entry, "approval", (dict,), _at(position))
-            try:
-                na = _pending(approval, name, call_id, issued_at, own, accepted, registry, tools)
-            except ValueError as exc:
-                raise refused(f"call {call_id!r}: {exc}") from None
+            na = _pending(approval, name, call_id, issued_at, own, accepted, registry, tools)
             if "arguments" in entry:  # what the model sent, before the advice changed it
                 arguments = _decode(entry["arguments"], position, frozen=False)
             else:  # the approved ones (read-only, shared with the approval)
@@ -366,7 +397,7 @@ def read(
             results.append(na)
             contents.append(None)
         kinds.append(kind)
-    return _new_read(Read, (batch_id, issued_at, provider, run_id, calls, kinds, results, contents))
+    return calls, kinds, results, contents
 
 
 def _refuse_fields(data: c.Mapping[str, t.Any]) -> t.NoReturn:
@@ -383,6 +414,12 @@ def _refuse_fields(data: c.Mapping[str, t.Any]) -> t.NoReturn:
     _field(data, "calls", (list,), where)
     _field(data, "signature", (str,), where)
     raise AssertionError("a batch read refused for no reason")  # pragma: no cover
+
+
+def _refuse_kind(entry: dict[str, t.Any], position: int) -> t.NoReturn:
+    """The refusal of a call whose ``kind`` is missing, not a str, or not one we know."""
+    _field(entry, "kind", (str,), _at(position))
+    raise refused(f"'kind' of {_at(position)} must be 'function' or 'custom'")
 
 
 def _at(position: int) -> str:
@@ -408,31 +445,35 @@ def _pending(
     tools: dict[str, tuple[Tool, str]],
 ) -> NeedsApproval:
     """The approval of a pending call, checked as :meth:`NeedsApproval.from_dict`
-    checks a token (the batch's signature, checked, covers it whole)."""
-    approval_id = approval.get("id")
-    if type(approval_id) is not str or not approval_id:
-        raise _refused(name, "the approval has no id (a non-empty str)")
-    digest = approval.get("tool_digest")
-    if type(digest) is not str:
-        raise _refused(name, "the approval has no 'tool_digest' (a str)")
-    if "description" in approval and type(approval["description"]) is not str:
-        raise _refused(name, "'description' must be str")
-    if "issued_at" in approval:
-        issued_at = approval["issued_at"]
-        if type(issued_at) is not int:
-            raise _refused(name, f"'issued_at' must be int, got {type(issued_at).__name__}")
-        why = refusal(issued_at, *accepted)
-        if why is not None:
-            raise _refused(name, f"the token {why}")
-    if "audience" in approval:
-        audience = approval["audience"]
-        if audience != own:
-            raise _refused(name, f"the token was issued for registry {audience!r}, not {own!r}")
-    tool = approved_tool(registry, name, digest, tools)
-    if "arguments" not in approval:
-        raise _refused(name, "the approval has no 'arguments'")
-    tree = approval["arguments"]
-    arguments = approved_arguments(name, tree)
-    return NeedsApproval._checked(
-        tool, arguments, tree, approval_id, issued_at, call_id, own, accepted
-    )
+    checks a token (the batch's signature, checked, covers it whole); a refusal is
+    the batch's, naming the call."""
+    try:
+        approval_id = approval.get("id")
+        if type(approval_id) is not str or not approval_id:
+            raise _refused(name, "the approval has no id (a non-empty str)")
+        digest = approval.get("tool_digest")
+        if type(digest) is not str:
+            raise _refused(name, "the approval has no 'tool_digest' (a str)")
+        if "description" in approval and type(approval["description"]) is not str:
+            raise _refused(name, "'description' must be str")
+        if "issued_at" in approval:
+            issued_at = approval["issued_at"]
+            if type(issued_at) is not int:
+                raise _refused(name, f"'issued_at' must be int, got {type(issued_at).__name__}")
+            why = refusal(issued_at, *accepted)
+            if why is not None:
+                raise _refused(name, f"the token {why}")
+        if "audience" in approval:
+            audience = approval["audience"]
+            if audience != own:
+                raise _refused(name, f"the token was issued for registry {audience!r}, not {own!r}")
+        tool = approved_tool(registry, name, digest, tools)
+        if "arguments" not in approval:
+            raise _refused(name, "the approval has no 'arguments'")
+        tree = approval["arguments"]
+        arguments = approved_arguments(name, tree)
+        return NeedsApproval._checked(
+            tool, arguments, tree, approval_id, issued_at, call_id, own, accepted
+        )
+    except ValueError as exc:
+        raise refused(f"call {call_id!r}: {exc}") from None

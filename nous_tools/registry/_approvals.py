@@ -129,22 +129,48 @@ def execute_approval(
         refused = _check_approved(registry, na, arguments, ctx)
         if refused is not None:
             return refused
+    if call_id is None:  # the call's id in the journal, and the run's
+        call_id = na.call_id
     # (the journal answers only a call of a run: no run id, nothing to look up)
     stepped = None
     if claim is None and ctx is not None and ctx.run_id is not None:
         # The journal first: a call it holds is answered, the approval not used.
         answered = _step0(
-            registry.effective_journal(),
-            tool,
-            _canonical.thaw(na.arguments),
-            ctx,
-            call_id if call_id is not None else na.call_id,
-            wait,
+            registry.effective_journal(), tool, _canonical.thaw(na.arguments), ctx, call_id, wait
         )
         if isinstance(answered, JournalClaim):
             claim = stepped = answered  # step 0 is done: the call runs with this claim
         elif answered is not None:
             return answered
+    answered = _claim_once(registry, na, claim, stepped)
+    if answered is not None:
+        return answered
+    executor = registry._executor
+    if executor is None:
+        executor = default_executor()
+    # (a context already gated, as resolve's, is its own gated context)
+    gated = ctx if type(ctx) is RunContext and ctx.approval_gated else gated_context(ctx)
+    approved = na.arguments
+    if name in registry.advice._chains:
+        return _run_advised(registry, executor, tool, approved, gated, call_id, claim, wait)
+    if type(executor) is ToolExecutor:  # registry._runner's call, made here
+        journal = claim if claim is not None else registry._journal
+        return executor._run_with(
+            tool, _canonical.thaw(approved), gated, call_id, True, journal, wait
+        )
+    execute_approved = registry._runner(executor, True, claim, wait)
+    return execute_approved(tool, _canonical.thaw(approved), gated, call_id=call_id)
+
+
+def _claim_once(
+    registry: Registry, na: NeedsApproval, claim: t.Any, stepped: JournalClaim | None
+) -> Result | None:
+    """Use ``na`` up, once, or answer the call without running it (None: it runs).
+    An expired approval is refused; else it is claimed in the registry's store, or
+    redeemed with the start record of ``claim`` (the journal's), failing closed.
+    ``stepped``: the journal's claim this call took itself, whose outcome answers
+    when another request redeemed the approval first."""
+    name = na.tool.name
     accepted = na._limits  # na._limits_in(registry), a call fewer
     max_age, skew = accepted if accepted is not None else limits(registry, None, None)
     why = refusal(na.issued_at, max_age, skew)
@@ -178,21 +204,23 @@ def execute_approval(
                 f"Tool '{name}' was not run: its approval was already used", tool_name=name
             )
         )
-    executor = registry._executor
-    if executor is None:
-        executor = default_executor()
-    # (a context already gated, as resolve's, is its own gated context)
-    gated = ctx if type(ctx) is RunContext and ctx.approval_gated else gated_context(ctx)
-    run_id = call_id if call_id is not None else na.call_id
-    approved = na.arguments
-    if name not in registry.advice._chains:
-        if type(executor) is ToolExecutor:  # registry._runner's call, made here
-            journal = claim if claim is not None else registry._journal
-            return executor._run_with(
-                tool, _canonical.thaw(approved), gated, run_id, True, journal, wait
-            )
-        execute_approved = registry._runner(executor, True, claim, wait)
-        return execute_approved(tool, _canonical.thaw(approved), gated, call_id=run_id)
+    return None
+
+
+def _run_advised(
+    registry: Registry,
+    executor: ToolExecutor,
+    tool: Tool,
+    approved: c.Mapping[str, t.Any],
+    gated: RunContext[t.Any] | None,
+    call_id: str | None,
+    claim: t.Any,
+    wait: float | None,
+) -> Result:
+    """Run an approved call, claimed, through the registry's advice of its tool, all
+    but its ``before`` advice (which ran before the approval): an advice that changes
+    the approved arguments stops the call."""
+    name = tool.name
     execute_approved = registry._runner(executor, True, claim, wait)
     expected = _canonical.dumps(_canonical.encode(approved))
 
@@ -210,7 +238,7 @@ def execute_approval(
                 )
             )
         # A fresh copy: whatever the advice holds, the tool gets what was approved.
-        return execute_approved(tool, _canonical.thaw(approved), gated, call_id=run_id)
+        return execute_approved(tool, _canonical.thaw(approved), gated, call_id=call_id)
 
     advised = registry.advice._wrap_results(name, core, befores=False)
     return t.cast(Result, advised(_canonical.thaw(approved)))
