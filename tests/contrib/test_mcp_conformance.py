@@ -197,6 +197,8 @@ SERVER_2026_PASSING = {
     "server-sse-multiple-streams",
     "dns-rebinding-protection",
     "http-header-validation",
+    "http-custom-header-server-validation",
+    "json-schema-2020-12",
     "input-required-result-unsupported-methods",
     "input-required-result-validate-input",
 }
@@ -205,8 +207,6 @@ SERVER_2026_PASSING = {
 SERVER_2026_FAILING = {
     "server-stateless": "diagnostic tools not served yet",
     "caching": "asks prompts/list and resources/list for caching hints",
-    "json-schema-2020-12": "the served tool lacks the SEP-2106 keywords",
-    "http-custom-header-server-validation": "no tool with an x-mcp-header parameter",
     "input-required-result-basic-elicitation": "questions keyed by the tool not built",
     "input-required-result-basic-sampling": "questions keyed by the tool not built",
     "input-required-result-basic-list-roots": "roots/list input requests not built",

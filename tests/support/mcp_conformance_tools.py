@@ -196,7 +196,13 @@ def test_reconnection(ctx: RunContext) -> str:
     )
 
 
-def _schema_2020_12(name: str | None = None, address: dict | None = None) -> str:
+def _schema_2020_12(
+    name: str | None = None,
+    address: dict | None = None,
+    contactMethod: str | None = None,
+    phone: str | None = None,
+    email: str | None = None,
+) -> str:
     return f"JSON Schema 2020-12 tool called with: name={name}, address={address}"
 
 
@@ -204,19 +210,57 @@ registry.register(
     Tool(
         name="json_schema_2020_12_tool",
         function=_schema_2020_12,
-        description="Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613)",
+        description="Tool with JSON Schema 2020-12 features (SEP-1613, SEP-2106)",
         timeout=10,
         parameters={
             "$schema": "https://json-schema.org/draft/2020-12/schema",
             "type": "object",
             "$defs": {
                 "address": {
+                    "$anchor": "addressDef",
                     "type": "object",
                     "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
                 }
             },
-            "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+            "properties": {
+                "name": {"type": "string"},
+                "address": {"$ref": "#/$defs/address"},
+                "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+                "phone": {"type": "string"},
+                "email": {"type": "string"},
+            },
+            "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+            "if": {
+                "properties": {"contactMethod": {"const": "phone"}},
+                "required": ["contactMethod"],
+            },
+            "then": {"required": ["phone"]},
+            "else": {"required": ["email"]},
             "additionalProperties": False,
+        },
+    )
+)
+
+
+def _greet_in_region(region: str, name: str = "there") -> str:
+    return f"Hello {name}, from {region}"
+
+
+# http-custom-header-server-validation (SEP-2243): a string parameter a client mirrors
+# as the Mcp-Param-Region header, which the server checks against the body.
+registry.register(
+    Tool(
+        name="test_region_header",
+        function=_greet_in_region,
+        description="Greets from a region sent as the Mcp-Param-Region header too (SEP-2243)",
+        timeout=10,
+        parameters={
+            "type": "object",
+            "properties": {
+                "region": {"type": "string", "x-mcp-header": "Region"},
+                "name": {"type": "string"},
+            },
+            "required": ["region"],
         },
     )
 )

@@ -278,6 +278,15 @@ class _Serving:
         tools = [describe_tool(tool) for tool in self.registry.all() if tool.approval != "deny"]
         return types.ListToolsResult(tools=tools)
 
+    def input_schema(self, name: str) -> dict[str, t.Any] | None:
+        """The listed input schema of the tool ``name`` (None for an unknown or
+        unlisted one): on 2026-07-28 over HTTP the SDK checks a call's ``Mcp-Param-*``
+        headers against its ``x-mcp-header`` parameters before the call runs."""
+        tool = self.registry.lookup(name)
+        if tool is None or tool.approval == "deny":
+            return None
+        return describe_tool(tool).input_schema
+
     async def call_tool(
         self, ctx: t.Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
@@ -409,7 +418,7 @@ def build_server(
     *,
     ctx_factory: CtxFactory | None = None,
     name: str = "nous-tools",
-    version: str = "",
+    version: str | None = None,
     instructions: str | None = None,
     secret: bytes | None = None,
 ) -> Server[t.Any]:
@@ -418,8 +427,14 @@ def build_server(
     ``ctx_factory()`` makes the :class:`RunContext` of each call (default: a bare
     one); ``secret`` keys the approval state that round-trips through clients on
     2026-07-28+ (default: random per server, so a restart forgets pending approvals).
+    ``version`` is the one the server gives in its ``serverInfo`` (default: this
+    library's).
     """
     serving = _Serving(registry, ctx_factory, secret or secrets.token_bytes(32))
+    if version is None:
+        import nous_tools
+
+        version = nous_tools.__version__
     with warnings.catch_warnings():  # logging/setLevel is deprecated as of 2026-07-28
         warnings.simplefilter("ignore")
         return Server(
@@ -429,6 +444,7 @@ def build_server(
             on_list_tools=serving.list_tools,
             on_call_tool=serving.call_tool,
             on_set_logging_level=serving.set_logging_level,
+            get_tool_input_schema=serving.input_schema,
         )
 
 

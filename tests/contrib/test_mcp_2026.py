@@ -1,0 +1,128 @@
+"""The served registry on the 2026-07-28 protocol, over Streamable HTTP, request by
+request as a client sends them (the wire, not an SDK client): what the conformance
+suite's run alone would not pin down."""
+
+from __future__ import annotations
+
+import typing as t
+
+import httpx2
+import pytest
+
+import nous_tools
+from nous_tools import Registry, Tool
+from nous_tools.contrib.mcp import serve_http_in_thread
+
+WAIT = 30.0
+VERSION = "2026-07-28"
+META = {
+    "io.modelcontextprotocol/protocolVersion": VERSION,
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+SCHEMA_2020_12: dict[str, t.Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {"address": {"$anchor": "addressDef", "type": "object"}},
+    "properties": {
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
+    "additionalProperties": False,
+}
+
+
+def _greet(region: str, name: str = "there") -> str:
+    return f"Hello {name}, from {region}"
+
+
+def _contact(**kwargs: t.Any) -> str:
+    return "ok"
+
+
+@pytest.fixture(scope="module")
+def url():
+    registry = Registry(
+        [
+            Tool(
+                name="greet",
+                function=_greet,
+                timeout=5,
+                parameters={
+                    "type": "object",
+                    "properties": {
+                        "region": {"type": "string", "x-mcp-header": "Region"},
+                        "name": {"type": "string"},
+                    },
+                    "required": ["region"],
+                },
+            ),
+            Tool(name="contact", function=_contact, timeout=5, parameters=SCHEMA_2020_12),
+        ]
+    )
+    with serve_http_in_thread(registry) as running:
+        yield running.url
+
+
+def _post(
+    url: str, method: str, params: dict[str, t.Any], headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, t.Any]]:
+    sent = {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": VERSION,
+        "Mcp-Method": method,
+    }
+    if method == "tools/call":
+        sent["Mcp-Name"] = params["name"]
+    body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": {**params, "_meta": META}}
+    response = httpx2.post(url, json=body, headers={**sent, **(headers or {})}, timeout=WAIT)
+    return response.status_code, response.json()
+
+
+def test_discover_names_the_server_and_its_version(url):
+    status, reply = _post(url, "server/discover", {})
+    assert status == 200
+    assert reply["result"]["_meta"]["io.modelcontextprotocol/serverInfo"] == {
+        "name": "nous-tools",
+        "version": nous_tools.__version__,
+    }
+
+
+def test_a_listed_input_schema_keeps_the_json_schema_2020_12_keywords(url):
+    status, reply = _post(url, "tools/list", {})
+    assert status == 200
+    listed = {tool["name"]: tool["inputSchema"] for tool in reply["result"]["tools"]}
+    assert listed["contact"] == SCHEMA_2020_12
+    assert listed["greet"]["properties"]["region"]["x-mcp-header"] == "Region"
+
+
+@pytest.mark.parametrize("header", ["eu-west", "=?base64?ZXUtd2VzdA==?="])
+def test_a_call_whose_param_header_matches_its_argument_runs(url, header):
+    arguments = {"region": "eu-west"}
+    status, reply = _post(
+        url, "tools/call", {"name": "greet", "arguments": arguments}, {"Mcp-Param-Region": header}
+    )
+    assert status == 200
+    assert reply["result"]["content"][0]["text"] == "Hello there, from eu-west"
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Mcp-Param-Region": "us-east"},  # another value than the body's
+        {},  # the header left out, the value in the body
+        {"Mcp-Param-Region": "=?base64?ZXUtd2VzdA?="},  # base64 without its padding
+        {"Mcp-Param-Region": "=?base64?ZXUt!!d2VzdA==?="},  # not base64
+    ],
+)
+def test_a_call_whose_param_header_disagrees_with_its_argument_is_refused(url, headers):
+    arguments = {"region": "eu-west"}
+    status, reply = _post(url, "tools/call", {"name": "greet", "arguments": arguments}, headers)
+    assert status == 400
+    assert reply["error"]["code"] == -32020  # header mismatch; the tool did not run
