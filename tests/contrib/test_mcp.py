@@ -272,14 +272,26 @@ def test_a_served_process_isolated_tool_asks_the_client_through_its_pipe(mode):
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 def test_served_ctx_sample_without_the_clients_capability_is_sampling_unavailable(mode):
+    """The tool may carry on without the answer. A call that fails for want of it is,
+    on 2025-11-25, an error result naming it; on 2026-07-28 the -32021 error naming
+    the capability the client did not declare (SEP-2575)."""
+
     async def main():
         async with served_stdio(mode) as client:
             fallback = await client.call_tool("summary_or_text", {"text": "abcdefgh"})
             assert text_of(fallback) == "abcde"
-            failed = await client.call_tool("haiku", {"topic": "rain"})
-            assert failed.is_error and "SamplingUnavailable" in text_of(failed)
-            declined = await client.call_tool("plan_trip", {})
-            assert declined.is_error and "ElicitationUnavailable" in text_of(declined)
+            for name, args, missing, error in [
+                ("haiku", {"topic": "rain"}, {"sampling": {}}, "SamplingUnavailable"),
+                ("plan_trip", {}, {"elicitation": {"form": {}}}, "ElicitationUnavailable"),
+            ]:
+                if mode == "legacy":
+                    failed = await client.call_tool(name, args)
+                    assert failed.is_error and error in text_of(failed)
+                    continue
+                with pytest.raises(MCPError) as raised:
+                    await client.call_tool(name, args)
+                assert raised.value.error.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY
+                assert raised.value.error.data == {"requiredCapabilities": missing}
 
     run_async(main)
 

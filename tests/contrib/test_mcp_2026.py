@@ -4,14 +4,16 @@ suite's run alone would not pin down."""
 
 from __future__ import annotations
 
+import json
 import typing as t
 
 import httpx2
 import pytest
 
 import nous_tools
-from nous_tools import Registry, Tool
+from nous_tools import Registry, RunContext, Tool, tool
 from nous_tools.contrib.mcp import serve_http_in_thread
+from nous_tools.errors import SamplingUnavailable
 
 WAIT = 30.0
 VERSION = "2026-07-28"
@@ -46,6 +48,25 @@ def _contact(**kwargs: t.Any) -> str:
     return "ok"
 
 
+@tool(timeout=5, retries=0)
+def summarise(ctx: RunContext) -> str:
+    return ctx.sample("Summarise this.", max_tokens=20)
+
+
+@tool(timeout=5, retries=0)
+def summarise_or_not(ctx: RunContext) -> str:
+    try:
+        return ctx.sample("Summarise this.", max_tokens=20)
+    except SamplingUnavailable:
+        return "no model: the text as it is"
+
+
+@tool(timeout=5)
+def chatty(ctx: RunContext) -> str:
+    ctx.log("warning", "something to say")
+    return "done"
+
+
 @pytest.fixture(scope="module")
 def url():
     registry = Registry(
@@ -64,6 +85,9 @@ def url():
                 },
             ),
             Tool(name="contact", function=_contact, timeout=5, parameters=SCHEMA_2020_12),
+            summarise,
+            summarise_or_not,
+            chatty,
         ]
     )
     with serve_http_in_thread(registry) as running:
@@ -73,6 +97,19 @@ def url():
 def _post(
     url: str, method: str, params: dict[str, t.Any], headers: dict[str, str] | None = None
 ) -> tuple[int, dict[str, t.Any]]:
+    """The HTTP status and the response (the last message of an SSE stream)."""
+    status, messages = _exchange(url, method, params, headers)
+    return status, messages[-1]
+
+
+def _exchange(
+    url: str,
+    method: str,
+    params: dict[str, t.Any],
+    headers: dict[str, str] | None = None,
+    meta: dict[str, t.Any] | None = None,
+) -> tuple[int, list[dict[str, t.Any]]]:
+    """The HTTP status and every JSON-RPC message the server sent back, in order."""
     sent = {
         "Accept": "application/json, text/event-stream",
         "MCP-Protocol-Version": VERSION,
@@ -80,9 +117,21 @@ def _post(
     }
     if method == "tools/call":
         sent["Mcp-Name"] = params["name"]
-    body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": {**params, "_meta": META}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": method,
+        "params": {**params, "_meta": {**META, **(meta or {})}},
+    }
     response = httpx2.post(url, json=body, headers={**sent, **(headers or {})}, timeout=WAIT)
-    return response.status_code, response.json()
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        messages = [
+            json.loads(line[5:])
+            for line in response.text.splitlines()
+            if line.startswith("data:") and line[5:].strip()
+        ]
+        return response.status_code, messages
+    return response.status_code, [response.json()]
 
 
 def test_discover_names_the_server_and_its_version(url):
@@ -126,3 +175,29 @@ def test_a_call_whose_param_header_disagrees_with_its_argument_is_refused(url, h
     status, reply = _post(url, "tools/call", {"name": "greet", "arguments": arguments}, headers)
     assert status == 400
     assert reply["error"]["code"] == -32020  # header mismatch; the tool did not run
+
+
+def test_a_call_that_needs_sampling_from_a_client_without_it_is_error_32021(url):
+    """SEP-2575: the client learns which capability the call needs (HTTP 400)."""
+    status, reply = _post(url, "tools/call", {"name": "summarise", "arguments": {}})
+    assert status == 400
+    assert reply["error"]["code"] == -32021
+    assert reply["error"]["data"]["requiredCapabilities"] == {"sampling": {}}
+
+
+def test_a_tool_that_carries_on_without_sampling_answers_as_usual(url):
+    status, reply = _post(url, "tools/call", {"name": "summarise_or_not", "arguments": {}})
+    assert status == 200
+    assert reply["result"]["content"][0]["text"] == "no model: the text as it is"
+
+
+def test_log_lines_go_only_to_a_request_that_asked_for_a_level(url):
+    params = {"name": "chatty", "arguments": {}}
+    _, quiet = _exchange(url, "tools/call", params)
+    assert [m.get("method") for m in quiet] == [None]
+    assert quiet[-1]["result"]["content"][0]["text"] == "done"
+    _, told = _exchange(
+        url, "tools/call", params, meta={"io.modelcontextprotocol/logLevel": "info"}
+    )
+    assert [m.get("method") for m in told] == ["notifications/message", None]
+    assert told[0]["params"]["data"] == "something to say"

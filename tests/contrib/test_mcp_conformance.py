@@ -186,6 +186,7 @@ SERVER_2025 = {
 
 #: 2026-07-28, server: the scenarios that pass (no failed check, no warning) ...
 SERVER_2026_PASSING = {
+    "server-stateless",
     "tools-list",
     "tools-call-simple-text",
     "tools-call-image",
@@ -205,7 +206,6 @@ SERVER_2026_PASSING = {
 
 #: ... and those that do not yet, with the reason.
 SERVER_2026_FAILING = {
-    "server-stateless": "diagnostic tools not served yet",
     "caching": "asks prompts/list and resources/list for caching hints",
     "input-required-result-basic-elicitation": "questions keyed by the tool not built",
     "input-required-result-basic-sampling": "questions keyed by the tool not built",

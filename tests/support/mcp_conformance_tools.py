@@ -264,3 +264,34 @@ registry.register(
         },
     )
 )
+
+
+# server-stateless (SEP-2575, 2026-07-28): the suite's diagnostic tools.
+
+
+@registry.register
+@tool(timeout=10, retries=0)
+def test_missing_capability(ctx: RunContext) -> str:
+    """Asks the client's model: a client that did not declare sampling gets -32021."""
+    return "LLM response: " + ctx.sample("Say hello", max_tokens=20)
+
+
+@registry.register
+@tool(timeout=30, retries=0)
+def test_streaming_elicitation(ctx: RunContext) -> str:
+    """Asks the user a question: on 2026-07-28 the call answers with the question
+    (an InputRequiredResult), never a request of its own on the stream."""
+    answer = ctx.elicit(
+        "What is your name?",
+        {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+    )
+    return f"Hello, {(answer.content or {}).get('name', 'stranger')}!"
+
+
+@registry.register
+@tool(timeout=10)
+def test_logging_tool(ctx: RunContext) -> str:
+    """Logs two lines: sent only to a request that asked for a log level."""
+    ctx.log("info", "Tool execution started")
+    ctx.log("info", "Tool execution completed")
+    return "Tool with logging executed successfully"

@@ -161,6 +161,8 @@ class Peer:
         self._asked = 0
         #: 2026-07-28: the question that ends this round, keyed for input_requests.
         self.pending: dict[str, types.InputRequest] = {}
+        #: The client capabilities a question needed and the client did not declare.
+        self.missing: dict[str, dict[str, t.Any]] = {}
 
     # -- the two questions -------------------------------------------------------------
 
@@ -175,6 +177,7 @@ class Peer:
         """``ctx.sample`` of a served call: the client's ``sampling/createMessage``."""
         session = self._request.session
         if not _can_sample(session.client_capabilities):
+            self.missing["sampling"] = {}
             raise SamplingUnavailable(
                 "ctx.sample cannot ask the MCP client: it did not declare the sampling capability"
             )
@@ -209,6 +212,7 @@ class Peer:
         """``ctx.elicit`` of a served call: the client's ``elicitation/create``."""
         session = self._request.session
         if not can_elicit(session.client_capabilities):
+            self.missing["elicitation"] = {"form": {}}
             raise ElicitationUnavailable(
                 "ctx.elicit cannot ask the MCP client: it did not declare form elicitation"
             )

@@ -236,6 +236,21 @@ def _to_call_result(
     return _error_result(f"Error: tool '{name}' returned an unexpected result")
 
 
+def _missing_capability(name: str, missing: c.Mapping[str, dict[str, t.Any]]) -> MCPError:
+    """The ``-32021`` error of a call that needed client capabilities the client did
+    not declare (sent with HTTP 400)."""
+    required = types.ClientCapabilities.model_validate(dict(missing))
+    data = types.MissingRequiredClientCapabilityErrorData(required_capabilities=required)
+    return MCPError(
+        code=types.MISSING_REQUIRED_CLIENT_CAPABILITY,
+        message=(
+            f"Tool '{name}' needs the client capabilities {', '.join(sorted(missing))}, "
+            "which the client did not declare"
+        ),
+        data=data.model_dump(by_alias=True, mode="json", exclude_none=True),
+    )
+
+
 # -- approval -------------------------------------------------------------------------
 
 
@@ -341,6 +356,10 @@ class _Serving:
                 input_requests=peer.pending,
                 request_state=peer.state.seal(self.secret, name, arguments),
             )
+        if modern and peer.missing and isinstance(result, Err):
+            # 2026-07-28: the call failed asking what the client did not declare it can
+            # answer: the client learns which capability the call needs (SEP-2575).
+            raise _missing_capability(name, peer.missing)
         limit = result_limit(tool, self.registry.executor.max_result_chars)
         return _to_call_result(result, name, modern, limit, tool)
 
