@@ -12,7 +12,7 @@ import pytest
 
 import nous_tools
 from nous_tools import Registry, RunContext, Tool, tool
-from nous_tools.contrib.mcp import serve_http_in_thread
+from nous_tools.contrib.mcp import _peer, serve_http_in_thread
 from nous_tools.errors import SamplingUnavailable
 
 WAIT = 30.0
@@ -201,3 +201,40 @@ def test_log_lines_go_only_to_a_request_that_asked_for_a_level(url):
     )
     assert [m.get("method") for m in told] == ["notifications/message", None]
     assert told[0]["params"]["data"] == "something to say"
+
+
+@tool(timeout=5, retries=0)
+def ask_name(ctx: RunContext) -> str:
+    answer = ctx.elicit("Your name?", {"type": "object", "properties": {"n": {"type": "string"}}})
+    return f"Hello, {(answer.content or {}).get('n')}"
+
+
+@pytest.fixture(scope="module")
+def asking_url():
+    with serve_http_in_thread(Registry([ask_name])) as running:
+        yield running.url
+
+
+ELICITING = {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+
+
+def test_an_edited_request_state_is_refused_and_an_expired_one_asks_again(asking_url, monkeypatch):
+    params: dict[str, t.Any] = {"name": "ask_name", "arguments": {}}
+    status, first = _exchange(asking_url, "tools/call", params, meta=ELICITING)
+    [key] = first[-1]["result"]["inputRequests"]
+    state = first[-1]["result"]["requestState"]
+    answered = {**params, "inputResponses": {key: {"action": "accept", "content": {"n": "Ann"}}}}
+    _, done = _exchange(
+        asking_url, "tools/call", {**answered, "requestState": state}, meta=ELICITING
+    )
+    assert done[-1]["result"]["content"][0]["text"] == "Hello, Ann"
+    edited = state[:-1] + ("0" if state[-1] != "0" else "1")
+    status, refused = _exchange(
+        asking_url, "tools/call", {**answered, "requestState": edited}, meta=ELICITING
+    )
+    assert (status, refused[-1]["error"]["code"]) == (400, -32602)
+    monkeypatch.setattr(_peer, "STATE_TTL", -60.0)  # every state has expired
+    _, again = _exchange(
+        asking_url, "tools/call", {**answered, "requestState": state}, meta=ELICITING
+    )
+    assert again[-1]["result"]["resultType"] == "input_required"

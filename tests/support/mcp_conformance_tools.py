@@ -15,6 +15,7 @@ from mcp_rich_tools import PNG, WAV
 from nous_tools import Registry, RunContext, Tool, tool
 from nous_tools.content import Audio, Image, Resource
 from nous_tools.contrib.mcp import close_sse_stream
+from nous_tools.errors import ElicitationUnavailable
 
 registry = Registry()
 
@@ -295,3 +296,62 @@ def test_logging_tool(ctx: RunContext) -> str:
     ctx.log("info", "Tool execution started")
     ctx.log("info", "Tool execution completed")
     return "Tool with logging executed successfully"
+
+
+# input-required-result-* (SEP-2322, 2026-07-28): a question ends the round; the client
+# calls again with the answer (and the round's signed requestState), and the tool runs
+# again from the start, its earlier questions answered from that state.
+
+_NAME_FORM = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+@registry.register
+@tool(timeout=30, retries=0)
+def test_input_required_result_sampling(ctx: RunContext) -> str:
+    """Asks the client's model a question (input-required-result-basic-sampling)."""
+    return ctx.sample("What is the capital of France?", max_tokens=100)
+
+
+@registry.register
+@tool(timeout=30, retries=0)
+def test_input_required_result_request_state(ctx: RunContext) -> str:
+    """Asks for a confirmation; the answer came back through the signed requestState
+    (input-required-result-request-state)."""
+    answer = ctx.elicit(
+        "Please confirm",
+        {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]},
+    )
+    return f"state-ok: confirmed={(answer.content or {}).get('ok')}"
+
+
+@registry.register
+@tool(timeout=30, retries=0)
+def test_input_required_result_multi_round(ctx: RunContext) -> str:
+    """Asks two questions, one round each (input-required-result-multi-round)."""
+    name = ctx.elicit("Step 1: What is your name?", _NAME_FORM)
+    color = ctx.elicit(
+        "Step 2: What is your favorite color?",
+        {"type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]},
+    )
+    return f"{(name.content or {}).get('name')} likes {(color.content or {}).get('color')}"
+
+
+@registry.register
+@tool(timeout=30, retries=0)
+def test_input_required_result_tampered_state(ctx: RunContext) -> str:
+    """Asks for a name; a requestState changed by the client is refused
+    (input-required-result-tampered-state)."""
+    answer = ctx.elicit("What is your name?", _NAME_FORM)
+    return f"Hello, {(answer.content or {}).get('name')}!"
+
+
+@registry.register
+@tool(timeout=30, retries=0)
+def test_input_required_result_capabilities(ctx: RunContext) -> str:
+    """Asks the person when the client can elicit, else the model: only what the client
+    declared (input-required-result-capability-check)."""
+    try:
+        answer = ctx.elicit("What is your name?", _NAME_FORM)
+        return f"Hello, {(answer.content or {}).get('name')}!"
+    except ElicitationUnavailable:
+        return ctx.sample("Make up a name.", max_tokens=20)

@@ -30,7 +30,7 @@ from nous_tools import content as _content
 from nous_tools._engine._admission import DEFAULT_MAX_RESULT_CHARS, result_limit
 from nous_tools.approval import NeedsApproval
 from nous_tools.contrib.mcp import _reports
-from nous_tools.contrib.mcp._peer import Peer, RoundState, can_elicit
+from nous_tools.contrib.mcp._peer import Peer, RoundState, StateRejected, can_elicit
 from nous_tools.errors import ToolError
 from nous_tools.providers._tool_calls import clip_parts, format_tool_result
 from nous_tools.registry import Registry
@@ -325,7 +325,10 @@ class _Serving:
             )
         state = None
         if modern and params.request_state is not None:
-            state = RoundState.read(params.request_state, self.secret, name, arguments)
+            try:
+                state = RoundState.read(params.request_state, self.secret, name, arguments)
+            except StateRejected as exc:  # SEP-2322: a server MUST reject it
+                raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
         link = _CancelLink()
         peer = Peer(ctx, link, modern=modern, state=state, responses=params.input_responses)
         run_ctx = _served_context(base, link, peer)
