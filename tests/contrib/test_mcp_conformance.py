@@ -231,14 +231,13 @@ SERVER_2026_FAILING = {
     "tasks-mrtr-composition": TASKS,
 }
 
-#: Client: the scenarios that fail at both revisions (unscored extensions, and a
-#: scenario added after 2025-11-25's release), with the reason.
+#: Client: the scenarios that fail at both revisions (unscored extensions), with the
+#: reason.
 CLIENT_FAILING_BOTH = {
     "auth/enterprise-managed-authorization": EXTENSION_AUTH,
     "auth/dpop": EXTENSION_AUTH,
     "auth/dpop-nonce": EXTENSION_AUTH,
     "auth/wif-jwt-bearer": EXTENSION_AUTH,
-    "json-schema-2020-12-preservation": "the client program does not echo the schema back",
 }
 
 #: 2025-11-25, client: every other scenario passes (no failed check, no warning).
@@ -263,6 +262,7 @@ CLIENT_2025 = {
     "auth/pre-registration",
     "auth/client-credentials-jwt",
     "auth/client-credentials-basic",
+    "json-schema-2020-12-preservation",
 }
 
 #: 2026-07-28, client: the scenarios that pass ...
@@ -298,15 +298,14 @@ CLIENT_2026_PASSING = {
     "json-schema-ref-no-deref",
     "auth/client-credentials-jwt",
     "auth/client-credentials-basic",
+    "json-schema-2020-12-preservation",
+    "sep-2322-client-request-state",
+    "http-custom-headers",
+    "http-invalid-tool-headers",
 }
 
 #: ... and those that do not yet, with the reason.
-CLIENT_2026_FAILING = {
-    **CLIENT_FAILING_BOTH,
-    "sep-2322-client-request-state": "the client program does not call the scenario's tool",
-    "http-custom-headers": "the client program does not call the scenario's tools",
-    "http-invalid-tool-headers": "the client program does not call 'valid_tool'",
-}
+CLIENT_2026_FAILING = CLIENT_FAILING_BOTH
 
 
 # -- running and judging --------------------------------------------------------------
