@@ -117,6 +117,8 @@ def _exchange(
     }
     if method == "tools/call":
         sent["Mcp-Name"] = params["name"]
+    elif method == "resources/read":
+        sent["Mcp-Name"] = params["uri"]
     body = {
         "jsonrpc": "2.0",
         "id": 7,
@@ -238,3 +240,29 @@ def test_an_edited_request_state_is_refused_and_an_expired_one_asks_again(asking
         asking_url, "tools/call", {**answered, "requestState": state}, meta=ELICITING
     )
     assert again[-1]["result"]["resultType"] == "input_required"
+
+
+@pytest.mark.parametrize(
+    ("method", "key"),
+    [
+        ("tools/list", "tools"),
+        ("prompts/list", "prompts"),
+        ("resources/list", "resources"),
+        ("resources/templates/list", "resourceTemplates"),
+    ],
+)
+def test_every_list_answers_with_caching_hints_and_no_prompts_or_resources(url, method, key):
+    """SEP-2549: a list says how long it may be cached and by whom. A tool runner serves
+    no prompts and no resources: their lists are empty."""
+    status, reply = _post(url, method, {})
+    assert status == 200
+    result = reply["result"]
+    assert isinstance(result["ttlMs"], int) and result["ttlMs"] >= 0
+    assert result["cacheScope"] in ("public", "private")
+    assert (result[key] == []) == (key != "tools")
+
+
+def test_reading_a_resource_is_not_found(url):
+    _, reply = _post(url, "resources/read", {"uri": "file:///etc/passwd"})
+    assert reply["error"]["code"] == -32602
+    assert reply["error"]["data"] == {"uri": "file:///etc/passwd"}

@@ -366,6 +366,34 @@ class _Serving:
         limit = result_limit(tool, self.registry.executor.max_result_chars)
         return _to_call_result(result, name, modern, limit, tool)
 
+    async def list_prompts(
+        self, ctx: t.Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        """A tool runner has no prompts: an empty list (with its caching hints)."""
+        return types.ListPromptsResult(prompts=[])
+
+    async def list_resources(
+        self, ctx: t.Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        """A tool runner has no resources: an empty list (with its caching hints)."""
+        return types.ListResourcesResult(resources=[])
+
+    async def list_resource_templates(
+        self, ctx: t.Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        """A tool runner has no resource templates: an empty list."""
+        return types.ListResourceTemplatesResult(resource_templates=[])
+
+    async def read_resource(
+        self, ctx: t.Any, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        """There is no resource to read: "not found" (SEP-2164)."""
+        raise MCPError(
+            code=types.INVALID_PARAMS,
+            message=f"Resource not found: {params.uri}",
+            data={"uri": str(params.uri)},
+        )
+
     async def set_logging_level(
         self, ctx: t.Any, params: types.SetLevelRequestParams
     ) -> types.EmptyResult:
@@ -466,6 +494,10 @@ def build_server(
             on_list_tools=serving.list_tools,
             on_call_tool=serving.call_tool,
             on_set_logging_level=serving.set_logging_level,
+            on_list_prompts=serving.list_prompts,
+            on_list_resources=serving.list_resources,
+            on_list_resource_templates=serving.list_resource_templates,
+            on_read_resource=serving.read_resource,
             get_tool_input_schema=serving.input_schema,
         )
 
