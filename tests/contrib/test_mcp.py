@@ -175,12 +175,24 @@ def test_served_registry_answers_the_sdk_client_over_stdio(mode):
 
 @pytest.mark.parametrize("mode", ["auto", pytest.param("legacy", marks=pytest.mark.slow)])
 def test_client_without_elicitation_gets_an_approval_required_error(mode):
+    """2025-11-25: an error result; 2026-07-28: the -32021 error naming the capability
+    the approval needs (SEP-2575). The tool does not run."""
+
     async def main():
         async with served_stdio(mode) as client:
-            result = await client.call_tool("remove_file", {"path": "/tmp/x"})
-            assert result.is_error
-            assert "requires approval" in text_of(result)
-            assert "did not run" in text_of(result)
+            if mode == "legacy":
+                result = await client.call_tool("remove_file", {"path": "/tmp/x"})
+                assert result.is_error
+                assert "requires approval" in text_of(result)
+                assert "did not run" in text_of(result)
+                return
+            with pytest.raises(MCPError) as raised:
+                await client.call_tool("remove_file", {"path": "/tmp/x"})
+            assert raised.value.error.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY
+            assert raised.value.error.data == {
+                "requiredCapabilities": {"elicitation": {"form": {}}}
+            }
+            assert "requires approval" in raised.value.error.message
 
     run_async(main)
 

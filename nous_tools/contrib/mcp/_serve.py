@@ -236,16 +236,19 @@ def _to_call_result(
     return _error_result(f"Error: tool '{name}' returned an unexpected result")
 
 
-def _missing_capability(name: str, missing: c.Mapping[str, dict[str, t.Any]]) -> MCPError:
+def _missing_capability(
+    name: str, missing: c.Mapping[str, dict[str, t.Any]], why: str = "asks the client"
+) -> MCPError:
     """The ``-32021`` error of a call that needed client capabilities the client did
-    not declare (sent with HTTP 400)."""
+    not declare (sent with HTTP 400); the tool did not run to its end."""
     required = types.ClientCapabilities.model_validate(dict(missing))
     data = types.MissingRequiredClientCapabilityErrorData(required_capabilities=required)
     return MCPError(
         code=types.MISSING_REQUIRED_CLIENT_CAPABILITY,
         message=(
-            f"Tool '{name}' needs the client capabilities {', '.join(sorted(missing))}, "
-            "which the client did not declare"
+            f"Tool '{name}' {why}, which needs the client capabilities "
+            f"{', '.join(sorted(missing))}; the client did not declare them, and the "
+            "call did not complete"
         ),
         data=data.model_dump(by_alias=True, mode="json", exclude_none=True),
     )
@@ -435,7 +438,9 @@ class _Serving:
             if peer.state.asking == "approval" and isinstance(answer, types.ElicitResult):
                 return None if answer.action == "accept" else _answered(name, answer.action)
             if not can_elicit(session.client_capabilities):
-                return _needs_approval_error(name)
+                raise _missing_capability(
+                    name, {"elicitation": {"form": {}}}, "requires approval, asked by form"
+                )
             request = types.ElicitRequest(
                 params=types.ElicitRequestFormParams(
                     message=message, requested_schema=dict(_EMPTY_SCHEMA)
