@@ -119,6 +119,8 @@ def _exchange(
         sent["Mcp-Name"] = params["name"]
     elif method == "resources/read":
         sent["Mcp-Name"] = params["uri"]
+    elif method == "prompts/get":
+        sent["Mcp-Name"] = params["name"]
     body = {
         "jsonrpc": "2.0",
         "id": 7,
@@ -266,3 +268,9 @@ def test_reading_a_resource_is_not_found(url):
     _, reply = _post(url, "resources/read", {"uri": "file:///etc/passwd"})
     assert reply["error"]["code"] == -32602
     assert reply["error"]["data"] == {"uri": "file:///etc/passwd"}
+
+
+def test_getting_a_prompt_is_unknown(url):
+    _, reply = _post(url, "prompts/get", {"name": "summarise"})
+    assert reply["error"]["code"] == -32602
+    assert "Unknown prompt" in reply["error"]["message"]

@@ -375,6 +375,12 @@ class _Serving:
         """A tool runner has no prompts: an empty list (with its caching hints)."""
         return types.ListPromptsResult(prompts=[])
 
+    async def get_prompt(
+        self, ctx: t.Any, params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        """There is no prompt to get: "unknown prompt"."""
+        raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown prompt: {params.name}")
+
     async def list_resources(
         self, ctx: t.Any, params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
@@ -500,6 +506,7 @@ def build_server(
             on_call_tool=serving.call_tool,
             on_set_logging_level=serving.set_logging_level,
             on_list_prompts=serving.list_prompts,
+            on_get_prompt=serving.get_prompt,
             on_list_resources=serving.list_resources,
             on_list_resource_templates=serving.list_resource_templates,
             on_read_resource=serving.read_resource,
