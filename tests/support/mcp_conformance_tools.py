@@ -307,6 +307,16 @@ _NAME_FORM = {"type": "object", "properties": {"name": {"type": "string"}}, "req
 
 @registry.register
 @tool(timeout=30, retries=0)
+def test_input_required_result_elicitation(ctx: RunContext) -> str:
+    """Asks the user's name (input-required-result-basic-elicitation and the scenarios
+    built on it). The suite answers under the key "user_name", which a tool cannot name
+    yet: its question is keyed "nous_tools.ask.0"."""
+    answer = ctx.elicit("What is your name?", _NAME_FORM)
+    return f"Hello, {(answer.content or {}).get('name')}!"
+
+
+@registry.register
+@tool(timeout=30, retries=0)
 def test_input_required_result_sampling(ctx: RunContext) -> str:
     """Asks the client's model a question (input-required-result-basic-sampling)."""
     return ctx.sample("What is the capital of France?", max_tokens=100)
