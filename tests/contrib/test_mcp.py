@@ -166,7 +166,7 @@ def test_served_registry_answers_the_sdk_client_over_stdio(mode):
             later = await client.call_tool("remove_file", {"path": "/tmp/later"})
             assert later.is_error and "cancelled" in text_of(later)
             if mode == "auto":
-                await forged_state_is_asked_again(client)
+                await forged_state_is_refused(client)
 
     run_async(main)
     assert len(asked) == 3
@@ -175,33 +175,46 @@ def test_served_registry_answers_the_sdk_client_over_stdio(mode):
 
 @pytest.mark.parametrize("mode", ["auto", pytest.param("legacy", marks=pytest.mark.slow)])
 def test_client_without_elicitation_gets_an_approval_required_error(mode):
+    """2025-11-25: an error result; 2026-07-28: the -32021 error naming the capability
+    the approval needs (SEP-2575). The tool does not run."""
+
     async def main():
         async with served_stdio(mode) as client:
-            result = await client.call_tool("remove_file", {"path": "/tmp/x"})
-            assert result.is_error
-            assert "requires approval" in text_of(result)
-            assert "did not run" in text_of(result)
+            if mode == "legacy":
+                result = await client.call_tool("remove_file", {"path": "/tmp/x"})
+                assert result.is_error
+                assert "requires approval" in text_of(result)
+                assert "did not run" in text_of(result)
+                return
+            with pytest.raises(MCPError) as raised:
+                await client.call_tool("remove_file", {"path": "/tmp/x"})
+            assert raised.value.error.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY
+            assert raised.value.error.data == {
+                "requiredCapabilities": {"elicitation": {"form": {}}}
+            }
+            assert "requires approval" in raised.value.error.message
 
     run_async(main)
 
 
-async def forged_state_is_asked_again(client: Client) -> None:
+async def forged_state_is_refused(client: Client) -> None:
     """On 2026-07-28 the approval answer rides the retry; a state that does not
-    match the call (other arguments) is not an approval: the client is asked again."""
+    match the call (other arguments) is not an approval: the call is refused."""
     first = await client.session.call_tool(
         "remove_file", {"path": "/tmp/yes"}, allow_input_required=True
     )
     assert isinstance(first, types.InputRequiredResult)
     key = next(iter(first.input_requests))
     accepted = {key: types.ElicitResult(action="accept", content={})}
-    swapped = await client.session.call_tool(
-        "remove_file",
-        {"path": "/etc/passwd"},
-        input_responses=accepted,
-        request_state=first.request_state,
-        allow_input_required=True,
-    )
-    assert isinstance(swapped, types.InputRequiredResult)
+    with pytest.raises(MCPError) as swapped:
+        await client.session.call_tool(
+            "remove_file",
+            {"path": "/etc/passwd"},
+            input_responses=accepted,
+            request_state=first.request_state,
+            allow_input_required=True,
+        )
+    assert swapped.value.error.code == types.INVALID_PARAMS
     same = await client.session.call_tool(
         "remove_file",
         {"path": "/tmp/yes"},
@@ -272,14 +285,26 @@ def test_a_served_process_isolated_tool_asks_the_client_through_its_pipe(mode):
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 def test_served_ctx_sample_without_the_clients_capability_is_sampling_unavailable(mode):
+    """The tool may carry on without the answer. A call that fails for want of it is,
+    on 2025-11-25, an error result naming it; on 2026-07-28 the -32021 error naming
+    the capability the client did not declare (SEP-2575)."""
+
     async def main():
         async with served_stdio(mode) as client:
             fallback = await client.call_tool("summary_or_text", {"text": "abcdefgh"})
             assert text_of(fallback) == "abcde"
-            failed = await client.call_tool("haiku", {"topic": "rain"})
-            assert failed.is_error and "SamplingUnavailable" in text_of(failed)
-            declined = await client.call_tool("plan_trip", {})
-            assert declined.is_error and "ElicitationUnavailable" in text_of(declined)
+            for name, args, missing, error in [
+                ("haiku", {"topic": "rain"}, {"sampling": {}}, "SamplingUnavailable"),
+                ("plan_trip", {}, {"elicitation": {"form": {}}}, "ElicitationUnavailable"),
+            ]:
+                if mode == "legacy":
+                    failed = await client.call_tool(name, args)
+                    assert failed.is_error and error in text_of(failed)
+                    continue
+                with pytest.raises(MCPError) as raised:
+                    await client.call_tool(name, args)
+                assert raised.value.error.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY
+                assert raised.value.error.data == {"requiredCapabilities": missing}
 
     run_async(main)
 
@@ -308,9 +333,10 @@ def test_a_served_tool_that_asks_twice_runs_once_per_round(http_server, mode, st
     assert len(mcp_served_tools.plan_starts) == starts
 
 
-def test_a_forged_or_foreign_round_state_answers_nothing(http_server):
+def test_a_forged_or_foreign_round_state_is_refused(http_server):
     """2026-07-28: the answers ride the round's requestState, signed and bound to the
-    tool and its arguments; a state from another call, or edited, is ignored."""
+    tool and its arguments; a state edited, not the server's, or from another call is
+    refused with -32602 (SEP-2322), and the tool does not run on it."""
 
     async def never(context, params):
         raise AssertionError("the test answers by hand")
@@ -338,15 +364,16 @@ def test_a_forged_or_foreign_round_state_answers_nothing(http_server):
             assert second.input_requests.keys() != first.input_requests.keys()
             payload, _, mac = first.request_state.rpartition(".")
             for forged in (payload + "." + "0" * len(mac), "garbage", ""):
-                again = await client.session.call_tool(
-                    "plan_trip",
-                    {},
-                    input_responses=answer,
-                    request_state=forged,
-                    allow_input_required=True,
-                )
-                assert isinstance(again, types.InputRequiredResult)
-                assert again.input_requests.keys() == first.input_requests.keys()
+                with pytest.raises(MCPError) as refused:
+                    await client.session.call_tool(
+                        "plan_trip",
+                        {},
+                        input_responses=answer,
+                        request_state=forged,
+                        allow_input_required=True,
+                    )
+                assert refused.value.error.code == types.INVALID_PARAMS
+                assert "integrity" in refused.value.error.message
 
     run_async(main)
 

@@ -19,7 +19,7 @@ import urllib.parse
 
 import httpx2
 
-from nous_tools import Registry, RunContext
+from nous_tools import Elicitation, Registry, RunContext
 from nous_tools.contrib.mcp import InMemoryTokenStorage, MCPServer, OAuth
 
 log = logging.getLogger("conformance-client")
@@ -118,6 +118,29 @@ def main() -> int:
         ctx = RunContext.new(approval_handler=lambda request: "approve")
         if scenario == "tools_call":
             result = registry.execute("add_numbers", {"a": 5, "b": 3}, ctx)
+        elif scenario == "sep-2322-client-request-state":
+            # A person who confirms what the server asks (2026-07-28 multi-round trip).
+            confirming = RunContext.new(
+                approval_handler=lambda request: "approve",
+                elicitor=lambda message, schema: Elicitation("accept", {"confirmed": True}),
+            )
+            results = registry.execute_many(
+                [(name, {}) for name in names if name.startswith("test_mrtr_")], confirming
+            )
+            result = next((r for r in results if not r.is_ok()), results[0])
+        elif scenario == "http-custom-headers":
+            # Called directly (no schema check): one call passes null for a boolean, to
+            # see that a null argument is not mirrored into a header.
+            for call in context["toolCalls"]:
+                result = server.call(call["name"], call["arguments"], ctx)
+                if not result.is_ok():
+                    break
+        elif scenario == "http-invalid-tool-headers":
+            log.info("tools kept: %s", names)  # the malformed ones are left out
+            result = registry.execute("valid_tool", {"region": "us-west1"}, ctx)
+        elif scenario == "json-schema-2020-12-preservation":
+            [focal] = [tool for tool in tools if tool.name == "json_schema_2020_12_tool"]
+            result = registry.execute("json_schema_echo", {"schema": focal.parameters}, ctx)
         elif scenario == "sse-retry":
             result = registry.execute("test_reconnection", {}, ctx)
         elif scenario == "elicitation-sep1034-client-defaults":

@@ -15,6 +15,7 @@ from mcp_rich_tools import PNG, WAV
 from nous_tools import Registry, RunContext, Tool, tool
 from nous_tools.content import Audio, Image, Resource
 from nous_tools.contrib.mcp import close_sse_stream
+from nous_tools.errors import ElicitationUnavailable
 
 registry = Registry()
 
@@ -196,7 +197,13 @@ def test_reconnection(ctx: RunContext) -> str:
     )
 
 
-def _schema_2020_12(name: str | None = None, address: dict | None = None) -> str:
+def _schema_2020_12(
+    name: str | None = None,
+    address: dict | None = None,
+    contactMethod: str | None = None,
+    phone: str | None = None,
+    email: str | None = None,
+) -> str:
     return f"JSON Schema 2020-12 tool called with: name={name}, address={address}"
 
 
@@ -204,19 +211,157 @@ registry.register(
     Tool(
         name="json_schema_2020_12_tool",
         function=_schema_2020_12,
-        description="Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613)",
+        description="Tool with JSON Schema 2020-12 features (SEP-1613, SEP-2106)",
         timeout=10,
         parameters={
             "$schema": "https://json-schema.org/draft/2020-12/schema",
             "type": "object",
             "$defs": {
                 "address": {
+                    "$anchor": "addressDef",
                     "type": "object",
                     "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
                 }
             },
-            "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+            "properties": {
+                "name": {"type": "string"},
+                "address": {"$ref": "#/$defs/address"},
+                "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+                "phone": {"type": "string"},
+                "email": {"type": "string"},
+            },
+            "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+            "if": {
+                "properties": {"contactMethod": {"const": "phone"}},
+                "required": ["contactMethod"],
+            },
+            "then": {"required": ["phone"]},
+            "else": {"required": ["email"]},
             "additionalProperties": False,
         },
     )
 )
+
+
+def _greet_in_region(region: str, name: str = "there") -> str:
+    return f"Hello {name}, from {region}"
+
+
+# http-custom-header-server-validation (SEP-2243): a string parameter a client mirrors
+# as the Mcp-Param-Region header, which the server checks against the body.
+registry.register(
+    Tool(
+        name="test_region_header",
+        function=_greet_in_region,
+        description="Greets from a region sent as the Mcp-Param-Region header too (SEP-2243)",
+        timeout=10,
+        parameters={
+            "type": "object",
+            "properties": {
+                "region": {"type": "string", "x-mcp-header": "Region"},
+                "name": {"type": "string"},
+            },
+            "required": ["region"],
+        },
+    )
+)
+
+
+# server-stateless (SEP-2575, 2026-07-28): the suite's diagnostic tools.
+
+
+@registry.register
+@tool(timeout=10, retries=0)
+def test_missing_capability(ctx: RunContext) -> str:
+    """Asks the client's model: a client that did not declare sampling gets -32021."""
+    return "LLM response: " + ctx.sample("Say hello", max_tokens=20)
+
+
+@registry.register
+@tool(timeout=30, retries=0)
+def test_streaming_elicitation(ctx: RunContext) -> str:
+    """Asks the user a question: on 2026-07-28 the call answers with the question
+    (an InputRequiredResult), never a request of its own on the stream."""
+    answer = ctx.elicit(
+        "What is your name?",
+        {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+    )
+    return f"Hello, {(answer.content or {}).get('name', 'stranger')}!"
+
+
+@registry.register
+@tool(timeout=10)
+def test_logging_tool(ctx: RunContext) -> str:
+    """Logs two lines: sent only to a request that asked for a log level."""
+    ctx.log("info", "Tool execution started")
+    ctx.log("info", "Tool execution completed")
+    return "Tool with logging executed successfully"
+
+
+# input-required-result-* (SEP-2322, 2026-07-28): a question ends the round; the client
+# calls again with the answer (and the round's signed requestState), and the tool runs
+# again from the start, its earlier questions answered from that state.
+
+_NAME_FORM = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+@registry.register
+@tool(timeout=30, retries=0)
+def test_input_required_result_elicitation(ctx: RunContext) -> str:
+    """Asks the user's name (input-required-result-basic-elicitation and the scenarios
+    built on it). The suite answers under the key "user_name", which a tool cannot name
+    yet: its question is keyed "nous_tools.ask.0"."""
+    answer = ctx.elicit("What is your name?", _NAME_FORM)
+    return f"Hello, {(answer.content or {}).get('name')}!"
+
+
+@registry.register
+@tool(timeout=30, retries=0)
+def test_input_required_result_sampling(ctx: RunContext) -> str:
+    """Asks the client's model a question (input-required-result-basic-sampling)."""
+    return ctx.sample("What is the capital of France?", max_tokens=100)
+
+
+@registry.register
+@tool(timeout=30, retries=0)
+def test_input_required_result_request_state(ctx: RunContext) -> str:
+    """Asks for a confirmation; the answer came back through the signed requestState
+    (input-required-result-request-state)."""
+    answer = ctx.elicit(
+        "Please confirm",
+        {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]},
+    )
+    return f"state-ok: confirmed={(answer.content or {}).get('ok')}"
+
+
+@registry.register
+@tool(timeout=30, retries=0)
+def test_input_required_result_multi_round(ctx: RunContext) -> str:
+    """Asks two questions, one round each (input-required-result-multi-round)."""
+    name = ctx.elicit("Step 1: What is your name?", _NAME_FORM)
+    color = ctx.elicit(
+        "Step 2: What is your favorite color?",
+        {"type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]},
+    )
+    return f"{(name.content or {}).get('name')} likes {(color.content or {}).get('color')}"
+
+
+@registry.register
+@tool(timeout=30, retries=0)
+def test_input_required_result_tampered_state(ctx: RunContext) -> str:
+    """Asks for a name; a requestState changed by the client is refused
+    (input-required-result-tampered-state)."""
+    answer = ctx.elicit("What is your name?", _NAME_FORM)
+    return f"Hello, {(answer.content or {}).get('name')}!"
+
+
+@registry.register
+@tool(timeout=30, retries=0)
+def test_input_required_result_capabilities(ctx: RunContext) -> str:
+    """Asks the person when the client can elicit, else the model: only what the client
+    declared (input-required-result-capability-check)."""
+    try:
+        answer = ctx.elicit("What is your name?", _NAME_FORM)
+        return f"Hello, {(answer.content or {}).get('name')}!"
+    except ElicitationUnavailable:
+        return ctx.sample("Make up a name.", max_tokens=20)

@@ -62,6 +62,17 @@ class InputRequired(BaseException):
         )
 
 
+class StateRejected(ValueError):
+    """A round's ``requestState`` that fails its integrity check (2026-07-28): the
+    call is refused with ``-32602``, never run on what the client sent."""
+
+    def __str__(self) -> str:
+        return (
+            "requestState failed its integrity check: it was changed, is not this "
+            "server's, or belongs to another call (other tool or arguments)"
+        )
+
+
 @attrs.define
 class RoundState:
     """What a 2026-07-28 round carries to the next one (in ``requestState``)."""
@@ -91,18 +102,19 @@ class RoundState:
     def read(
         cls, token: object, secret: bytes, name: str, arguments: c.Mapping[str, t.Any]
     ) -> RoundState | None:
-        """The state a client echoed, or None when it is absent, not ours, for another
-        call (other tool or arguments), or expired: then nothing in it counts."""
+        """The state a client echoed, or None when it has expired (nothing in it counts:
+        the tool asks again). Raises :class:`StateRejected` when it fails its integrity
+        check: not ours, edited, or for another call (other tool or arguments)."""
         if not isinstance(token, str) or "." not in token:
-            return None
+            raise StateRejected()
         encoded, _, mac = token.rpartition(".")
         try:
             payload = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
             expected = _mac(secret, name, arguments, payload)
         except (ValueError, TypeError):
-            return None
+            raise StateRejected() from None
         if not hmac.compare_digest(mac.encode(), expected.encode()):
-            return None
+            raise StateRejected()
         try:
             data = json.loads(payload)
             issued = float(data["iat"])
@@ -112,7 +124,7 @@ class RoundState:
                 answers=[list(a) for a in data["answers"]],
             )
         except (ValueError, KeyError, TypeError):
-            return None
+            raise StateRejected() from None
         if not (time.time() - STATE_TTL <= issued <= time.time() + 60):
             return None
         return state
@@ -161,6 +173,8 @@ class Peer:
         self._asked = 0
         #: 2026-07-28: the question that ends this round, keyed for input_requests.
         self.pending: dict[str, types.InputRequest] = {}
+        #: The client capabilities a question needed and the client did not declare.
+        self.missing: dict[str, dict[str, t.Any]] = {}
 
     # -- the two questions -------------------------------------------------------------
 
@@ -175,6 +189,7 @@ class Peer:
         """``ctx.sample`` of a served call: the client's ``sampling/createMessage``."""
         session = self._request.session
         if not _can_sample(session.client_capabilities):
+            self.missing["sampling"] = {}
             raise SamplingUnavailable(
                 "ctx.sample cannot ask the MCP client: it did not declare the sampling capability"
             )
@@ -209,6 +224,7 @@ class Peer:
         """``ctx.elicit`` of a served call: the client's ``elicitation/create``."""
         session = self._request.session
         if not can_elicit(session.client_capabilities):
+            self.missing["elicitation"] = {"form": {}}
             raise ElicitationUnavailable(
                 "ctx.elicit cannot ask the MCP client: it did not declare form elicitation"
             )

@@ -30,7 +30,7 @@ from nous_tools import content as _content
 from nous_tools._engine._admission import DEFAULT_MAX_RESULT_CHARS, result_limit
 from nous_tools.approval import NeedsApproval
 from nous_tools.contrib.mcp import _reports
-from nous_tools.contrib.mcp._peer import Peer, RoundState, can_elicit
+from nous_tools.contrib.mcp._peer import Peer, RoundState, StateRejected, can_elicit
 from nous_tools.errors import ToolError
 from nous_tools.providers._tool_calls import clip_parts, format_tool_result
 from nous_tools.registry import Registry
@@ -236,6 +236,24 @@ def _to_call_result(
     return _error_result(f"Error: tool '{name}' returned an unexpected result")
 
 
+def _missing_capability(
+    name: str, missing: c.Mapping[str, dict[str, t.Any]], why: str = "asks the client"
+) -> MCPError:
+    """The ``-32021`` error of a call that needed client capabilities the client did
+    not declare (sent with HTTP 400); the tool did not run to its end."""
+    required = types.ClientCapabilities.model_validate(dict(missing))
+    data = types.MissingRequiredClientCapabilityErrorData(required_capabilities=required)
+    return MCPError(
+        code=types.MISSING_REQUIRED_CLIENT_CAPABILITY,
+        message=(
+            f"Tool '{name}' {why}, which needs the client capabilities "
+            f"{', '.join(sorted(missing))}; the client did not declare them, and the "
+            "call did not complete"
+        ),
+        data=data.model_dump(by_alias=True, mode="json", exclude_none=True),
+    )
+
+
 # -- approval -------------------------------------------------------------------------
 
 
@@ -278,6 +296,15 @@ class _Serving:
         tools = [describe_tool(tool) for tool in self.registry.all() if tool.approval != "deny"]
         return types.ListToolsResult(tools=tools)
 
+    def input_schema(self, name: str) -> dict[str, t.Any] | None:
+        """The listed input schema of the tool ``name`` (None for an unknown or
+        unlisted one): on 2026-07-28 over HTTP the SDK checks a call's ``Mcp-Param-*``
+        headers against its ``x-mcp-header`` parameters before the call runs."""
+        tool = self.registry.lookup(name)
+        if tool is None or tool.approval == "deny":
+            return None
+        return describe_tool(tool).input_schema
+
     async def call_tool(
         self, ctx: t.Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
@@ -301,7 +328,10 @@ class _Serving:
             )
         state = None
         if modern and params.request_state is not None:
-            state = RoundState.read(params.request_state, self.secret, name, arguments)
+            try:
+                state = RoundState.read(params.request_state, self.secret, name, arguments)
+            except StateRejected as exc:  # SEP-2322: a server MUST reject it
+                raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
         link = _CancelLink()
         peer = Peer(ctx, link, modern=modern, state=state, responses=params.input_responses)
         run_ctx = _served_context(base, link, peer)
@@ -332,8 +362,46 @@ class _Serving:
                 input_requests=peer.pending,
                 request_state=peer.state.seal(self.secret, name, arguments),
             )
+        if modern and peer.missing and isinstance(result, Err):
+            # 2026-07-28: the call failed asking what the client did not declare it can
+            # answer: the client learns which capability the call needs (SEP-2575).
+            raise _missing_capability(name, peer.missing)
         limit = result_limit(tool, self.registry.executor.max_result_chars)
         return _to_call_result(result, name, modern, limit, tool)
+
+    async def list_prompts(
+        self, ctx: t.Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        """A tool runner has no prompts: an empty list (with its caching hints)."""
+        return types.ListPromptsResult(prompts=[])
+
+    async def get_prompt(
+        self, ctx: t.Any, params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        """There is no prompt to get: "unknown prompt"."""
+        raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown prompt: {params.name}")
+
+    async def list_resources(
+        self, ctx: t.Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        """A tool runner has no resources: an empty list (with its caching hints)."""
+        return types.ListResourcesResult(resources=[])
+
+    async def list_resource_templates(
+        self, ctx: t.Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        """A tool runner has no resource templates: an empty list."""
+        return types.ListResourceTemplatesResult(resource_templates=[])
+
+    async def read_resource(
+        self, ctx: t.Any, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        """There is no resource to read: "not found" (SEP-2164)."""
+        raise MCPError(
+            code=types.INVALID_PARAMS,
+            message=f"Resource not found: {params.uri}",
+            data={"uri": str(params.uri)},
+        )
 
     async def set_logging_level(
         self, ctx: t.Any, params: types.SetLevelRequestParams
@@ -376,7 +444,9 @@ class _Serving:
             if peer.state.asking == "approval" and isinstance(answer, types.ElicitResult):
                 return None if answer.action == "accept" else _answered(name, answer.action)
             if not can_elicit(session.client_capabilities):
-                return _needs_approval_error(name)
+                raise _missing_capability(
+                    name, {"elicitation": {"form": {}}}, "requires approval, asked by form"
+                )
             request = types.ElicitRequest(
                 params=types.ElicitRequestFormParams(
                     message=message, requested_schema=dict(_EMPTY_SCHEMA)
@@ -409,7 +479,7 @@ def build_server(
     *,
     ctx_factory: CtxFactory | None = None,
     name: str = "nous-tools",
-    version: str = "",
+    version: str | None = None,
     instructions: str | None = None,
     secret: bytes | None = None,
 ) -> Server[t.Any]:
@@ -418,8 +488,14 @@ def build_server(
     ``ctx_factory()`` makes the :class:`RunContext` of each call (default: a bare
     one); ``secret`` keys the approval state that round-trips through clients on
     2026-07-28+ (default: random per server, so a restart forgets pending approvals).
+    ``version`` is the one the server gives in its ``serverInfo`` (default: this
+    library's).
     """
     serving = _Serving(registry, ctx_factory, secret or secrets.token_bytes(32))
+    if version is None:
+        import nous_tools
+
+        version = nous_tools.__version__
     with warnings.catch_warnings():  # logging/setLevel is deprecated as of 2026-07-28
         warnings.simplefilter("ignore")
         return Server(
@@ -429,6 +505,12 @@ def build_server(
             on_list_tools=serving.list_tools,
             on_call_tool=serving.call_tool,
             on_set_logging_level=serving.set_logging_level,
+            on_list_prompts=serving.list_prompts,
+            on_get_prompt=serving.get_prompt,
+            on_list_resources=serving.list_resources,
+            on_list_resource_templates=serving.list_resource_templates,
+            on_read_resource=serving.read_resource,
+            get_tool_input_schema=serving.input_schema,
         )
 
 
