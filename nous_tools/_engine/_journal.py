@@ -25,6 +25,7 @@ from nous_tools import signals as _signals
 from nous_tools._util._clock import monotonic, wall
 from nous_tools._util._log import log as _log
 from nous_tools._util._text import safe_str
+from nous_tools.approval._store import already_used
 from nous_tools.errors import (
     ApprovalAlreadyUsed,
     CallInProgress,
@@ -227,12 +228,7 @@ def _in_progress(call: _Call) -> Err:
 
 
 def _used(call: _Call) -> Err:
-    name = call.tool.name
-    return Err(
-        ApprovalAlreadyUsed(
-            f"Tool '{name}' was not run: its approval was already used", tool_name=name
-        )
-    )
+    return already_used(call.tool.name)
 
 
 def _unknown(call: _Call) -> Err:

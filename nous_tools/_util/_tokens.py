@@ -218,6 +218,15 @@ def _seal(payload: c.Mapping[str, t.Any], secret: str | bytes | None) -> str:
     return _HMAC + hmac.new(_key(secret), data, hashlib.sha256).hexdigest()
 
 
+def mismatch(what: str) -> str:
+    """Why a signed ``what`` (a token, a batch) is refused when its signature does not
+    match."""
+    return (
+        f"the signature does not match (the {what} was changed, forged, or signed with "
+        "another secret)"
+    )
+
+
 def _refused(name: object, why: str) -> ValueError:
     if type(name) is str:  # from the token, maybe not yet verified: kept short
         shown = f" for tool '{name if len(name) <= 80 else name[:77] + '...'}'"

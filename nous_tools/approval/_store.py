@@ -43,6 +43,8 @@ import time
 import typing as t
 
 from nous_tools._util._log import log as _log
+from nous_tools.errors import ApprovalAlreadyUsed
+from nous_tools.results import Err
 
 __all__ = ["ApprovalStore", "InMemoryApprovalStore"]
 
@@ -55,6 +57,16 @@ class ApprovalStore(t.Protocol):
         """Atomically mark ``approval_id`` as used; True only for the first claim.
         Remember it at least until ``expires_at`` (Unix seconds; None: no limit)."""
         ...
+
+
+def already_used(name: str) -> Err:
+    """The answer to a call whose approval a store had already claimed: it did not
+    run."""
+    return Err(
+        ApprovalAlreadyUsed(
+            f"Tool '{name}' was not run: its approval was already used", tool_name=name
+        )
+    )
 
 
 def _takes_expiry(claim: c.Callable[..., t.Any]) -> bool | t.Literal["second"]:

@@ -39,6 +39,7 @@ from nous_tools._util._tokens import (
     _wire_field,
     claim_expiry,
     limits,
+    mismatch,
     refusal,
 )
 
@@ -248,11 +249,7 @@ def _check_signature(
         except (TypeError, ValueError, RecursionError) as exc:  # not JSON, NaN, too deep
             raise _refused(name, f"the token cannot be read ({type(exc).__name__})") from None
         if not _same(expected, signature):
-            raise _refused(
-                name,
-                "the signature does not match (the token was changed, forged, or signed "
-                "with another secret)",
-            )
+            raise _refused(name, mismatch("token"))
 
 
 @attrs.frozen(slots=True)

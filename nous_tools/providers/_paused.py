@@ -23,8 +23,18 @@ from nous_tools._rendering import CallResult, _safe_repr
 from nous_tools._util import _canonical as _c
 from nous_tools._util._log import log as _log
 from nous_tools._util._scope import interrupts
-from nous_tools._util._tokens import _HMAC, _key, _new_id, _same, claim_expiry, limits, refusal
+from nous_tools._util._tokens import (
+    _HMAC,
+    _key,
+    _new_id,
+    _same,
+    claim_expiry,
+    limits,
+    mismatch,
+    refusal,
+)
 from nous_tools.approval import Edit, NeedsApproval
+from nous_tools.approval._store import already_used
 from nous_tools.errors import ApprovalAlreadyUsed, BatchAlreadyResolved, ToolError
 from nous_tools.executor import ToolCall
 from nous_tools.providers import _tool_calls
@@ -304,11 +314,7 @@ def _reject(registry: Registry, na: NeedsApproval) -> Err:
         _log.error("Approval store failed to claim a rejected approval of tool '%s'", name)
         claimed = True
     if not claimed:
-        return Err(
-            ApprovalAlreadyUsed(
-                f"Tool '{name}' was not run: its approval was already used", tool_name=name
-            )
-        )
+        return already_used(name)
     return _rejected(na)
 
 
@@ -453,10 +459,7 @@ def _check_version1_signature(
     except (TypeError, ValueError, RecursionError) as exc:  # not JSON, NaN, too deep
         raise _batch_refused(f"the batch cannot be read ({type(exc).__name__})") from None
     if not _same(expected, signature):
-        raise _batch_refused(
-            "the signature does not match (the batch was changed, forged, or signed "
-            "with another secret)"
-        )
+        raise _batch_refused(mismatch("batch"))
 
 
 def resolve(

@@ -42,6 +42,7 @@ from nous_tools._util._tokens import (
     _key,
     _refused,
     limits,
+    mismatch,
     refusal,
 )
 from nous_tools.approval import NeedsApproval, approved_arguments, approved_tool, tool_digest
@@ -330,10 +331,7 @@ def _check_signature(
     # _same(expected, signature) of a str signature (checked) and an ASCII expected
     # one, a call fewer: a signature that is not ASCII is not it.
     if not (signature.isascii() and _compare_digest(expected, signature)):
-        raise refused(
-            "the signature does not match (the batch was changed, forged, or signed "
-            "with another secret)"
-        )
+        raise refused(mismatch("batch"))
 
 
 def _read_calls(

@@ -20,7 +20,8 @@ from nous_tools._util._log import log as _safe_log
 from nous_tools._util._scope import interrupts
 from nous_tools._util._tokens import claim_expiry, limits, refusal
 from nous_tools.approval import NeedsApproval
-from nous_tools.errors import ApprovalAlreadyUsed, ToolDenied, ToolError, ToolNotFound
+from nous_tools.approval._store import already_used
+from nous_tools.errors import ToolDenied, ToolError, ToolNotFound
 from nous_tools.executor import ToolExecutor, default_executor
 from nous_tools.results import Err, Result
 from nous_tools.run_context import RunContext
@@ -199,11 +200,7 @@ def _claim_once(
         if stepped is not None:  # another request redeemed it: its journaled outcome wins
             return stepped.lost()
         _log.warning("Approval of tool '%s' was already used; not run again", name)
-        return Err(
-            ApprovalAlreadyUsed(
-                f"Tool '{name}' was not run: its approval was already used", tool_name=name
-            )
-        )
+        return already_used(name)
     return None
 
 
