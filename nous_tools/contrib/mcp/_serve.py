@@ -15,6 +15,7 @@ import logging
 import secrets
 import socket
 import threading
+import time
 import typing as t
 import warnings
 
@@ -29,9 +30,15 @@ from mcp_types.version import is_version_at_least
 from nous_tools import content as _content
 from nous_tools._engine._admission import DEFAULT_MAX_RESULT_CHARS, result_limit
 from nous_tools.approval import NeedsApproval
-from nous_tools.contrib.mcp import _reports
+from nous_tools.contrib.mcp import _reports, _tasks
 from nous_tools.contrib.mcp._peer import Peer, RoundState, StateRejected, can_elicit
-from nous_tools.errors import ToolError
+from nous_tools.errors import (
+    CallInProgress,
+    JournalConflict,
+    JournalUnavailable,
+    OutcomeUnknown,
+    ToolError,
+)
 from nous_tools.providers._tool_calls import clip_parts, format_tool_result
 from nous_tools.registry import Registry
 from nous_tools.results import Err, Ok
@@ -160,13 +167,19 @@ def tool_title(name: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def describe_tool(tool: Tool) -> types.Tool:
-    """The MCP ``Tool`` entry of ``tool``: schema, description, title and annotations."""
+def describe_tool(tool: Tool, *, tasks: bool = True) -> types.Tool:
+    """The MCP ``Tool`` entry of ``tool``: schema, description, title and annotations,
+    and (``tasks``: for 2026-07-28+ clients) its ``execution.taskSupport`` unless it is
+    ``task="never"``."""
     schema = dict(tool.parameters) if tool.parameters else dict(_EMPTY_SCHEMA)
     schema.setdefault("type", "object")
     title = tool_title(tool.name)
+    support = tool.task_support
     return types.Tool(
         name=tool.name,
+        execution=None
+        if support == "never" or not tasks
+        else types.ToolExecution(task_support=support),
         title=title,
         description=tool.description or None,
         input_schema=schema,
@@ -277,6 +290,43 @@ def _answered(name: str, action: str) -> types.CallToolResult:
     return _error_result(f"Error: the approval of tool '{name}' was cancelled; it did not run")
 
 
+class _TaskParams(types.RequestParams):
+    """``tasks/get`` and ``tasks/cancel``: ``{"taskId": ...}``."""
+
+    task_id: str
+
+
+class _TaskUpdateParams(types.RequestParams):
+    """``tasks/update``: ``{"taskId": ..., "inputResponses": {...}}``."""
+
+    task_id: str
+    input_responses: dict[str, t.Any] | None = None
+
+
+#: Errors that mean the call's outcome is not the tool's (a task that ends with one
+#: is ``failed``, not ``completed``).
+_PROTOCOL_ERRORS = (OutcomeUnknown, JournalUnavailable, JournalConflict, CallInProgress)
+
+
+def _declares_tasks(ctx: t.Any) -> bool:
+    """Whether this request's client declared the Tasks extension (at the session,
+    or on this request's ``_meta`` client capabilities)."""
+    capabilities = getattr(ctx.session, "client_capabilities", None)
+    extensions = getattr(capabilities, "extensions", None) or {}
+    return _tasks.TASKS_EXTENSION in extensions
+
+
+def _task_capability_error(method: str) -> MCPError:
+    required = types.ClientCapabilities.model_validate({"extensions": {_tasks.TASKS_EXTENSION: {}}})
+    data = types.MissingRequiredClientCapabilityErrorData(required_capabilities=required)
+    return MCPError(
+        code=types.MISSING_REQUIRED_CLIENT_CAPABILITY,
+        message=f"{method} needs the client extension {_tasks.TASKS_EXTENSION}, "
+        "which the client did not declare",
+        data=data.model_dump(by_alias=True, mode="json", exclude_none=True),
+    )
+
+
 class _Serving:
     """The handlers of one served registry."""
 
@@ -289,11 +339,18 @@ class _Serving:
         self.registry = registry
         self.ctx_factory = ctx_factory
         self.secret = secret
+        self.tasks = _tasks.Tasks(registry.executor.journal)
 
     async def list_tools(
         self, ctx: t.Any, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        tools = [describe_tool(tool) for tool in self.registry.all() if tool.approval != "deny"]
+        version = getattr(ctx, "protocol_version", None)
+        modern = isinstance(version, str) and is_version_at_least(version, _INPUT_REQUIRED_VERSION)
+        tools = [
+            describe_tool(tool, tasks=modern)
+            for tool in self.registry.all()
+            if tool.approval != "deny"
+        ]
         return types.ListToolsResult(tools=tools)
 
     def input_schema(self, name: str) -> dict[str, t.Any] | None:
@@ -307,7 +364,7 @@ class _Serving:
 
     async def call_tool(
         self, ctx: t.Any, params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> types.CallToolResult | types.InputRequiredResult | dict[str, t.Any]:
         name = params.name
         arguments: dict[str, t.Any] = dict(params.arguments or {})
         tool = self.registry.lookup(name)
@@ -315,6 +372,10 @@ class _Serving:
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {name}")
         version = getattr(ctx, "protocol_version", None)
         modern = isinstance(version, str) and is_version_at_least(version, _INPUT_REQUIRED_VERSION)
+        support = tool.task_support
+        as_task = modern and support != "never" and _declares_tasks(ctx)
+        if modern and support == "required" and not as_task:
+            raise _task_capability_error(f"tools/call of tool '{name}' (task='required')")
         try:
             base = self.ctx_factory() if self.ctx_factory is not None else None
             if base is not None and not isinstance(base, RunContext):
@@ -340,6 +401,9 @@ class _Serving:
         served = _reports.served(
             _reports.ServedCall(ctx.session, ctx.request_id, _reports.levels_for(ctx.session))
         )
+        if as_task:  # a task reports nothing to the request that created it
+            _reports.reset(served)
+            return await self._call_as_task(ctx, params, tool, arguments, run_ctx, link, peer)
         try:
             if peer.state.approved and tool.approval == "ask":
                 # An earlier round's approval of this very call (the state is signed
@@ -368,6 +432,147 @@ class _Serving:
             raise _missing_capability(name, peer.missing)
         limit = result_limit(tool, self.registry.executor.max_result_chars)
         return _to_call_result(result, name, modern, limit, tool)
+
+    # -- tasks ------------------------------------------------------------------------
+
+    async def _call_as_task(
+        self,
+        ctx: t.Any,
+        params: types.CallToolRequestParams,
+        tool: Tool,
+        arguments: dict[str, t.Any],
+        run_ctx: _ServedContext,
+        link: _CancelLink,
+        peer: Peer,
+    ) -> dict[str, t.Any] | types.CallToolResult | types.InputRequiredResult:
+        """Start ``tool`` as a task; its ``CreateTaskResult``. An ``ask`` tool is
+        approved first, in rounds of its own (``InputRequiredResult``), and its task
+        created on the round that approves it."""
+        name = tool.name
+        approved = tool.approval == "ask" and peer.state.approved
+        if tool.approval == "ask" and not approved:
+            pending = await self._run(link, self.registry.execute, name, arguments, run_ctx)
+            if not isinstance(pending, NeedsApproval):  # refused before it could run
+                limit = result_limit(tool, self.registry.executor.max_result_chars)
+                return _to_call_result(pending, name, True, limit, tool)
+            asked = await self._approve(ctx, params, pending, peer, arguments)
+            if asked is not None:
+                return asked
+            approved = True
+        identity = _tasks.identity_of(ctx)
+        task_id = self.tasks.new_id()
+        if self.tasks.journal is not None:
+            run_ctx = attrs.evolve(run_ctx, run_id=_tasks.run_id_of(identity))
+        now = time.time()
+        task = _tasks.Task(task_id, identity, name, now, link.cancel, updated=now)
+        self.tasks.add(task)
+
+        def work() -> None:
+            result: object
+            try:
+                if approved:
+                    result = self.registry.execute_approved(
+                        tool, arguments, run_ctx, call_id=task_id
+                    )
+                else:
+                    result = self.registry.execute(name, arguments, run_ctx, call_id=task_id)
+                self._settle(task, tool, result)
+            except BaseException as exc:  # never raised by execute: a bug, said as failed
+                _log.error("MCP task %s of tool '%s' failed", task_id, name, exc_info=True)
+                self.tasks.settle(task, "failed", error=_tasks.failed_error(repr(exc)))
+
+        threading.Thread(target=work, name=f"nous-tools-mcp-task-{name}", daemon=True).start()
+        return {"resultType": "task", **task.envelope()}
+
+    def _settle(self, task: _tasks.Task, tool: Tool, result: object) -> None:
+        status, body, error = self._outcome(tool, result)
+        self.tasks.settle(task, status, body, error)
+
+    def _outcome(
+        self, tool: Tool, result: object
+    ) -> tuple[_tasks.Status, dict[str, t.Any] | None, dict[str, t.Any] | None]:
+        """A task's terminal state from its call's result: ``failed`` (with a
+        JSON-RPC error) for an outcome that is not the tool's (unknown, the journal
+        unavailable, a protocol error the tool raised), else ``completed``."""
+        if isinstance(result, Err):
+            error = result.unwrap_err()
+            cause = getattr(error, "original_error", None)
+            if isinstance(cause, MCPError):
+                return "failed", None, _tasks.failed_error(cause.error.message, cause.error.code)
+            if isinstance(error, _PROTOCOL_ERRORS):
+                return "failed", None, _tasks.failed_error(str(error))
+        limit = result_limit(tool, self.registry.executor.max_result_chars)
+        call_result = _to_call_result(result, tool.name, True, limit, tool)
+        body = call_result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return "completed", body, None
+
+    def _journaled(self, task_id: str, identity: str) -> dict[str, t.Any] | None:
+        """``tasks/get`` of a task this process does not hold, from the journal:
+        completed (its stored outcome), failed (outcome unknown: the process that ran
+        it died; it is never run again) or working (another live process runs it)."""
+        record = self.tasks.from_journal(task_id, identity)
+        if record is None:
+            return None
+        answer: dict[str, t.Any] = {
+            "taskId": task_id,
+            "createdAt": _tasks._iso(record.started_at),
+            "lastUpdatedAt": _tasks._iso(record.completed_at or record.started_at),
+            "ttlMs": _tasks.TTL_MS,
+            "pollIntervalMs": _tasks.POLL_MS,
+            "resultType": "complete",
+        }
+        tool = self.registry.lookup(record.tool)
+        if record.state == "completed" and tool is not None:
+            try:
+                result = record.result()
+            except ValueError as exc:
+                answer.update(status="failed", error=_tasks.failed_error(f"unreadable: {exc}"))
+                return answer
+            status, body, error = self._outcome(tool, result)
+            answer["status"] = status
+            if body is not None:
+                answer["result"] = body
+            if error is not None:
+                answer["error"] = error
+        elif record.unknown():
+            answer["status"] = "failed"
+            answer["error"] = _tasks.failed_error(
+                f"outcome unknown: the task of tool '{record.tool}' started and the process "
+                "running it stopped before recording its outcome; it was not run again"
+            )
+        else:
+            answer["status"] = "working"
+        return answer
+
+    async def get_task(self, ctx: t.Any, params: _TaskParams) -> dict[str, t.Any]:
+        if not _declares_tasks(ctx):
+            raise _task_capability_error("tasks/get")
+        identity = _tasks.identity_of(ctx)
+        task = self.tasks.mine(params.task_id, identity)
+        if task is not None:
+            return task.detailed()
+        answer = self._journaled(params.task_id, identity)
+        if answer is None:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown task: {params.task_id}")
+        return answer
+
+    async def cancel_task(self, ctx: t.Any, params: _TaskParams) -> dict[str, t.Any]:
+        if not _declares_tasks(ctx):
+            raise _task_capability_error("tasks/cancel")
+        if not self.tasks.cancel(params.task_id, _tasks.identity_of(ctx)):
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown task: {params.task_id}")
+        return {"resultType": "complete"}
+
+    async def update_task(self, ctx: t.Any, params: _TaskUpdateParams) -> dict[str, t.Any]:
+        if not _declares_tasks(ctx):
+            raise _task_capability_error("tasks/update")
+        identity = _tasks.identity_of(ctx)
+        task = self.tasks.mine(params.task_id, identity)
+        if task is None and self.tasks.from_journal(params.task_id, identity) is None:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown task: {params.task_id}")
+        # No task of ours waits for input yet (a tool's questions in a task: a later
+        # step); responses to requests it does not have are ignored, as the spec allows.
+        return {"resultType": "complete"}
 
     async def list_prompts(
         self, ctx: t.Any, params: types.PaginatedRequestParams | None
@@ -498,12 +703,14 @@ def build_server(
         version = nous_tools.__version__
     with warnings.catch_warnings():  # logging/setLevel is deprecated as of 2026-07-28
         warnings.simplefilter("ignore")
-        return Server(
+        server = Server(
             name,
             version=version,
             instructions=instructions,
             on_list_tools=serving.list_tools,
-            on_call_tool=serving.call_tool,
+            # A CreateTaskResult is the Tasks extension's shape (resultType "task"),
+            # which the SDK's runner passes through unvalidated.
+            on_call_tool=t.cast(t.Any, serving.call_tool),
             on_set_logging_level=serving.set_logging_level,
             on_list_prompts=serving.list_prompts,
             on_get_prompt=serving.get_prompt,
@@ -512,6 +719,11 @@ def build_server(
             on_read_resource=serving.read_resource,
             get_tool_input_schema=serving.input_schema,
         )
+    server.add_request_handler("tasks/get", _TaskParams, serving.get_task)
+    server.add_request_handler("tasks/cancel", _TaskParams, serving.cancel_task)
+    server.add_request_handler("tasks/update", _TaskUpdateParams, serving.update_task)
+    server.extensions[_tasks.TASKS_EXTENSION] = {}
+    return server
 
 
 # -- running --------------------------------------------------------------------------
