@@ -169,17 +169,20 @@ def tool_title(name: str) -> str:
 
 def describe_tool(tool: Tool, *, tasks: bool = True) -> types.Tool:
     """The MCP ``Tool`` entry of ``tool``: schema, description, title and annotations,
-    and (``tasks``: for 2026-07-28+ clients) its ``execution.taskSupport`` unless it is
-    ``task="never"``."""
+    and (``tasks``: for 2026-07-28+ clients), unless it is ``task="never"``, its task
+    support under ``_meta["io.modelcontextprotocol/tasks"]["taskSupport"]``. Task
+    creation is the server's call in the Tasks extension (SEP-2663), which defines no
+    field of its own on a tool (the 2026-07-28 ``Tool`` has no ``execution``): the
+    entry says what a client may expect."""
     schema = dict(tool.parameters) if tool.parameters else dict(_EMPTY_SCHEMA)
     schema.setdefault("type", "object")
     title = tool_title(tool.name)
     support = tool.task_support
     return types.Tool(
         name=tool.name,
-        execution=None
+        _meta=None
         if support == "never" or not tasks
-        else types.ToolExecution(task_support=support),
+        else {_tasks.TASKS_EXTENSION: {"taskSupport": support}},
         title=title,
         description=tool.description or None,
         input_schema=schema,
@@ -339,7 +342,7 @@ class _Serving:
         self.registry = registry
         self.ctx_factory = ctx_factory
         self.secret = secret
-        self.tasks = _tasks.Tasks(registry.executor.journal)
+        self.tasks = _tasks.Tasks(registry.effective_journal())
 
     async def list_tools(
         self, ctx: t.Any, params: types.PaginatedRequestParams | None
