@@ -216,6 +216,7 @@ SERVER_2026_PASSING = {
     "tasks-wire-fields",
     "tasks-request-state-removal",
     "tasks-required-task-error",
+    "tasks-request-headers",
 }
 
 #: ... and those that do not yet, with the reason.
@@ -226,7 +227,6 @@ SERVER_2026_FAILING = {
     "input-required-result-non-tool-request": "asks prompts/get (prompts are out of scope)",
     "input-required-result-ignore-extra-params": NAMED,
     "tasks-mrtr-input": TASK_INPUT,
-    "tasks-request-headers": "Mcp-Name is not checked against params.taskId on tasks/* yet",
     "tasks-dispatch-and-envelope": TASK_INPUT,
     "tasks-status-notifications": "the suite skips it (subscriptions/listen rewrite pending)",
     "tasks-mrtr-composition": TASK_INPUT,

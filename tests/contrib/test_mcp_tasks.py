@@ -172,6 +172,22 @@ def test_unknown_and_foreign_tasks_are_invalid_params(url) -> None:
     assert _rpc(url, "tasks/list", {})["error"]["code"] == -32601
 
 
+def test_cancel_settles_a_running_task_as_cancelled_and_is_idempotent(url) -> None:
+    task_id = _call(url, "count_slowly", {"marker": "c", "seconds": 60})["result"]["taskId"]
+    for _ in range(2):  # the second is on a terminal task: the same empty ack
+        ack = _rpc(url, "tasks/cancel", {"taskId": task_id})["result"]
+        assert ack["resultType"] == "complete"
+        assert not {"taskId", "status", "result", "error"} & set(ack)
+        assert _settled(url, task_id)["status"] == "cancelled"
+
+
+def test_a_tasks_request_whose_mcp_name_is_another_task_is_refused(url) -> None:
+    task_id = _call(url, "count_slowly", {"marker": "h", "seconds": 0})["result"]["taskId"]
+    wrong = _rpc(url, "tasks/get", {"taskId": task_id}, headers={"Mcp-Name": "another"})
+    assert wrong["error"]["code"] == -32020
+    assert _settled(url, task_id)["status"] == "completed"
+
+
 @pytest.mark.slow
 def test_a_task_survives_a_restart_of_the_server_on_its_journal(tmp_path) -> None:
     env = {

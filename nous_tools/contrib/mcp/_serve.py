@@ -319,6 +319,22 @@ def _declares_tasks(ctx: t.Any) -> bool:
     return _tasks.TASKS_EXTENSION in extensions
 
 
+#: SEP-2243 HeaderMismatch.
+_HEADER_MISMATCH = -32020
+
+
+def _check_task_header(ctx: t.Any, task_id: str) -> None:
+    """SEP-2663 routing headers: over HTTP a ``tasks/*`` request's ``Mcp-Name``, when
+    given, names its ``params.taskId`` (else ``-32020``, HeaderMismatch)."""
+    headers = getattr(getattr(ctx, "request", None), "headers", None)
+    named = headers.get("mcp-name") if headers is not None else None
+    if named is not None and named.strip() != task_id:
+        raise MCPError(
+            code=_HEADER_MISMATCH,
+            message="Mcp-Name header does not match the request body's 'taskId' parameter",
+        )
+
+
 def _task_capability_error(method: str) -> MCPError:
     required = types.ClientCapabilities.model_validate({"extensions": {_tasks.TASKS_EXTENSION: {}}})
     data = types.MissingRequiredClientCapabilityErrorData(required_capabilities=required)
@@ -550,6 +566,7 @@ class _Serving:
     async def get_task(self, ctx: t.Any, params: _TaskParams) -> dict[str, t.Any]:
         if not _declares_tasks(ctx):
             raise _task_capability_error("tasks/get")
+        _check_task_header(ctx, params.task_id)
         identity = _tasks.identity_of(ctx)
         task = self.tasks.mine(params.task_id, identity)
         if task is not None:
@@ -562,6 +579,7 @@ class _Serving:
     async def cancel_task(self, ctx: t.Any, params: _TaskParams) -> dict[str, t.Any]:
         if not _declares_tasks(ctx):
             raise _task_capability_error("tasks/cancel")
+        _check_task_header(ctx, params.task_id)
         if not self.tasks.cancel(params.task_id, _tasks.identity_of(ctx)):
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown task: {params.task_id}")
         return {"resultType": "complete"}
@@ -569,6 +587,7 @@ class _Serving:
     async def update_task(self, ctx: t.Any, params: _TaskUpdateParams) -> dict[str, t.Any]:
         if not _declares_tasks(ctx):
             raise _task_capability_error("tasks/update")
+        _check_task_header(ctx, params.task_id)
         identity = _tasks.identity_of(ctx)
         task = self.tasks.mine(params.task_id, identity)
         if task is None and self.tasks.from_journal(params.task_id, identity) is None:
