@@ -188,6 +188,36 @@ def test_a_tasks_request_whose_mcp_name_is_another_task_is_refused(url) -> None:
     assert _settled(url, task_id)["status"] == "completed"
 
 
+def test_a_task_asks_through_input_required_and_tasks_update(url) -> None:
+    eliciting = {
+        **DECLARING,
+        "io.modelcontextprotocol/clientCapabilities": {
+            "elicitation": {},
+            "extensions": {TASKS: {}},
+        },
+    }
+    task_id = _call(url, "ask_name", {}, meta=eliciting)["result"]["taskId"]
+    deadline = time.monotonic() + WAIT
+    while (waiting := _rpc(url, "tasks/get", {"taskId": task_id})["result"])["status"] != (
+        "input_required"
+    ):
+        assert time.monotonic() < deadline, waiting
+        time.sleep(0.05)
+    [(key, request)] = waiting["inputRequests"].items()
+    assert request["method"] == "elicitation/create"
+    assert request["params"]["message"] == "What is your name?"
+    ignored = _rpc(url, "tasks/update", {"taskId": task_id, "inputResponses": {"other": {}}})
+    assert ignored["result"]["resultType"] == "complete"
+    assert _rpc(url, "tasks/get", {"taskId": task_id})["result"]["status"] == "input_required"
+    answer = {key: {"action": "accept", "content": {"name": "Ada"}}}
+    _rpc(url, "tasks/update", {"taskId": task_id, "inputResponses": answer})
+    done = _settled(url, task_id)
+    assert done["result"]["content"][0]["text"] == "Hello, Ada!"
+    # a client that cannot elicit: the tool's question fails, the task completes with the error
+    task_id = _call(url, "ask_name", {})["result"]["taskId"]
+    assert _settled(url, task_id)["result"]["isError"] is True
+
+
 @pytest.mark.slow
 def test_a_task_survives_a_restart_of_the_server_on_its_journal(tmp_path) -> None:
     env = {

@@ -411,3 +411,30 @@ def protocol_error_job() -> str:
     from mcp.shared.exceptions import MCPError
 
     raise MCPError(code=-32603, message="protocol_error_job: an internal error")
+
+
+_CONFIRM_FORM = {
+    "type": "object",
+    "properties": {"confirm": {"type": "boolean"}},
+    "required": ["confirm"],
+}
+
+
+@registry.register
+@tool(timeout=120, retries=0, task="optional")
+def confirm_delete(ctx: RunContext, filename: str) -> str:
+    """Asks the person to confirm, as a task waits (input_required), then answers."""
+    answer = ctx.elicit(f"Delete {filename}?", _CONFIRM_FORM)
+    confirmed = answer.action == "accept" and (answer.content or {}).get("confirm")
+    return f"{filename} deleted" if confirmed else f"{filename} kept"
+
+
+@registry.register
+@tool(timeout=120, retries=0, task="optional")
+def multi_input(ctx: RunContext) -> str:
+    """Asks two questions at once (two threads): two input requests pending together."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(lambda n: ctx.elicit(f"Question {n}?", _NAME_FORM), (1, 2)))
+    return ", ".join(str((a.content or {}).get("name")) for a in answers)

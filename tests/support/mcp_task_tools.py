@@ -55,3 +55,12 @@ def must_be_a_task() -> str:
 def quick() -> str:
     """A sync tool (task='never' by default: its timeout is 10 s)."""
     return "quick"
+
+
+@registry.register
+@tool(timeout=120, retries=0)
+def ask_name(ctx: RunContext) -> str:
+    """Asks the person's name (a task waits for it: input_required), then greets."""
+    form = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+    answer = ctx.elicit("What is your name?", form)
+    return f"Hello, {(answer.content or {}).get('name')}!"

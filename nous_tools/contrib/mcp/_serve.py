@@ -30,13 +30,22 @@ from mcp_types.version import is_version_at_least
 from nous_tools import content as _content
 from nous_tools._engine._admission import DEFAULT_MAX_RESULT_CHARS, result_limit
 from nous_tools.approval import NeedsApproval
+from nous_tools.asking import Elicitation
 from nous_tools.contrib.mcp import _reports, _tasks
-from nous_tools.contrib.mcp._peer import Peer, RoundState, StateRejected, can_elicit
+from nous_tools.contrib.mcp._peer import (
+    Peer,
+    RoundState,
+    StateRejected,
+    _can_sample,
+    can_elicit,
+)
 from nous_tools.errors import (
     CallInProgress,
+    ElicitationUnavailable,
     JournalConflict,
     JournalUnavailable,
     OutcomeUnknown,
+    SamplingUnavailable,
     ToolError,
 )
 from nous_tools.providers._tool_calls import clip_parts, format_tool_result
@@ -346,6 +355,65 @@ def _task_capability_error(method: str) -> MCPError:
     )
 
 
+class _TaskAsker:
+    """``ctx.sample`` and ``ctx.elicit`` of a call run as a task: each question waits
+    in the task (``input_required``, under ``inputRequests``) for the client's
+    ``tasks/update``."""
+
+    def __init__(self, task: _tasks.Task, capabilities: t.Any, link: _CancelLink) -> None:
+        self._task = task
+        self._capabilities = capabilities
+        self._link = link
+
+    def _ask(self, request: types.CreateMessageRequest | types.ElicitRequest) -> t.Any:
+        wire = request.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return self._task.ask(wire, self._link.cancelled)
+
+    def sample(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        max_tokens: int,
+        system: str | None = None,
+        temperature: float | None = None,
+    ) -> str:
+        if not _can_sample(self._capabilities):
+            raise SamplingUnavailable(
+                "ctx.sample cannot ask the MCP client: it did not declare the sampling capability"
+            )
+        params = types.CreateMessageRequestParams(
+            messages=[
+                types.SamplingMessage(role=m["role"], content=types.TextContent(text=m["content"]))  # type: ignore[arg-type]
+                for m in messages
+            ],
+            max_tokens=max_tokens,
+            system_prompt=system,
+            temperature=temperature,
+        )
+        result = types.CreateMessageResult.model_validate(
+            self._ask(types.CreateMessageRequest(params=params))
+        )
+        if isinstance(result.content, types.TextContent):
+            return result.content.text
+        raise SamplingUnavailable(
+            f"ctx.sample: the MCP client answered with {type(result.content).__name__}, not text"
+        )
+
+    def elicit(self, message: str, schema: c.Mapping[str, t.Any]) -> Elicitation:
+        if not can_elicit(self._capabilities):
+            raise ElicitationUnavailable(
+                "ctx.elicit cannot ask the MCP client: it did not declare form elicitation"
+            )
+        request = types.ElicitRequest(
+            params=types.ElicitRequestFormParams(message=message, requested_schema=dict(schema))
+        )
+        result = types.ElicitResult.model_validate(self._ask(request))
+        content = dict(result.content) if result.action == "accept" and result.content else None
+        if result.action == "accept" and content is None:
+            content = {}
+        return Elicitation(result.action, content)
+
+
 class _Serving:
     """The handlers of one served registry."""
 
@@ -484,6 +552,8 @@ class _Serving:
             run_ctx = attrs.evolve(run_ctx, run_id=_tasks.run_id_of(identity))
         now = time.time()
         task = _tasks.Task(task_id, identity, name, now, link.cancel, updated=now)
+        asker = _TaskAsker(task, getattr(ctx.session, "client_capabilities", None), link)
+        run_ctx = attrs.evolve(run_ctx, sampler=asker.sample, elicitor=asker.elicit)
         self.tasks.add(task)
 
         def work() -> None:
@@ -592,8 +662,8 @@ class _Serving:
         task = self.tasks.mine(params.task_id, identity)
         if task is None and self.tasks.from_journal(params.task_id, identity) is None:
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown task: {params.task_id}")
-        # No task of ours waits for input yet (a tool's questions in a task: a later
-        # step); responses to requests it does not have are ignored, as the spec allows.
+        if task is not None:  # responses to questions it does not wait on are ignored
+            task.answer(params.input_responses or {})
         return {"resultType": "complete"}
 
     async def list_prompts(

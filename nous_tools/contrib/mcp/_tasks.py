@@ -33,6 +33,8 @@ TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 #: How long a task's outcome is kept in memory (ms); the journal keeps it longer.
 TTL_MS = 3_600_000
 POLL_MS = 500
+#: The keys of a task's questions in ``inputRequests``: this, then a number.
+ASK_KEY = "nous_tools.task_ask."
 #: JSON-RPC internal error: what a failed task reports.
 _INTERNAL = -32603
 
@@ -77,6 +79,44 @@ class Task:
     status: Status = "working"
     result: dict[str, t.Any] | None = None
     error: dict[str, t.Any] | None = None
+    #: The questions the tool waits on (key -> ``{"method", "params"}``), and the
+    #: answers delivered by ``tasks/update`` not yet taken.
+    pending: dict[str, dict[str, t.Any]] = attrs.field(factory=dict)
+    answers: dict[str, t.Any] = attrs.field(factory=dict)
+    asked: int = 0
+    changed: threading.Condition = attrs.field(factory=threading.Condition)
+
+    def ask(self, request: dict[str, t.Any], cancelled: threading.Event) -> t.Any:
+        """From the tool's thread: put ``request`` to the client (the task is
+        ``input_required`` until every question is answered) and wait for its answer
+        (``tasks/update``); ``ToolCancelled`` when the task is cancelled meanwhile."""
+        from nous_tools.errors import ToolCancelled
+
+        with self.changed:
+            key = f"{ASK_KEY}{self.asked}"
+            self.asked += 1
+            self.pending[key] = request
+            if self.status == "working":
+                self.status, self.updated = "input_required", time.time()
+            try:
+                while key not in self.answers:
+                    if cancelled.is_set() or self.status in TERMINAL:
+                        raise ToolCancelled("the MCP client cancelled the task")
+                    self.changed.wait(0.2)
+                return self.answers.pop(key)
+            finally:
+                self.pending.pop(key, None)
+                if not self.pending and self.status == "input_required":
+                    self.status, self.updated = "working", time.time()
+
+    def answer(self, responses: c.Mapping[str, t.Any]) -> None:
+        """``tasks/update``: deliver the responses to questions the tool waits on (a
+        response to no such question is ignored)."""
+        with self.changed:
+            for key, value in responses.items():
+                if key in self.pending and key not in self.answers:
+                    self.answers[key] = value
+            self.changed.notify_all()
 
     def envelope(self) -> dict[str, t.Any]:
         """The ``Task`` fields (what ``CreateTaskResult`` carries)."""
@@ -92,6 +132,11 @@ class Task:
     def detailed(self) -> dict[str, t.Any]:
         """The ``tasks/get`` answer (``DetailedTask``)."""
         answer = self.envelope()
+        if self.status == "input_required":
+            with self.changed:
+                answer["inputRequests"] = {
+                    k: v for k, v in self.pending.items() if k not in self.answers
+                }
         if self.status == "completed" and self.result is not None:
             answer["result"] = self.result
         elif self.status == "failed" and self.error is not None:
@@ -137,11 +182,12 @@ class Tasks:
     ) -> None:
         """Set ``task``'s terminal state, unless it already has one (a cancelled task
         stays cancelled)."""
-        with self._lock:
+        with self._lock, task.changed:
             if task.status in TERMINAL:
                 return
             task.status, task.result, task.error = status, result, error
             task.updated = time.time()
+            task.changed.notify_all()
 
     def mine(self, task_id: str, identity: str) -> Task | None:
         with self._lock:
@@ -154,10 +200,11 @@ class Tasks:
         task = self.mine(task_id, identity)
         if task is None:
             return self.from_journal(task_id, identity) is not None
-        with self._lock:
+        with self._lock, task.changed:
             running = task.status not in TERMINAL
             if running:
                 task.status, task.updated = "cancelled", time.time()
+                task.changed.notify_all()
         if running:
             task.cancel()
         return True
