@@ -244,3 +244,21 @@ def test_a_task_survives_a_restart_of_the_server_on_its_journal(tmp_path) -> Non
     # each ran once: the restarted server never ran the task that died again
     assert (tmp_path / "running").read_text() == "started\n"
     assert (tmp_path / "done").read_text() == "started\n"
+
+
+@pytest.mark.slow
+def test_cancel_stops_a_process_isolated_task(tmp_path) -> None:
+    with _served({"NOUS_TEST_TASK_MARKERS": str(tmp_path)}) as (_, url):
+        task_id = _call(url, "ticker", {"marker": "ticks"})["result"]["taskId"]
+        marker = tmp_path / "ticks"
+        _wait_for(marker)
+        time.sleep(0.3)
+        ack = _rpc(url, "tasks/cancel", {"taskId": task_id})["result"]
+        assert ack["resultType"] == "complete" and "status" not in ack
+        assert _settled(url, task_id)["status"] == "cancelled"
+        time.sleep(1.0)  # the child may write a last tick as it is killed
+        ticks = marker.stat().st_size
+        time.sleep(1.0)
+        assert marker.stat().st_size == ticks, "the task's child process kept running"
+        again = _rpc(url, "tasks/cancel", {"taskId": task_id})["result"]
+        assert again == {"resultType": "complete", **{k: again[k] for k in again if k == "_meta"}}
