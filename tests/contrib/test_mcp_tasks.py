@@ -218,6 +218,34 @@ def test_a_task_asks_through_input_required_and_tasks_update(url) -> None:
     assert _settled(url, task_id)["result"]["isError"] is True
 
 
+def test_an_ask_tool_is_approved_in_its_own_round_then_runs_as_a_task(url, tmp_path) -> None:
+    eliciting = {
+        **DECLARING,
+        "io.modelcontextprotocol/clientCapabilities": {
+            "elicitation": {},
+            "extensions": {TASKS: {}},
+        },
+    }
+    arguments = {"marker": "wiped"}
+    asked = _call(url, "wipe", arguments, meta=eliciting)["result"]
+    assert asked["resultType"] == "input_required" and "taskId" not in asked
+    [key] = asked["inputRequests"]
+    params = {
+        "name": "wipe",
+        "arguments": arguments,
+        "inputResponses": {key: {"action": "accept", "content": {}}},
+        "requestState": asked["requestState"],
+    }
+    created = _rpc(url, "tools/call", params, meta=eliciting)["result"]
+    assert created["resultType"] == "task" and "requestState" not in created
+    assert _settled(url, created["taskId"], meta=eliciting)["result"]["content"][0]["text"] == (
+        "wiped"
+    )
+    declined = {**params, "inputResponses": {key: {"action": "decline"}}}
+    refused = _rpc(url, "tools/call", declined, meta=eliciting)["result"]
+    assert refused["isError"] is True and "taskId" not in refused
+
+
 @pytest.mark.slow
 def test_a_task_survives_a_restart_of_the_server_on_its_journal(tmp_path) -> None:
     env = {

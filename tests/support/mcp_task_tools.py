@@ -64,3 +64,11 @@ def ask_name(ctx: RunContext) -> str:
     form = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
     answer = ctx.elicit("What is your name?", form)
     return f"Hello, {(answer.content or {}).get('name')}!"
+
+
+@registry.register
+@tool(timeout=120, retries=0, approval="ask")
+def wipe(marker: str) -> str:
+    """Needs a person's approval; marks that it ran."""
+    _mark(marker, "wiped")
+    return "wiped"
