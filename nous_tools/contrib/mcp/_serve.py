@@ -604,14 +604,19 @@ class _Serving:
             return None
         answer: dict[str, t.Any] = {
             "taskId": task_id,
-            "createdAt": _tasks._iso(record.started_at),
-            "lastUpdatedAt": _tasks._iso(record.completed_at or record.started_at),
+            "createdAt": _tasks.iso(record.started_at),
+            "lastUpdatedAt": _tasks.iso(record.completed_at or record.started_at),
             "ttlMs": _tasks.TTL_MS,
             "pollIntervalMs": _tasks.POLL_MS,
             "resultType": "complete",
         }
         tool = self.registry.lookup(record.tool)
-        if record.state == "completed" and tool is not None:
+        if record.state == "completed" and tool is None:
+            answer["status"] = "failed"
+            answer["error"] = _tasks.failed_error(
+                f"the task's tool '{record.tool}' is no longer served: its result cannot be read"
+            )
+        elif record.state == "completed" and tool is not None:
             try:
                 result = record.result()
             except ValueError as exc:
@@ -641,7 +646,10 @@ class _Serving:
         task = self.tasks.mine(params.task_id, identity)
         if task is not None:
             return task.detailed()
-        answer = self._journaled(params.task_id, identity)
+        try:
+            answer = self._journaled(params.task_id, identity)
+        except _tasks.JournalUnreadable as exc:
+            raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None
         if answer is None:
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown task: {params.task_id}")
         return answer
@@ -650,7 +658,11 @@ class _Serving:
         if not _declares_tasks(ctx):
             raise _task_capability_error("tasks/cancel")
         _check_task_header(ctx, params.task_id)
-        if not self.tasks.cancel(params.task_id, _tasks.identity_of(ctx)):
+        try:
+            known = self.tasks.cancel(params.task_id, _tasks.identity_of(ctx))
+        except _tasks.JournalUnreadable as exc:
+            raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None
+        if not known:
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown task: {params.task_id}")
         return {"resultType": "complete"}
 
@@ -660,7 +672,11 @@ class _Serving:
         _check_task_header(ctx, params.task_id)
         identity = _tasks.identity_of(ctx)
         task = self.tasks.mine(params.task_id, identity)
-        if task is None and self.tasks.from_journal(params.task_id, identity) is None:
+        try:
+            unknown = task is None and self.tasks.from_journal(params.task_id, identity) is None
+        except _tasks.JournalUnreadable as exc:
+            raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None
+        if unknown:
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown task: {params.task_id}")
         if task is not None:  # responses to questions it does not wait on are ignored
             task.answer(params.input_responses or {})

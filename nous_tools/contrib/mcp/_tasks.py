@@ -27,7 +27,16 @@ import typing as t
 
 import attrs
 
-__all__ = ["TASKS_EXTENSION", "Task", "Tasks", "identity_of"]
+__all__ = [
+    "TASKS_EXTENSION",
+    "JournalUnreadable",
+    "Task",
+    "Tasks",
+    "failed_error",
+    "identity_of",
+    "iso",
+    "run_id_of",
+]
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 #: How long a task's outcome is kept in memory (ms); the journal keeps it longer.
@@ -42,7 +51,7 @@ Status = t.Literal["working", "input_required", "completed", "failed", "cancelle
 TERMINAL = ("completed", "failed", "cancelled")
 
 
-def _iso(seconds: float) -> str:
+def iso(seconds: float) -> str:
     moment = datetime.datetime.fromtimestamp(seconds, tz=datetime.timezone.utc)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -123,8 +132,8 @@ class Task:
         return {
             "taskId": self.task_id,
             "status": self.status,
-            "createdAt": _iso(self.created),
-            "lastUpdatedAt": _iso(self.updated or self.created),
+            "createdAt": iso(self.created),
+            "lastUpdatedAt": iso(self.updated or self.created),
             "ttlMs": TTL_MS,
             "pollIntervalMs": POLL_MS,
         }
@@ -143,6 +152,10 @@ class Task:
             answer["error"] = self.error
         answer["resultType"] = "complete"
         return answer
+
+
+class JournalUnreadable(Exception):
+    """The journal could not be read: a task's state is not known now."""
 
 
 def failed_error(message: str, code: int = _INTERNAL) -> dict[str, t.Any]:
@@ -210,10 +223,11 @@ class Tasks:
         return True
 
     def from_journal(self, task_id: str, identity: str) -> t.Any | None:
-        """The journal's record of a task of ``identity`` (None: none, or no journal)."""
+        """The journal's record of a task of ``identity`` (None: none, or no journal);
+        :class:`JournalUnreadable` when the journal cannot be read."""
         if self.journal is None:
             return None
         try:
             return self.journal.get(run_id_of(identity), task_id)
-        except Exception:
-            return None
+        except Exception as exc:
+            raise JournalUnreadable(f"the journal of tasks cannot be read: {exc}") from exc
