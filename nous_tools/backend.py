@@ -366,6 +366,7 @@ class ProcessBackend:
         budget: float,
         queue_timeout: float,
         sandbox: SandboxPolicy | None = None,
+        cancelled: threading.Event | None = None,
     ) -> Outcome:
         """The executor's way in: the attempt may wait ``queue_timeout`` seconds for a
         free child, then runs ``budget`` seconds from when a child takes it, never
@@ -385,6 +386,7 @@ class ProcessBackend:
             on_request,
             budget=budget,
             queue_timeout=queue_timeout,
+            cancelled=cancelled,
         )
         return _named(policies, kind, value) if policies else (kind, value, None)
 

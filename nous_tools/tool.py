@@ -59,6 +59,8 @@ __all__ = [
     "ISOLATION_MODES",
     "ON_RESULT_OVERFLOW_MODES",
     "ON_TIMEOUT_MODES",
+    "TASK_MODES",
+    "TASK_THRESHOLD",
     "Tool",
     "ToolOptions",
     "tool",
@@ -68,6 +70,10 @@ APPROVAL_LEVELS = ("auto", "ask", "deny")
 ISOLATION_MODES = ("thread", "process")
 ON_TIMEOUT_MODES = ("interrupt", "abandon")
 ON_RESULT_OVERFLOW_MODES = ("truncate", "error")
+TASK_MODES = ("optional", "required", "never")
+#: Seconds: a tool whose ``timeout`` is longer (or None: no deadline) and that gives
+#: no ``task`` may be called as an MCP task (``task="optional"``); else ``"never"``.
+TASK_THRESHOLD = 60.0
 
 if t.TYPE_CHECKING:
     #: What ``Tool.from_function`` does with a tool rather than a function: the
@@ -163,6 +169,7 @@ class ToolOptions(t.TypedDict, total=False):
     trusted_schema: bool
     queue_timeout: float | None
     sandbox: SandboxPolicy | str | c.Mapping[str, t.Any] | None
+    task: t.Literal["optional", "required", "never"] | None
 
 
 def _to_sandbox(value: object) -> SandboxPolicy | None:
@@ -495,6 +502,13 @@ class Tool(t.Generic[P, R]):
     sandbox: SandboxPolicy | None = attrs.field(
         default=None, converter=_to_sandbox, validator=_check_sandbox
     )
+    #: Whether an MCP client may call it as a task (the ``io.modelcontextprotocol/tasks``
+    #: extension): ``"optional"``, ``"required"`` or ``"never"``; None: ``"optional"``
+    #: when ``timeout`` is None or over :data:`TASK_THRESHOLD` seconds, else ``"never"``
+    #: (see :attr:`task_support`).
+    task: t.Literal["optional", "required", "never"] | None = attrs.field(
+        default=None, validator=_one_of("task", (None, *TASK_MODES))
+    )
     #: Extra attempts after the first: the ``retries`` given, else 1 — or 0 for a tool
     #: that is ``approval="ask"`` or ``destructive=True``.
     retries: int = attrs.field(init=False, default=1)
@@ -533,6 +547,16 @@ class Tool(t.Generic[P, R]):
         if self.convert_args:
             object.__setattr__(self, "_converter", code.converter(self.function, self.takes_ctx))
         object.__setattr__(self, "_limits", tool_limits(self))
+
+    @property
+    def task_support(self) -> t.Literal["optional", "required", "never"]:
+        """Whether an MCP client may call this tool as a task: ``task`` when given,
+        else ``"optional"`` for a tool whose ``timeout`` is None (no deadline) or
+        longer than :data:`TASK_THRESHOLD` (60 s), ``"never"`` otherwise."""
+        if self.task is not None:
+            return self.task
+        long = self.timeout is None or self.timeout == 0 or self.timeout > TASK_THRESHOLD
+        return "optional" if long else "never"
 
     @property
     def requires_approval(self) -> bool:

@@ -33,6 +33,7 @@ _SIGKILL: int = getattr(signal, "SIGKILL", signal.SIGTERM)
 _MAX_WAIT = 86_400.0  # one poll(2) at most (its timeout is an int of milliseconds)
 _LATE = object()  # _wait_reply: the deadline passed
 _ENDED = object()  # _wait_reply: the child ended without answering
+_CANCEL_POLL = 0.1  # _wait_reply: how often it looks at the caller's cancellation
 
 
 class _Gate:
@@ -165,6 +166,7 @@ def _wait_reply(
     on_event: c.Callable[[int, memoryview], object] | None,
     on_request: c.Callable[[int, bytes], bytes] | None = None,
     gate: _Gate | None = None,
+    cancelled: threading.Event | None = None,
 ) -> object:
     """Wait until ``deadline`` for call ``seq``'s reply on ``child``'s pipe:
     ``(reply, stray)`` (stray: something else came on the pipe meanwhile),
@@ -172,11 +174,18 @@ def _wait_reply(
     without answering). Events of the call go to ``on_event``; its requests
     (``ctx.sample``, ``ctx.elicit``) to ``on_request``, answered in a thread of
     their own while ``gate`` is open. Counts nothing, kills nothing: the caller
-    decides."""
+    decides. A set ``cancelled`` (the caller's) ends the wait as the deadline does."""
     stray = False
     while True:
-        readable, exited = child.wait(deadline - monotonic())
+        wait = deadline - monotonic()
+        if cancelled is not None:
+            if cancelled.is_set():
+                return _LATE
+            wait = min(wait, _CANCEL_POLL)
+        readable, exited = child.wait(wait)
         if not readable and not exited:
+            if cancelled is not None and monotonic() < deadline:
+                continue
             return _LATE
         try:
             message = child.conn.recv_bytes() if readable else None

@@ -233,9 +233,11 @@ class ProcessPool(_Batches):
         *,
         budget: float | None = None,
         queue_timeout: float | None = None,
+        cancelled: threading.Event | None = None,
     ) -> tuple[str, t.Any]:
         """Run one attempt of ``tool`` in a child; kill the child at its deadline
-        (on :func:`~nous_tools._util._clock.monotonic`'s clock).
+        (on :func:`~nous_tools._util._clock.monotonic`'s clock), or as soon as
+        ``cancelled`` (the caller's ``ctx.cancelled``) is set.
 
         Without ``budget``, ``deadline`` is the attempt's, counted from submission:
         the wait for a child is inside it. With ``budget`` (seconds), the attempt's
@@ -295,7 +297,7 @@ class ProcessPool(_Batches):
                 raise
         gate = _Gate() if on_request is not None else None
         try:
-            answer = _wait_reply(child, seq, ends, on_event, on_request, gate)
+            answer = _wait_reply(child, seq, ends, on_event, on_request, gate, cancelled)
         except BaseException:  # KeyboardInterrupt in the caller: kill as at a deadline
             self._end(child, "interrupted")
             raise

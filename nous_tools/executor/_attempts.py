@@ -40,7 +40,7 @@ from nous_tools.errors import (
 )
 from nous_tools.results import Err, Ok, Result
 from nous_tools.results import ok_fast as _ok
-from nous_tools.run_context import RunContext
+from nous_tools.run_context import _NEVER_CANCELLED, RunContext
 from nous_tools.run_context import for_attempt as _for_attempt
 from nous_tools.run_context import with_channel as _with_channel
 from nous_tools.tool import Tool
@@ -550,6 +550,8 @@ class Attempts:
                 own - monotonic(),
                 self.queue_for(tool, timeout),
                 ctx.sandbox,
+                # The caller's cancellation kills the child, as the deadline does.
+                None if ctx.cancelled is _NEVER_CANCELLED else ctx.cancelled,
             )
         try:
             outcome = backend.run(tool, arguments, actx, deadline)

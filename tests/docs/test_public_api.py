@@ -347,6 +347,8 @@ MODULE_ALL: dict[str, list[str]] = {
         "ISOLATION_MODES",
         "ON_RESULT_OVERFLOW_MODES",
         "ON_TIMEOUT_MODES",
+        "TASK_MODES",
+        "TASK_THRESHOLD",
         "Tool",
         "ToolOptions",
         "tool",

@@ -508,6 +508,25 @@ def test_process_isolation_kills_the_child_so_late_side_effects_never_happen(
     assert not target.exists()
 
 
+def test_a_callers_cancellation_kills_a_process_attempt_as_its_deadline_would(
+    executor: ToolExecutor, tmp_path: pathlib.Path
+) -> None:
+    """The caller's ``ctx.cancelled`` (an MCP task's cancel sets it) kills the child at
+    once: the tool's late side effect never happens, and the call ends timed out."""
+    target = tmp_path / "late.txt"
+    isolated = make(write_later, timeout=30, isolation="process")
+    cancelled = threading.Event()
+    threading.Timer(0.5, cancelled.set).start()
+    started = time.monotonic()
+    result = executor.execute(
+        isolated, {"path": str(target), "delay": 2.0}, RunContext(cancelled=cancelled)
+    )
+    assert isinstance(result, Err) and isinstance(result.reason, ToolTimeout)
+    assert time.monotonic() - started < 1.8
+    time.sleep(2.0)  # past the moment the tool would have written
+    assert not target.exists()
+
+
 def test_process_isolation_returns_the_childs_value(
     executor: ToolExecutor, tmp_path: pathlib.Path
 ) -> None:

@@ -365,3 +365,76 @@ def test_input_required_result_capabilities(ctx: RunContext) -> str:
         return f"Hello, {(answer.content or {}).get('name')}!"
     except ElicitationUnavailable:
         return ctx.sample("Make up a name.", max_tokens=20)
+
+
+# -- the Tasks extension (tasks-* scenarios) --------------------------------------------
+
+
+@registry.register
+@tool(timeout=10, retries=0)
+def echo(text: str = "") -> str:
+    """Says ``text`` back. It lists first (tools are listed by name): the
+    http-header-validation scenario calls the first listed tool with no arguments,
+    which must not be a task-required one such as ``failing_job``."""
+    return text or "echo"
+
+
+@registry.register
+@tool(timeout=10, retries=0, task="never")
+def greet(name: str) -> str:
+    """Greets: a sync-only tool (task='never')."""
+    return f"Hello, {name}!"
+
+
+@registry.register
+@tool(timeout=120, retries=0, task="optional")
+def slow_compute(ctx: RunContext, seconds: float = 1, label: str = "") -> str:
+    """Sleeps ``seconds`` (stopping when cancelled), then says so: a task-supporting tool."""
+    ctx.cancelled.wait(seconds)
+    return f"computed {label} in {seconds} s"
+
+
+@registry.register
+@tool(timeout=30, retries=0, task="required")
+def failing_job() -> str:
+    """Fails after about a second: a tool error (a task that must be a task)."""
+    import time
+
+    time.sleep(1)
+    raise RuntimeError("failing_job failed, as it always does")
+
+
+@registry.register
+@tool(timeout=30, retries=0, task="optional")
+def protocol_error_job() -> str:
+    """Raises a protocol-level error: its task fails (not completed with isError)."""
+    from mcp.shared.exceptions import MCPError
+
+    raise MCPError(code=-32603, message="protocol_error_job: an internal error")
+
+
+_CONFIRM_FORM = {
+    "type": "object",
+    "properties": {"confirm": {"type": "boolean"}},
+    "required": ["confirm"],
+}
+
+
+@registry.register
+@tool(timeout=120, retries=0, task="optional")
+def confirm_delete(ctx: RunContext, filename: str) -> str:
+    """Asks the person to confirm, as a task waits (input_required), then answers."""
+    answer = ctx.elicit(f"Delete {filename}?", _CONFIRM_FORM)
+    confirmed = answer.action == "accept" and (answer.content or {}).get("confirm")
+    return f"{filename} deleted" if confirmed else f"{filename} kept"
+
+
+@registry.register
+@tool(timeout=120, retries=0, task="optional")
+def multi_input(ctx: RunContext) -> str:
+    """Asks two questions at once (two threads): two input requests pending together."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(lambda n: ctx.elicit(f"Question {n}?", _NAME_FORM), (1, 2)))
+    return ", ".join(str((a.content or {}).get("name")) for a in answers)

@@ -15,6 +15,7 @@ import logging
 import secrets
 import socket
 import threading
+import time
 import typing as t
 import warnings
 
@@ -29,9 +30,24 @@ from mcp_types.version import is_version_at_least
 from nous_tools import content as _content
 from nous_tools._engine._admission import DEFAULT_MAX_RESULT_CHARS, result_limit
 from nous_tools.approval import NeedsApproval
-from nous_tools.contrib.mcp import _reports
-from nous_tools.contrib.mcp._peer import Peer, RoundState, StateRejected, can_elicit
-from nous_tools.errors import ToolError
+from nous_tools.asking import Elicitation
+from nous_tools.contrib.mcp import _reports, _tasks
+from nous_tools.contrib.mcp._peer import (
+    Peer,
+    RoundState,
+    StateRejected,
+    _can_sample,
+    can_elicit,
+)
+from nous_tools.errors import (
+    CallInProgress,
+    ElicitationUnavailable,
+    JournalConflict,
+    JournalUnavailable,
+    OutcomeUnknown,
+    SamplingUnavailable,
+    ToolError,
+)
 from nous_tools.providers._tool_calls import clip_parts, format_tool_result
 from nous_tools.registry import Registry
 from nous_tools.results import Err, Ok
@@ -160,13 +176,22 @@ def tool_title(name: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def describe_tool(tool: Tool) -> types.Tool:
-    """The MCP ``Tool`` entry of ``tool``: schema, description, title and annotations."""
+def describe_tool(tool: Tool, *, tasks: bool = True) -> types.Tool:
+    """The MCP ``Tool`` entry of ``tool``: schema, description, title and annotations,
+    and (``tasks``: for 2026-07-28+ clients), unless it is ``task="never"``, its task
+    support under ``_meta["io.modelcontextprotocol/tasks"]["taskSupport"]``. Task
+    creation is the server's call in the Tasks extension (SEP-2663), which defines no
+    field of its own on a tool (the 2026-07-28 ``Tool`` has no ``execution``): the
+    entry says what a client may expect."""
     schema = dict(tool.parameters) if tool.parameters else dict(_EMPTY_SCHEMA)
     schema.setdefault("type", "object")
     title = tool_title(tool.name)
+    support = tool.task_support
     return types.Tool(
         name=tool.name,
+        _meta=None
+        if support == "never" or not tasks
+        else {_tasks.TASKS_EXTENSION: {"taskSupport": support}},
         title=title,
         description=tool.description or None,
         input_schema=schema,
@@ -277,6 +302,118 @@ def _answered(name: str, action: str) -> types.CallToolResult:
     return _error_result(f"Error: the approval of tool '{name}' was cancelled; it did not run")
 
 
+class _TaskParams(types.RequestParams):
+    """``tasks/get`` and ``tasks/cancel``: ``{"taskId": ...}``."""
+
+    task_id: str
+
+
+class _TaskUpdateParams(types.RequestParams):
+    """``tasks/update``: ``{"taskId": ..., "inputResponses": {...}}``."""
+
+    task_id: str
+    input_responses: dict[str, t.Any] | None = None
+
+
+#: Errors that mean the call's outcome is not the tool's (a task that ends with one
+#: is ``failed``, not ``completed``).
+_PROTOCOL_ERRORS = (OutcomeUnknown, JournalUnavailable, JournalConflict, CallInProgress)
+
+
+def _declares_tasks(ctx: t.Any) -> bool:
+    """Whether this request's client declared the Tasks extension (at the session,
+    or on this request's ``_meta`` client capabilities)."""
+    capabilities = getattr(ctx.session, "client_capabilities", None)
+    extensions = getattr(capabilities, "extensions", None) or {}
+    return _tasks.TASKS_EXTENSION in extensions
+
+
+#: SEP-2243 HeaderMismatch.
+_HEADER_MISMATCH = -32020
+
+
+def _check_task_header(ctx: t.Any, task_id: str) -> None:
+    """SEP-2663 routing headers: over HTTP a ``tasks/*`` request's ``Mcp-Name``, when
+    given, names its ``params.taskId`` (else ``-32020``, HeaderMismatch)."""
+    headers = getattr(getattr(ctx, "request", None), "headers", None)
+    named = headers.get("mcp-name") if headers is not None else None
+    if named is not None and named.strip() != task_id:
+        raise MCPError(
+            code=_HEADER_MISMATCH,
+            message="Mcp-Name header does not match the request body's 'taskId' parameter",
+        )
+
+
+def _task_capability_error(method: str) -> MCPError:
+    required = types.ClientCapabilities.model_validate({"extensions": {_tasks.TASKS_EXTENSION: {}}})
+    data = types.MissingRequiredClientCapabilityErrorData(required_capabilities=required)
+    return MCPError(
+        code=types.MISSING_REQUIRED_CLIENT_CAPABILITY,
+        message=f"{method} needs the client extension {_tasks.TASKS_EXTENSION}, "
+        "which the client did not declare",
+        data=data.model_dump(by_alias=True, mode="json", exclude_none=True),
+    )
+
+
+class _TaskAsker:
+    """``ctx.sample`` and ``ctx.elicit`` of a call run as a task: each question waits
+    in the task (``input_required``, under ``inputRequests``) for the client's
+    ``tasks/update``."""
+
+    def __init__(self, task: _tasks.Task, capabilities: t.Any, link: _CancelLink) -> None:
+        self._task = task
+        self._capabilities = capabilities
+        self._link = link
+
+    def _ask(self, request: types.CreateMessageRequest | types.ElicitRequest) -> t.Any:
+        wire = request.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return self._task.ask(wire, self._link.cancelled)
+
+    def sample(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        max_tokens: int,
+        system: str | None = None,
+        temperature: float | None = None,
+    ) -> str:
+        if not _can_sample(self._capabilities):
+            raise SamplingUnavailable(
+                "ctx.sample cannot ask the MCP client: it did not declare the sampling capability"
+            )
+        params = types.CreateMessageRequestParams(
+            messages=[
+                types.SamplingMessage(role=m["role"], content=types.TextContent(text=m["content"]))  # type: ignore[arg-type]
+                for m in messages
+            ],
+            max_tokens=max_tokens,
+            system_prompt=system,
+            temperature=temperature,
+        )
+        result = types.CreateMessageResult.model_validate(
+            self._ask(types.CreateMessageRequest(params=params))
+        )
+        if isinstance(result.content, types.TextContent):
+            return result.content.text
+        raise SamplingUnavailable(
+            f"ctx.sample: the MCP client answered with {type(result.content).__name__}, not text"
+        )
+
+    def elicit(self, message: str, schema: c.Mapping[str, t.Any]) -> Elicitation:
+        if not can_elicit(self._capabilities):
+            raise ElicitationUnavailable(
+                "ctx.elicit cannot ask the MCP client: it did not declare form elicitation"
+            )
+        request = types.ElicitRequest(
+            params=types.ElicitRequestFormParams(message=message, requested_schema=dict(schema))
+        )
+        result = types.ElicitResult.model_validate(self._ask(request))
+        content = dict(result.content) if result.action == "accept" and result.content else None
+        if result.action == "accept" and content is None:
+            content = {}
+        return Elicitation(result.action, content)
+
+
 class _Serving:
     """The handlers of one served registry."""
 
@@ -289,11 +426,18 @@ class _Serving:
         self.registry = registry
         self.ctx_factory = ctx_factory
         self.secret = secret
+        self.tasks = _tasks.Tasks(registry.effective_journal())
 
     async def list_tools(
         self, ctx: t.Any, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        tools = [describe_tool(tool) for tool in self.registry.all() if tool.approval != "deny"]
+        version = getattr(ctx, "protocol_version", None)
+        modern = isinstance(version, str) and is_version_at_least(version, _INPUT_REQUIRED_VERSION)
+        tools = [
+            describe_tool(tool, tasks=modern)
+            for tool in self.registry.all()
+            if tool.approval != "deny"
+        ]
         return types.ListToolsResult(tools=tools)
 
     def input_schema(self, name: str) -> dict[str, t.Any] | None:
@@ -307,7 +451,7 @@ class _Serving:
 
     async def call_tool(
         self, ctx: t.Any, params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> types.CallToolResult | types.InputRequiredResult | dict[str, t.Any]:
         name = params.name
         arguments: dict[str, t.Any] = dict(params.arguments or {})
         tool = self.registry.lookup(name)
@@ -315,6 +459,10 @@ class _Serving:
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {name}")
         version = getattr(ctx, "protocol_version", None)
         modern = isinstance(version, str) and is_version_at_least(version, _INPUT_REQUIRED_VERSION)
+        support = tool.task_support
+        as_task = modern and support != "never" and _declares_tasks(ctx)
+        if modern and support == "required" and not as_task:
+            raise _task_capability_error(f"tools/call of tool '{name}' (task='required')")
         try:
             base = self.ctx_factory() if self.ctx_factory is not None else None
             if base is not None and not isinstance(base, RunContext):
@@ -340,6 +488,9 @@ class _Serving:
         served = _reports.served(
             _reports.ServedCall(ctx.session, ctx.request_id, _reports.levels_for(ctx.session))
         )
+        if as_task:  # a task reports nothing to the request that created it
+            _reports.reset(served)
+            return await self._call_as_task(ctx, params, tool, arguments, run_ctx, link, peer)
         try:
             if peer.state.approved and tool.approval == "ask":
                 # An earlier round's approval of this very call (the state is signed
@@ -368,6 +519,168 @@ class _Serving:
             raise _missing_capability(name, peer.missing)
         limit = result_limit(tool, self.registry.executor.max_result_chars)
         return _to_call_result(result, name, modern, limit, tool)
+
+    # -- tasks ------------------------------------------------------------------------
+
+    async def _call_as_task(
+        self,
+        ctx: t.Any,
+        params: types.CallToolRequestParams,
+        tool: Tool,
+        arguments: dict[str, t.Any],
+        run_ctx: _ServedContext,
+        link: _CancelLink,
+        peer: Peer,
+    ) -> dict[str, t.Any] | types.CallToolResult | types.InputRequiredResult:
+        """Start ``tool`` as a task; its ``CreateTaskResult``. An ``ask`` tool is
+        approved first, in rounds of its own (``InputRequiredResult``), and its task
+        created on the round that approves it."""
+        name = tool.name
+        approved = tool.approval == "ask" and peer.state.approved
+        if tool.approval == "ask" and not approved:
+            pending = await self._run(link, self.registry.execute, name, arguments, run_ctx)
+            if not isinstance(pending, NeedsApproval):  # refused before it could run
+                limit = result_limit(tool, self.registry.executor.max_result_chars)
+                return _to_call_result(pending, name, True, limit, tool)
+            asked = await self._approve(ctx, params, pending, peer, arguments)
+            if asked is not None:
+                return asked
+            approved = True
+        identity = _tasks.identity_of(ctx)
+        task_id = self.tasks.new_id()
+        if self.tasks.journal is not None:
+            run_ctx = attrs.evolve(run_ctx, run_id=_tasks.run_id_of(identity))
+        now = time.time()
+        task = _tasks.Task(task_id, identity, name, now, link.cancel, updated=now)
+        asker = _TaskAsker(task, getattr(ctx.session, "client_capabilities", None), link)
+        run_ctx = attrs.evolve(run_ctx, sampler=asker.sample, elicitor=asker.elicit)
+        self.tasks.add(task)
+
+        def work() -> None:
+            result: object
+            try:
+                if approved:
+                    result = self.registry.execute_approved(
+                        tool, arguments, run_ctx, call_id=task_id
+                    )
+                else:
+                    result = self.registry.execute(name, arguments, run_ctx, call_id=task_id)
+                self._settle(task, tool, result)
+            except BaseException as exc:  # never raised by execute: a bug, said as failed
+                _log.error("MCP task %s of tool '%s' failed", task_id, name, exc_info=True)
+                self.tasks.settle(task, "failed", error=_tasks.failed_error(repr(exc)))
+
+        threading.Thread(target=work, name=f"nous-tools-mcp-task-{name}", daemon=True).start()
+        return {"resultType": "task", **task.envelope()}
+
+    def _settle(self, task: _tasks.Task, tool: Tool, result: object) -> None:
+        status, body, error = self._outcome(tool, result)
+        self.tasks.settle(task, status, body, error)
+
+    def _outcome(
+        self, tool: Tool, result: object
+    ) -> tuple[_tasks.Status, dict[str, t.Any] | None, dict[str, t.Any] | None]:
+        """A task's terminal state from its call's result: ``failed`` (with a
+        JSON-RPC error) for an outcome that is not the tool's (unknown, the journal
+        unavailable, a protocol error the tool raised), else ``completed``."""
+        if isinstance(result, Err):
+            error = result.unwrap_err()
+            cause = getattr(error, "original_error", None)
+            if isinstance(cause, MCPError):
+                return "failed", None, _tasks.failed_error(cause.error.message, cause.error.code)
+            if isinstance(error, _PROTOCOL_ERRORS):
+                return "failed", None, _tasks.failed_error(str(error))
+        limit = result_limit(tool, self.registry.executor.max_result_chars)
+        call_result = _to_call_result(result, tool.name, True, limit, tool)
+        body = call_result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return "completed", body, None
+
+    def _journaled(self, task_id: str, identity: str) -> dict[str, t.Any] | None:
+        """``tasks/get`` of a task this process does not hold, from the journal:
+        completed (its stored outcome), failed (outcome unknown: the process that ran
+        it died; it is never run again) or working (another live process runs it)."""
+        record = self.tasks.from_journal(task_id, identity)
+        if record is None:
+            return None
+        answer: dict[str, t.Any] = {
+            "taskId": task_id,
+            "createdAt": _tasks.iso(record.started_at),
+            "lastUpdatedAt": _tasks.iso(record.completed_at or record.started_at),
+            "ttlMs": _tasks.TTL_MS,
+            "pollIntervalMs": _tasks.POLL_MS,
+            "resultType": "complete",
+        }
+        tool = self.registry.lookup(record.tool)
+        if record.state == "completed" and tool is None:
+            answer["status"] = "failed"
+            answer["error"] = _tasks.failed_error(
+                f"the task's tool '{record.tool}' is no longer served: its result cannot be read"
+            )
+        elif record.state == "completed" and tool is not None:
+            try:
+                result = record.result()
+            except ValueError as exc:
+                answer.update(status="failed", error=_tasks.failed_error(f"unreadable: {exc}"))
+                return answer
+            status, body, error = self._outcome(tool, result)
+            answer["status"] = status
+            if body is not None:
+                answer["result"] = body
+            if error is not None:
+                answer["error"] = error
+        elif record.unknown():
+            answer["status"] = "failed"
+            answer["error"] = _tasks.failed_error(
+                f"outcome unknown: the task of tool '{record.tool}' started and the process "
+                "running it stopped before recording its outcome; it was not run again"
+            )
+        else:
+            answer["status"] = "working"
+        return answer
+
+    async def get_task(self, ctx: t.Any, params: _TaskParams) -> dict[str, t.Any]:
+        if not _declares_tasks(ctx):
+            raise _task_capability_error("tasks/get")
+        _check_task_header(ctx, params.task_id)
+        identity = _tasks.identity_of(ctx)
+        task = self.tasks.mine(params.task_id, identity)
+        if task is not None:
+            return task.detailed()
+        try:
+            answer = self._journaled(params.task_id, identity)
+        except _tasks.JournalUnreadable as exc:
+            raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None
+        if answer is None:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown task: {params.task_id}")
+        return answer
+
+    async def cancel_task(self, ctx: t.Any, params: _TaskParams) -> dict[str, t.Any]:
+        if not _declares_tasks(ctx):
+            raise _task_capability_error("tasks/cancel")
+        _check_task_header(ctx, params.task_id)
+        try:
+            known = self.tasks.cancel(params.task_id, _tasks.identity_of(ctx))
+        except _tasks.JournalUnreadable as exc:
+            raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None
+        if not known:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown task: {params.task_id}")
+        return {"resultType": "complete"}
+
+    async def update_task(self, ctx: t.Any, params: _TaskUpdateParams) -> dict[str, t.Any]:
+        if not _declares_tasks(ctx):
+            raise _task_capability_error("tasks/update")
+        _check_task_header(ctx, params.task_id)
+        identity = _tasks.identity_of(ctx)
+        task = self.tasks.mine(params.task_id, identity)
+        try:
+            unknown = task is None and self.tasks.from_journal(params.task_id, identity) is None
+        except _tasks.JournalUnreadable as exc:
+            raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None
+        if unknown:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown task: {params.task_id}")
+        if task is not None:  # responses to questions it does not wait on are ignored
+            task.answer(params.input_responses or {})
+        return {"resultType": "complete"}
 
     async def list_prompts(
         self, ctx: t.Any, params: types.PaginatedRequestParams | None
@@ -498,12 +811,14 @@ def build_server(
         version = nous_tools.__version__
     with warnings.catch_warnings():  # logging/setLevel is deprecated as of 2026-07-28
         warnings.simplefilter("ignore")
-        return Server(
+        server = Server(
             name,
             version=version,
             instructions=instructions,
             on_list_tools=serving.list_tools,
-            on_call_tool=serving.call_tool,
+            # A CreateTaskResult is the Tasks extension's shape (resultType "task"),
+            # which the SDK's runner passes through unvalidated.
+            on_call_tool=t.cast(t.Any, serving.call_tool),
             on_set_logging_level=serving.set_logging_level,
             on_list_prompts=serving.list_prompts,
             on_get_prompt=serving.get_prompt,
@@ -512,6 +827,11 @@ def build_server(
             on_read_resource=serving.read_resource,
             get_tool_input_schema=serving.input_schema,
         )
+    server.add_request_handler("tasks/get", _TaskParams, serving.get_task)
+    server.add_request_handler("tasks/cancel", _TaskParams, serving.cancel_task)
+    server.add_request_handler("tasks/update", _TaskUpdateParams, serving.update_task)
+    server.extensions[_tasks.TASKS_EXTENSION] = {}
+    return server
 
 
 # -- running --------------------------------------------------------------------------
