@@ -10,16 +10,22 @@ over stdio: its ``simulate-research-query`` tool requires task execution (protoc
 while the task is ``input_required``.
 
 The fast tests cover the pure parts (reading either wire shape of a task, the poll
-interval, which tools run as tasks) with no server at all: no fake server is used.
+interval, which tools run as tasks) with no server at all. What server-everything
+cannot provoke, the flat answers of the 2026-07-28 ``io.modelcontextprotocol/tasks``
+extension (questions inline in ``tasks/get``, answered with ``tasks/update``; a
+failed task's inline error), is played by a tiny stdio fake,
+``tests/support/mcp_tasks_v2_fake.py``.
 """
 
 from __future__ import annotations
 
 import collections.abc as c
 import hashlib
+import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +39,7 @@ from nous_tools.results import Ok
 from nous_tools.run_context import RunContext
 
 HERE = Path(__file__).resolve().parents[1] / "everything"
+FAKE = Path(__file__).resolve().parents[1] / "support" / "mcp_tasks_v2_fake.py"
 FILES = ("package.json", "package-lock.json")
 TOOL = "simulate-research-query"
 
@@ -118,6 +125,51 @@ def test_a_handle_is_rebuilt_from_its_id_and_refuses_a_bad_one():
         server.call_tool(TOOL, {}, as_task=True, ttl=0)
     with pytest.raises(ValueError, match="timeout must be"):
         handle.result(timeout=-1)
+
+
+def test_a_failed_task_of_the_2026_extension_carries_its_error():
+    raw = {"taskId": "t", "status": "failed", "error": {"code": -32603, "message": "boom"}}
+    status = _tasks.parse_task(raw)
+    assert status.error == types.ErrorData(code=-32603, message="boom")
+    with pytest.raises(ValueError, match="inputRequests must be an object"):
+        _tasks.parse_task({"taskId": "t", "status": "input_required", "inputRequests": []})
+
+
+# -- the 2026-07-28 extension's wire, played by a fake (server-everything cannot) -------
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> c.Iterator[tuple[MCPServer, Path]]:
+    log = tmp_path / "requests.jsonl"
+    server = MCPServer.stdio(sys.executable, [str(FAKE)], env={"FAKE_LOG": str(log)}, mode="legacy")
+    with server:
+        yield server, log
+
+
+def _methods(log: Path) -> list[str]:
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    return [line["method"] for line in lines if "method" in line and "id" in line]
+
+
+def test_extension_questions_are_answered_by_the_handler_through_tasks_update(fake):
+    server, log = fake
+    asked = []
+
+    def handler(request: Any) -> Edit:
+        asked.append(request.message)
+        return Edit({"colour": "red"})
+
+    result = server.call("ask", {}, RunContext.new(approval_handler=handler), timeout=10)
+    assert result == Ok("colour: red")
+    assert asked == ["Which colour?"]
+    assert _methods(log)[-4:] == ["tools/call", "tasks/get", "tasks/update", "tasks/get"]
+
+
+def test_extension_failed_task_is_the_tools_error_not_a_lost_connection(fake):
+    server, _ = fake
+    result = server.call("fail", {}, timeout=10)
+    assert not isinstance(result, Ok)
+    assert "tool 'fail' failed: no (error -32000)" in str(result.reason)
 
 
 # -- against the official server-everything -----------------------------------------------

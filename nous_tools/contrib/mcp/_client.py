@@ -729,6 +729,18 @@ class MCPServer:
         while True:
             if status.result is not None:
                 return status.result
+            if status.error is not None:  # a failed task (SEP-2663): the tool failed
+                text = f"{status.error.message} (error {status.error.code})"
+                return types.CallToolResult(
+                    content=[types.TextContent(type="text", text=text)], is_error=True
+                )
+            if status.status == "input_required" and status.input_requests:
+                # SEP-2663: the questions come with the status, the answers go back
+                # with tasks/update; the task then goes on.
+                answers = await _tasks.answer_inputs(client, status.input_requests)
+                await _tasks.update(client, task_id, answers, timeout=lagged())
+                status = await _tasks.get(client, task_id, timeout=lagged())
+                continue
             if status.done or status.status == "input_required":
                 return await _tasks.result(client, task_id, timeout=lagged())
             await anyio.sleep(_tasks.poll_interval(status, left()))

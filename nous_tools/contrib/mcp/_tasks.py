@@ -11,8 +11,9 @@ The wire, as servers speak it:
   requests come to the client like any other;
 * the ``io.modelcontextprotocol/tasks`` extension (SEP-2663, 2026-07-28): the
   answer is flat (``resultType: "task"``, ``taskId``, ``pollIntervalMs``) and
-  ``tasks/get`` carries the ``result`` (or ``error``) inline. Both shapes are read
-  here; answering its ``inputRequests`` through ``tasks/update`` is not done yet.
+  ``tasks/get`` carries the ``result`` (or ``error``) inline, and the server's
+  questions as ``inputRequests``, answered with ``tasks/update``. Both shapes are
+  read here; each request declares the extension (per request, SEP-2575).
 
 The SDK (``mcp`` 2.x) validates a ``tools/call`` answer as a ``CallToolResult``, so
 these requests go to the session's dispatcher as raw JSON-RPC: only this module
@@ -21,6 +22,7 @@ does that.
 
 from __future__ import annotations
 
+import collections.abc as c
 import typing as t
 
 import attrs
@@ -33,6 +35,8 @@ if t.TYPE_CHECKING:
     from nous_tools.results import Err, Ok
     from nous_tools.run_context import RunContext
 
+#: The extension's name (SEP-2663).
+EXTENSION = "io.modelcontextprotocol/tasks"
 #: The statuses after which a task changes no more.
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 #: Every status a task may have.
@@ -59,6 +63,10 @@ class TaskStatus:
     poll_interval: float | None = None
     #: The tool's result when the server sends it with the status (SEP-2663).
     result: types.CallToolResult | None = attrs.field(default=None, repr=False)
+    #: The JSON-RPC error of a failed task, sent with the status (SEP-2663).
+    error: types.ErrorData | None = attrs.field(default=None, repr=False)
+    #: The server's questions of an ``input_required`` task, by key (SEP-2663).
+    input_requests: c.Mapping[str, t.Any] | None = attrs.field(default=None, repr=False)
 
     @property
     def done(self) -> bool:
@@ -155,16 +163,24 @@ def parse_task(raw: t.Any, *, expected_id: str | None = None) -> TaskStatus:
     millis = body.get("pollIntervalMs", body.get("pollInterval"))
     if isinstance(millis, (int, float)) and not isinstance(millis, bool) and millis > 0:
         interval = float(millis) / 1000.0
-    result = None
+    result = error = None
     inline = body.get("result")
     if status in TERMINAL and isinstance(inline, dict):
         result = types.CallToolResult.model_validate(inline, by_name=False)
+    failure = body.get("error")
+    if status in TERMINAL and isinstance(failure, dict):
+        error = types.ErrorData.model_validate(failure, by_name=False)
+    asked = body.get("inputRequests")
+    if asked is not None and not isinstance(asked, dict):
+        raise ValueError(f"task {task_id!r}: inputRequests must be an object")
     return TaskStatus(
         task_id=task_id,
         status=t.cast(str, status),
         message=message if isinstance(message, str) else None,
         poll_interval=interval,
         result=result,
+        error=error,
+        input_requests=asked or None,
     )
 
 
@@ -172,10 +188,20 @@ async def _request(
     client: Client, method: str, params: dict[str, t.Any], timeout: float | None
 ) -> t.Any:
     opts: dict[str, t.Any] = {}
+    session = client.session
+    data: dict[str, t.Any] = {"method": method, "params": dict(params)}
+    # What the SDK adds to each request of the negotiated revision (2026-07-28: the
+    # protocol version, client info and capabilities in _meta, the Mcp-* headers).
+    session._stamp(data, t.cast(t.Any, opts))
+    meta = data["params"].get("_meta")
+    key = types.CLIENT_CAPABILITIES_META_KEY
+    if isinstance(meta, dict) and isinstance(meta.get(key), dict):
+        declared = dict(meta[key])
+        declared["extensions"] = {**(declared.get("extensions") or {}), EXTENSION: {}}
+        meta[key] = declared
     if timeout is not None:
         opts["timeout"] = max(timeout, 0.001)
-    dispatcher = client.session._dispatcher
-    return await dispatcher.send_raw_request(method, params, t.cast(t.Any, opts))
+    return await session._dispatcher.send_raw_request(method, data["params"], t.cast(t.Any, opts))
 
 
 async def create(
@@ -211,3 +237,36 @@ async def result(client: Client, task_id: str, *, timeout: float | None) -> type
 async def cancel(client: Client, task_id: str, *, timeout: float | None) -> None:
     """``tasks/cancel``."""
     await _request(client, "tasks/cancel", {"taskId": task_id}, timeout)
+
+
+async def answer_inputs(client: Client, asked: c.Mapping[str, t.Any]) -> dict[str, t.Any]:
+    """The answers to a task's ``inputRequests`` (SEP-2663), each asked through the
+    client's elicitation / sampling / roots callbacks, as the SDK's own input rounds
+    ask them; ``MCPError`` when a callback refuses."""
+    from mcp.client.session import ClientRequestContext
+    from mcp.shared.exceptions import MCPError
+
+    parsed = types.InputRequiredResult.model_validate(
+        {"resultType": "input_required", "inputRequests": dict(asked)}, by_name=False
+    )
+    session = client.session
+    answers: dict[str, t.Any] = {}
+    for key, request in (parsed.input_requests or {}).items():
+        params = request.params
+        context = ClientRequestContext(
+            session=session, request_id=key, meta=params.meta if params is not None else None
+        )
+        answer = await session.dispatch_input_request(context, request)
+        if isinstance(answer, types.ErrorData):
+            raise MCPError.from_error_data(answer)
+        answers[key] = answer.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return answers
+
+
+async def update(
+    client: Client, task_id: str, responses: dict[str, t.Any], *, timeout: float | None
+) -> None:
+    """``tasks/update``: the answers to the task's questions (SEP-2663)."""
+    await _request(
+        client, "tasks/update", {"taskId": task_id, "inputResponses": responses}, timeout
+    )
