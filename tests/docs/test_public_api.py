@@ -265,6 +265,8 @@ MODULE_ALL: dict[str, list[str]] = {
         "MCPServer",
         "OAuth",
         "RunningServer",
+        "TaskHandle",
+        "TaskStatus",
         "TokenStorage",
         "build_server",
         "close_sse_stream",

@@ -46,6 +46,7 @@ from nous_tools.contrib.mcp._serve import (
     serve_http_in_thread,
     tool_title,
 )
+from nous_tools.contrib.mcp._task_client import TaskHandle, TaskStatus
 
 __all__ = [
     "FileTokenStorage",
@@ -54,6 +55,8 @@ __all__ = [
     "MCPServer",
     "OAuth",
     "RunningServer",
+    "TaskHandle",
+    "TaskStatus",
     "TokenStorage",
     "build_server",
     "close_sse_stream",

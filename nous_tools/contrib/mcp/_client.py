@@ -27,7 +27,7 @@ from mcp.shared.exceptions import MCPError
 
 from nous_tools._engine._admission import DEFAULT_MAX_RESULT_CHARS, clip_text, result_limit
 from nous_tools._util._clock import monotonic
-from nous_tools.contrib.mcp import _reports
+from nous_tools.contrib.mcp import _reports, _task_client
 from nous_tools.contrib.mcp._auth import redact
 from nous_tools.contrib.mcp._server_requests import (
     PROGRESS,
@@ -41,6 +41,7 @@ from nous_tools.contrib.mcp._server_requests import (
 from nous_tools.contrib.mcp._server_requests import (  # where pickles made before the split find it
     MCPElicitation as MCPElicitation,
 )
+from nous_tools.contrib.mcp._task_client import TaskHandle, TaskStatus
 from nous_tools.contrib.mcp._transport import (
     describe_error,
     http_connect,
@@ -59,7 +60,7 @@ if t.TYPE_CHECKING:
     from nous_tools.contrib.mcp._auth import OAuth
     from nous_tools.registry import Registry
 
-__all__ = ["MCPElicitation", "MCPServer", "register_mcp"]
+__all__ = ["MCPElicitation", "MCPServer", "TaskHandle", "TaskStatus", "register_mcp"]
 
 _log = logging.getLogger("nous_tools")
 
@@ -81,6 +82,8 @@ class _Connection:
 
 #: Seconds the SDK's read timeout of a call lags behind the call's deadline.
 _SDK_LAG = 1.0
+#: Seconds a ``tasks/cancel`` sent at a call's deadline may take.
+_CANCEL_WAIT = 5.0
 
 
 class MCPServer:
@@ -122,6 +125,9 @@ class MCPServer:
         self.refused: int | None = None
         self._inflight: dict[int, InFlight] = {}
         self._ids = itertools.count()
+        #: Whether each listed tool runs as a task ("required", "optional", "forbidden").
+        self._task_support: dict[str, str] = {}
+        self._listed = False
 
     # -- constructors -----------------------------------------------------------------
 
@@ -239,6 +245,7 @@ class MCPServer:
         ``idempotentHint`` (then 1). ``timeout`` is each call's deadline.
         """
         listed = self._run(self._list_tools, timeout=self.connect_timeout)
+        self._remember(listed)
         return [self._make_tool(entry, trusted, prefix or "", timeout) for entry in listed]
 
     def call(
@@ -258,9 +265,94 @@ class MCPServer:
         (the tool may have run): never retried, even for tools
         annotated idempotent. The next call reconnects. Tools made by :meth:`tools`
         call this.
+
+        A tool whose definition says it runs as a task (``execution.taskSupport``
+        ``"required"``, or ``"optional"`` on a server that creates tasks for
+        ``tools/call``) is run as one, transparently: the task is created, watched
+        with ``tasks/get`` at the interval the server suggests, and its result
+        returned as above; the server's questions meanwhile go to the context's
+        elicitor or approval handler. At the deadline (or on ``ctx.cancelled``) the
+        task is cancelled (``tasks/cancel``) and the call ends as any other.
         """
         tool = Tool(name=name, function=_unused, timeout=timeout, takes_ctx=False)
-        return self._call(tool, name, dict(arguments or {}), ctx, timeout)
+        as_task = self._runs_as_task(name)
+        return self._call(tool, name, dict(arguments or {}), ctx, timeout, task=as_task)
+
+    @t.overload
+    def call_tool(
+        self,
+        name: str,
+        arguments: c.Mapping[str, t.Any] | None = None,
+        ctx: RunContext[t.Any] | None = None,
+        *,
+        as_task: t.Literal[True],
+        ttl: float = _task_client.DEFAULT_TTL,
+        timeout: float | None = None,
+    ) -> TaskHandle: ...
+
+    @t.overload
+    def call_tool(
+        self,
+        name: str,
+        arguments: c.Mapping[str, t.Any] | None = None,
+        ctx: RunContext[t.Any] | None = None,
+        *,
+        as_task: t.Literal[False] = False,
+        ttl: float = _task_client.DEFAULT_TTL,
+        timeout: float | None = None,
+    ) -> Ok[t.Any] | Err: ...
+
+    def call_tool(
+        self,
+        name: str,
+        arguments: c.Mapping[str, t.Any] | None = None,
+        ctx: RunContext[t.Any] | None = None,
+        *,
+        as_task: bool = False,
+        ttl: float = _task_client.DEFAULT_TTL,
+        timeout: float | None = None,
+    ) -> TaskHandle | Ok[t.Any] | Err:
+        """:meth:`call`, or with ``as_task=True`` start the tool as a task and return
+        at once a :class:`TaskHandle` (``.status()``, ``.result(timeout=)``,
+        ``.cancel()``) to come back to later, from this process or another one
+        (``server.task(handle.id)`` rebuilds it). ``ttl`` is how many seconds the
+        server is asked to keep the task after it ends; ``timeout`` bounds the
+        creating request only. A server that answers the call at once (no task) is a
+        ``ValueError``; one that cannot be reached a ``ConnectionError``."""
+        if not as_task:
+            return self.call(name, arguments, ctx, timeout=timeout)
+        if not isinstance(name, str) or not name:
+            raise ValueError("call_tool needs the name of a remote tool")
+        if not (isinstance(ttl, (int, float)) and not isinstance(ttl, bool) and ttl > 0):
+            raise ValueError(f"ttl must be a positive number of seconds, not {ttl!r}")
+        args = dict(arguments or {})
+        wait = timeout if timeout is not None else self.connect_timeout
+
+        async def start(client: Client) -> _task_client.TaskStatus | types.CallToolResult:
+            return await _task_client.create(
+                client, name, args, ttl=float(ttl), timeout=wait + _SDK_LAG
+            )
+
+        try:
+            created = self._run(start, timeout=wait)
+        except MCPError as exc:
+            raise ValueError(
+                f"MCP server '{self.name}' refused to run '{name}' as a task: {exc.message}"
+            ) from exc
+        if not isinstance(created, _task_client.TaskStatus):
+            raise ValueError(
+                f"MCP server '{self.name}' ran '{name}' at once instead of as a task "
+                "(it does not run it as a task); its result is lost to this handle — use "
+                "call() for this tool"
+            )
+        return TaskHandle(server=self, id=created.task_id, tool_name=name)
+
+    def task(self, task_id: str, tool_name: str = "") -> TaskHandle:
+        """The :class:`TaskHandle` of a task started earlier (``handle.id``), e.g. in
+        another request: nothing is sent until it is used."""
+        if not isinstance(task_id, str) or not task_id:
+            raise ValueError(f"a task id is a non-empty string, not {task_id!r}")
+        return TaskHandle(server=self, id=task_id, tool_name=tool_name)
 
     # -- internals: making tools ------------------------------------------------------
 
@@ -404,6 +496,21 @@ class MCPServer:
 
     # -- internals: one call ------------------------------------------------------------
 
+    def _remember(self, listed: c.Sequence[types.Tool]) -> None:
+        self._task_support = {entry.name: _task_client.task_support(entry) for entry in listed}
+        self._listed = True
+
+    def _runs_as_task(self, name: str) -> bool:
+        """Whether ``call(name)`` runs the tool as a task: what its listed definition
+        says (the tools are listed once, here, when the server runs tasks and they
+        were not listed yet)."""
+        _, connection = self._ensure()
+        if not _task_client.server_runs_tool_tasks(connection.client):
+            return self._task_support.get(name) == "required"
+        if not self._listed:
+            self._remember(self._run(self._list_tools, timeout=self.connect_timeout))
+        return self._task_support.get(name, "forbidden") != "forbidden"
+
     def _call(
         self,
         tool: Tool,
@@ -411,7 +518,12 @@ class MCPServer:
         arguments: dict[str, t.Any],
         ctx: RunContext[t.Any] | None,
         timeout: float | None = None,
+        *,
+        task: bool | str = False,
     ) -> Ok[t.Any] | Err:
+        """One call: a plain ``tools/call`` (``task=False``), a tool run as a task
+        (``True``: cancelled at the deadline), or the end of a task already started
+        (its id: left running at the deadline)."""
         deadline = ctx.deadline if ctx is not None else None
         if timeout is not None:
             own = monotonic() + timeout
@@ -427,6 +539,7 @@ class MCPServer:
         loop = self._loop
         assert loop is not None  # set with the portal
         waiting = InFlight(tool, handler, inbox, ctx)
+        created: list[str] = []  # the id of the task this call creates, once it has
         key = next(self._ids)
         self._inflight[key] = waiting
         left = None if deadline is None else max(0.0, deadline - monotonic())
@@ -438,9 +551,16 @@ class MCPServer:
         try:
             # Straight onto the loop (asyncio's hand-off, not the portal's task group):
             # the call's whole cost over the SDK's own is these two thread hand-offs.
-            future = asyncio.run_coroutine_threadsafe(
-                self._acall(connection.client, remote_name, arguments, left, waiting), loop
-            )
+            coroutine: c.Coroutine[t.Any, t.Any, types.CallToolResult]
+            if isinstance(task, str):
+                coroutine = self._await_task(connection.client, task, deadline, waiting, None)
+            elif task:
+                coroutine = self._acall_task(
+                    connection.client, remote_name, arguments, deadline, waiting, created
+                )
+            else:
+                coroutine = self._acall(connection.client, remote_name, arguments, left, waiting)
+            future = asyncio.run_coroutine_threadsafe(coroutine, loop)
         except BaseException:
             self._inflight.pop(key, None)
             raise
@@ -451,8 +571,11 @@ class MCPServer:
         except BaseException:
             # Our own deadline, ctx.cancelled, or the executor interrupting this
             # worker (ToolCancelled): the server is told to stop (the SDK sends
-            # notifications/cancelled for a cancelled request).
+            # notifications/cancelled for a cancelled request; a task this call
+            # created is cancelled).
             future.cancel()
+            if created:
+                self._cancel_task(created[0], loop, connection)
             raise
         finally:
             self._inflight.pop(key, None)
@@ -565,6 +688,109 @@ class MCPServer:
             meta=t.cast(types.RequestParamsMeta, {types.LOG_LEVEL_META_KEY: "debug"}),
         )
 
+    async def _acall_task(
+        self,
+        client: Client,
+        name: str,
+        arguments: dict[str, t.Any],
+        deadline: float | None,
+        waiting: InFlight,
+        created: list[str],
+    ) -> types.CallToolResult:
+        """Run the tool as a task: create it, then :meth:`_await_task`."""
+        current_call.set(waiting)
+        left = None if deadline is None else max(0.0, deadline - monotonic()) + _SDK_LAG
+        first = await _task_client.create(
+            client, name, arguments, ttl=_task_client.DEFAULT_TTL, timeout=left
+        )
+        if isinstance(first, types.CallToolResult):
+            return first  # a tool that may run as a task answered at once
+        created.append(first.task_id)
+        return await self._await_task(client, first.task_id, deadline, waiting, first)
+
+    async def _await_task(
+        self,
+        client: Client,
+        task_id: str,
+        deadline: float | None,
+        waiting: InFlight,
+        status: _task_client.TaskStatus | None,
+    ) -> types.CallToolResult:
+        """Watch the task with ``tasks/get`` at the server's interval until it ended
+        or asks for input, then fetch its result (``tasks/result``, during which the
+        server's questions are answered by the call's handlers)."""
+        current_call.set(waiting)
+
+        def left() -> float | None:
+            return None if deadline is None else max(0.0, deadline - monotonic())
+
+        def lagged() -> float | None:
+            rest = left()
+            return None if rest is None else rest + _SDK_LAG
+
+        if status is None:
+            status = await _task_client.get(client, task_id, timeout=lagged())
+        while True:
+            if status.result is not None:
+                return status.result
+            if status.error is not None:  # a failed task (SEP-2663): the tool failed
+                text = f"{status.error.message} (error {status.error.code})"
+                return types.CallToolResult(
+                    content=[types.TextContent(type="text", text=text)], is_error=True
+                )
+            if status.status == "input_required" and status.input_requests:
+                # SEP-2663: the questions come with the status, the answers go back
+                # with tasks/update; the task then goes on.
+                answers = await _task_client.answer_inputs(client, status.input_requests)
+                await _task_client.update(client, task_id, answers, timeout=lagged())
+                status = await _task_client.get(client, task_id, timeout=lagged())
+                continue
+            if status.done or status.status == "input_required":
+                return await _task_client.result(client, task_id, timeout=lagged())
+            await anyio.sleep(_task_client.poll_interval(status, left()))
+            status = await _task_client.get(client, task_id, timeout=lagged())
+
+    def _cancel_task(
+        self, task_id: str, loop: asyncio.AbstractEventLoop, connection: _Connection
+    ) -> None:
+        """``tasks/cancel``, best effort and bounded (the call ends anyway)."""
+        future = asyncio.run_coroutine_threadsafe(
+            _task_client.cancel(connection.client, task_id, timeout=_CANCEL_WAIT), loop
+        )
+        try:
+            future.result(timeout=_CANCEL_WAIT + _SDK_LAG)
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            future.cancel()
+            _log.warning(
+                "MCP server '%s': task %s could not be cancelled (%s)",
+                self.name,
+                task_id,
+                describe_error(exc),
+            )
+
+    # -- internals: a task's handle (_task_client.TaskHandle) -----------------------------------
+
+    def _task_status(self, task_id: str) -> _task_client.TaskStatus:
+        async def get(client: Client) -> _task_client.TaskStatus:
+            return await _task_client.get(client, task_id, timeout=self.connect_timeout + _SDK_LAG)
+
+        return t.cast(_task_client.TaskStatus, self._run(get, timeout=self.connect_timeout))
+
+    def _task_cancel(self, task_id: str) -> None:
+        async def cancel(client: Client) -> None:
+            await _task_client.cancel(client, task_id, timeout=self.connect_timeout + _SDK_LAG)
+
+        self._run(cancel, timeout=self.connect_timeout)
+
+    def _task_result(
+        self, task_id: str, tool_name: str, timeout: float | None, ctx: RunContext[t.Any] | None
+    ) -> Ok[t.Any] | Err:
+        name = tool_name or f"task {task_id}"
+        tool = Tool(name=name, function=_unused, timeout=timeout, takes_ctx=False)
+        return self._call(tool, name, {}, ctx, timeout, task=task_id)
+
     def _to_result(
         self, tool: Tool, remote_name: str, result: types.CallToolResult
     ) -> Ok[t.Any] | Err:
@@ -634,7 +860,8 @@ class _RemoteCall:
         tool = self.tool
         if tool is None:  # pragma: no cover - set right after the Tool is made
             raise RuntimeError("remote tool used before it was made")
-        return self.server._call(tool, self.name, arguments, ctx)
+        as_task = self.server._runs_as_task(self.name)
+        return self.server._call(tool, self.name, arguments, ctx, task=as_task)
 
 
 def register_mcp(
