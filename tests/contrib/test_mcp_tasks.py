@@ -290,3 +290,19 @@ def test_cancel_stops_a_process_isolated_task(tmp_path) -> None:
         assert marker.stat().st_size == ticks, "the task's child process kept running"
         again = _rpc(url, "tasks/cancel", {"taskId": task_id})["result"]
         assert again == {"resultType": "complete", **{k: again[k] for k in again if k == "_meta"}}
+
+
+def test_our_client_runs_a_required_task_tool_of_our_server_as_a_task(url) -> None:
+    """The two sides of the 2026-07-28 extension against each other: ``MCPServer``
+    reads ``taskSupport`` from the tool's ``_meta``, creates the task, polls it and
+    returns its result; a sync tool stays a plain call."""
+    from nous_tools import Ok
+    from nous_tools.contrib.mcp import MCPServer, TaskHandle
+
+    with MCPServer.http(url) as server:
+        assert server.call("must_be_a_task", {}, timeout=30) == Ok("ran as a task")
+        assert server.call("quick", {}, timeout=30) == Ok("quick")
+        handle = server.call_tool("count_slowly", {"marker": "ours", "seconds": 0.2}, as_task=True)
+        assert isinstance(handle, TaskHandle) and handle.id
+        assert handle.result(timeout=30) == Ok("counted for 0.2 s")
+        assert handle.status().status == "completed"

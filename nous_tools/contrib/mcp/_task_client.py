@@ -114,9 +114,17 @@ class TaskHandle:
 
 def task_support(entry: types.Tool) -> str:
     """``"required"``, ``"optional"`` or ``"forbidden"``: whether the tool's
-    definition says it runs as a task (``execution.taskSupport``)."""
+    definition says it runs as a task — ``execution.taskSupport`` (2025-11-25), or,
+    on 2026-07-28, whose ``Tool`` has no ``execution``, the extension's entry in its
+    ``_meta`` (``{"io.modelcontextprotocol/tasks": {"taskSupport": ...}}``, as
+    ``nous-tools serve`` writes it)."""
     execution = entry.execution
     support = execution.task_support if execution is not None else None
+    if support is None:
+        meta = entry.meta
+        declared = meta.get(EXTENSION) if isinstance(meta, dict) else None
+        if isinstance(declared, dict):
+            support = declared.get("taskSupport")
     return support if support in ("required", "optional") else "forbidden"
 
 
