@@ -728,6 +728,10 @@ class MCPServer:
             rest = left()
             return None if rest is None else rest + _SDK_LAG
 
+        # Whether ``status`` is a tasks/get answer: a task that ended before its
+        # creation was answered is asked once more, as the extension's tasks/get
+        # carries its result (the creation's answer never does).
+        polled = status is None
         if status is None:
             status = await _task_client.get(client, task_id, timeout=lagged())
         while True:
@@ -745,9 +749,14 @@ class MCPServer:
                 await _task_client.update(client, task_id, answers, timeout=lagged())
                 status = await _task_client.get(client, task_id, timeout=lagged())
                 continue
+            if status.done and not polled:
+                polled = True
+                status = await _task_client.get(client, task_id, timeout=lagged())
+                continue
             if status.done or status.status == "input_required":
                 return await _task_client.result(client, task_id, timeout=lagged())
             await anyio.sleep(_task_client.poll_interval(status, left()))
+            polled = True
             status = await _task_client.get(client, task_id, timeout=lagged())
 
     def _cancel_task(

@@ -139,17 +139,18 @@ class Task:
         }
 
     def detailed(self) -> dict[str, t.Any]:
-        """The ``tasks/get`` answer (``DetailedTask``)."""
-        answer = self.envelope()
-        if self.status == "input_required":
-            with self.changed:
+        """The ``tasks/get`` answer (``DetailedTask``), read whole under the task's
+        lock: a task settling meanwhile is never seen completed without its result."""
+        with self.changed:
+            answer = self.envelope()
+            if self.status == "input_required":
                 answer["inputRequests"] = {
                     k: v for k, v in self.pending.items() if k not in self.answers
                 }
-        if self.status == "completed" and self.result is not None:
-            answer["result"] = self.result
-        elif self.status == "failed" and self.error is not None:
-            answer["error"] = self.error
+            if self.status == "completed" and self.result is not None:
+                answer["result"] = self.result
+            elif self.status == "failed" and self.error is not None:
+                answer["error"] = self.error
         answer["resultType"] = "complete"
         return answer
 
