@@ -27,17 +27,16 @@ from __future__ import annotations
 
 import collections.abc as c
 import contextlib
-import hashlib
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import npm_cache
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -60,45 +59,13 @@ TIMED = {"sse-retry"}
 WAIT = 60.0
 
 
-def _cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "nous-tools"
-
-
 @pytest.fixture(scope="module")
 def suite() -> Path:
     """The installed suite's directory (installed now when it is not yet)."""
-    npm, node = shutil.which("npm"), shutil.which("node")
-    if npm is None or node is None:
-        pytest.fail("the MCP conformance suite needs node and npm (.ci/run installs them)")
-    digest = hashlib.sha256(b"".join((HERE / name).read_bytes() for name in FILES)).hexdigest()
-    root = _cache_root()
-    target = root / f"mcp-conformance-{digest[:16]}"
-    marker = target / ".installed"
-    if marker.exists():
-        return target
-    root.mkdir(parents=True, exist_ok=True)
-    import fcntl
-
-    with open(root / "mcp-conformance.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another run may be installing it
-        if marker.exists():
-            return target
-        staging = root / f".mcp-conformance-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir()
-        for name in FILES:
-            shutil.copy(HERE / name, staging / name)
-        subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel=error"],
-            cwd=staging,
-            check=True,
-            timeout=600,
-        )
-        (staging / ".installed").write_text("ok\n")
-        shutil.rmtree(target, ignore_errors=True)
-        staging.rename(target)
-    return target
+    try:
+        return npm_cache.installed("mcp-conformance", HERE, FILES)
+    except RuntimeError as exc:
+        pytest.fail(f"the MCP conformance suite: {exc}")
 
 
 def _conformance(

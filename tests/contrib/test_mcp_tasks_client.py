@@ -20,17 +20,14 @@ failed task's inline error), is played by a tiny stdio fake,
 from __future__ import annotations
 
 import collections.abc as c
-import hashlib
 import json
-import os
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import mcp_types as types
+import npm_cache
 import pytest
 
 from nous_tools.approval import Edit
@@ -40,7 +37,6 @@ from nous_tools.run_context import RunContext
 
 HERE = Path(__file__).resolve().parents[1] / "everything"
 FAKE = Path(__file__).resolve().parents[1] / "support" / "mcp_tasks_v2_fake.py"
-FILES = ("package.json", "package-lock.json")
 TOOL = "simulate-research-query"
 
 
@@ -175,45 +171,14 @@ def test_extension_failed_task_is_the_tools_error_not_a_lost_connection(fake):
 # -- against the official server-everything -----------------------------------------------
 
 
-def _cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "nous-tools"
-
-
 @pytest.fixture(scope="module")
 def everything_js() -> Path:
     """The installed server's entry point (installed now when it is not yet)."""
-    npm = shutil.which("npm")
-    if npm is None or shutil.which("node") is None:
-        pytest.fail("server-everything needs node and npm (.ci/run installs them)")
-    digest = hashlib.sha256(b"".join((HERE / name).read_bytes() for name in FILES)).hexdigest()
-    root = _cache_root()
-    target = root / f"mcp-everything-{digest[:16]}"
-    entry = target / "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
-    if (target / ".installed").exists():
-        return entry
-    root.mkdir(parents=True, exist_ok=True)
-    import fcntl
-
-    with open(root / "mcp-everything.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another run may be installing it
-        if (target / ".installed").exists():
-            return entry
-        staging = root / f".mcp-everything-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir()
-        for name in FILES:
-            shutil.copy(HERE / name, staging / name)
-        subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel=error"],
-            cwd=staging,
-            check=True,
-            timeout=600,
-        )
-        (staging / ".installed").write_text("ok\n")
-        shutil.rmtree(target, ignore_errors=True)
-        staging.rename(target)
-    return entry
+    try:
+        target = npm_cache.installed("mcp-everything", HERE)
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    return target / "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 
 
 @pytest.fixture

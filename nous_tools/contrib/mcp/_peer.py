@@ -145,6 +145,25 @@ def _can_sample(capabilities: types.ClientCapabilities | None) -> bool:
     return capabilities is not None and capabilities.sampling is not None
 
 
+def sampling_request(
+    messages: list[dict[str, str]],
+    max_tokens: int,
+    system: str | None,
+    temperature: float | None,
+) -> types.CreateMessageRequest:
+    """``ctx.sample``'s question as the client's ``sampling/createMessage``."""
+    params = types.CreateMessageRequestParams(
+        messages=[
+            types.SamplingMessage(role=m["role"], content=types.TextContent(text=m["content"]))  # type: ignore[arg-type]
+            for m in messages
+        ],
+        max_tokens=max_tokens,
+        system_prompt=system,
+        temperature=temperature,
+    )
+    return types.CreateMessageRequest(params=params)
+
+
 def can_elicit(capabilities: types.ClientCapabilities | None) -> bool:
     """True when the client declared form elicitation (a bare ``elicitation: {}``
     counts as form support, as the spec says; URL-only does not)."""
@@ -193,22 +212,14 @@ class Peer:
             raise SamplingUnavailable(
                 "ctx.sample cannot ask the MCP client: it did not declare the sampling capability"
             )
-        params = types.CreateMessageRequestParams(
-            messages=[
-                types.SamplingMessage(role=m["role"], content=types.TextContent(text=m["content"]))  # type: ignore[arg-type]
-                for m in messages
-            ],
-            max_tokens=max_tokens,
-            system_prompt=system,
-            temperature=temperature,
-        )
+        request = sampling_request(messages, max_tokens, system, temperature)
         if self.modern:
-            answer = self._ask_round(types.CreateMessageRequest(params=params))
+            answer = self._ask_round(request)
             result = types.CreateMessageResult.model_validate(answer)
         else:
             result = self._wait(
                 session.send_request(
-                    types.CreateMessageRequest(params=params),
+                    request,
                     types.CreateMessageResult,
                     metadata=ServerMessageMetadata(related_request_id=self._request.request_id),
                 )

@@ -38,6 +38,7 @@ from nous_tools.contrib.mcp._peer import (
     StateRejected,
     _can_sample,
     can_elicit,
+    sampling_request,
 )
 from nous_tools.errors import (
     CallInProgress,
@@ -381,17 +382,8 @@ class _TaskAsker:
             raise SamplingUnavailable(
                 "ctx.sample cannot ask the MCP client: it did not declare the sampling capability"
             )
-        params = types.CreateMessageRequestParams(
-            messages=[
-                types.SamplingMessage(role=m["role"], content=types.TextContent(text=m["content"]))  # type: ignore[arg-type]
-                for m in messages
-            ],
-            max_tokens=max_tokens,
-            system_prompt=system,
-            temperature=temperature,
-        )
         result = types.CreateMessageResult.model_validate(
-            self._ask(types.CreateMessageRequest(params=params))
+            self._ask(sampling_request(messages, max_tokens, system, temperature))
         )
         if isinstance(result.content, types.TextContent):
             return result.content.text
