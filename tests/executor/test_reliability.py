@@ -68,8 +68,10 @@ def assert_healthy(ex: ToolExecutor) -> None:
     timed = make(lambda x: x, name="healthy_timed", timeout=LIMIT)
     assert ex.execute(inline, {"x": 1}) == Ok(1)
     assert ex.execute(timed, {"x": 2}) == Ok(2)
-    stats = ex.stats()
-    assert stats["busy"] == 0 and stats["pending"] == 0
+    # The worker hands the answer over, then books itself idle: the caller may look
+    # in between, so wait (generously) for the books to settle.
+    settled = wait_until(lambda: ex.stats()["busy"] == 0 and ex.stats()["pending"] == 0)
+    assert settled, ex.stats()
 
 
 def wait_until(predicate: t.Callable[[], bool], limit: float = LIMIT) -> bool:
