@@ -162,6 +162,12 @@ _FRESH_CONTEXT: RunContext[t.Any] = RunContext.new()
 _FRESH_GATED: RunContext[t.Any] = attrs.evolve(_FRESH_CONTEXT, approval_gated=True)
 
 
+def _context_of(run_id: str | None) -> RunContext[t.Any]:
+    """The context a read batch resumes in: its run's, or the one fresh context
+    (``RunContext.new()`` is frozen with no deps, so one will do)."""
+    return _FRESH_CONTEXT if run_id is None else RunContext.new(run_id=run_id)
+
+
 def _seal_batch(payload: c.Mapping[str, t.Any], secret: str | bytes | None) -> str:
     data = _BATCH_DOMAIN + _c.dumps(payload)
     if secret is None:
@@ -345,9 +351,7 @@ def from_dict(
     batch_id, issued_at, provider, run_id, calls, kinds, results, contents = _batch_wire.read(
         data, registry, secret, max_age, allow_unsigned, max_clock_skew, _call, _restored
     )
-    context = (  # RunContext.new(): frozen, no deps, so one will do
-        _FRESH_CONTEXT if run_id is None else RunContext.new(run_id=run_id)
-    )
+    context = _context_of(run_id)
     if cls is ToolCallResults:
         return _batch(
             results,
@@ -417,11 +421,7 @@ def _from_version1(
     return cls(
         results=results,
         calls=calls,
-        context=(  # RunContext.new(): frozen, no deps, so one will do
-            _FRESH_CONTEXT
-            if payload.get("run_id") is None
-            else RunContext.new(run_id=payload["run_id"])
-        ),
+        context=_context_of(payload.get("run_id")),
         kinds=kinds,
         provider=t.cast("Provider | None", provider),
         registry=registry,
