@@ -563,6 +563,14 @@ class _Serving:
                 self.tasks.settle(task, "failed", error=_tasks.failed_error(repr(exc)))
 
         threading.Thread(target=work, name=f"nous-tools-mcp-task-{name}", daemon=True).start()
+        # A short task is answered as ended: one tasks/get reads it, no poll interval.
+        try:
+            await anyio.to_thread.run_sync(
+                task.wait_working, _tasks.SETTLE_MS / 1000, abandon_on_cancel=True
+            )
+        except anyio.get_cancelled_exc_class():
+            self.tasks.cancel(task_id, identity)  # its id never reaches the client
+            raise
         return {"resultType": "task", **task.envelope()}
 
     def _settle(self, task: _tasks.Task, tool: Tool, result: object) -> None:
