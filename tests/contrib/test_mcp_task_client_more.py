@@ -114,17 +114,28 @@ def test_a_tasks_status_messages_are_reported_as_the_calling_tools_progress(fake
 # -- a deadline during the creation ------------------------------------------------------
 
 
-def test_a_task_created_after_the_call_gave_up_is_cancelled_when_its_id_comes(fake):
-    server, log = fake
-    with pytest.raises(TimeoutError, match="did not answer 'slow_create' in time"):
-        server.call("slow_create", {}, timeout=0.3)  # the creation is answered after 1 s
+def _cancelled_ids(log: Path) -> list[str]:
+    """The task ids of the ``tasks/cancel`` requests, once there is one (30 s at most)."""
     deadline = time.monotonic() + WAIT
     while True:
         cancels = [line for line in _requests(log) if line["method"] == "tasks/cancel"]
         if cancels:
-            break
+            return [line["params"]["taskId"] for line in cancels]
         assert time.monotonic() < deadline, "the task created late was never cancelled"
         time.sleep(0.05)
-    assert [line["params"]["taskId"] for line in cancels] == ["t1"]
+
+
+def test_a_task_created_after_the_call_gave_up_is_cancelled_when_its_id_comes(fake):
+    server, log = fake
+    with pytest.raises(TimeoutError, match="did not answer 'slow_create' in time"):
+        server.call("slow_create", {}, timeout=0.3)  # the creation is answered after 1 s
+    assert _cancelled_ids(log) == ["t1"]
     # the connection is as good as before
     assert server.call("patient", {"interval_ms": 20, "polls": 1}, timeout=WAIT) == Ok("done")
+
+
+def test_a_task_handle_whose_creation_times_out_leaves_no_task_running(fake):
+    server, log = fake
+    with pytest.raises(TimeoutError, match=r"did not answer within 0\.3 s"):
+        server.call_tool("slow_create", {}, as_task=True, timeout=0.3)
+    assert _cancelled_ids(log) == ["t1"]

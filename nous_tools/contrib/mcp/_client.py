@@ -11,7 +11,6 @@ import asyncio
 import collections.abc as c
 import concurrent.futures
 import contextlib
-import functools
 import itertools
 import logging
 import math
@@ -328,14 +327,21 @@ class MCPServer:
             raise ValueError(f"ttl must be a positive number of seconds, not {ttl!r}")
         args = dict(arguments or {})
         wait = timeout if timeout is not None else self.connect_timeout
+        creation = _task_client.Creation()  # a task created after the timeout is cancelled
 
         async def start(client: Client) -> _task_client.TaskStatus | types.CallToolResult:
-            return await _task_client.create(
-                client, name, args, ttl=float(ttl), timeout=wait + _SDK_LAG
+            return await _task_client.create_for(
+                client, creation, name, args, ttl=float(ttl), timeout=wait + _CANCEL_WAIT
             )
 
         try:
             created = self._run(start, timeout=wait)
+        except TimeoutError:
+            if (task_id := creation.abandon()) is not None:
+                _, connection = self._ensure()
+                assert self._loop is not None  # set with the portal
+                self._cancel_task(task_id, self._loop, connection)
+            raise
         except MCPError as exc:
             raise ValueError(
                 f"MCP server '{self.name}' refused to run '{name}' as a task: {exc.message}"
@@ -703,11 +709,9 @@ class MCPServer:
         the call gave up is cancelled then, never left running unseen."""
         current_call.set(waiting)
         left = None if deadline is None else max(0.0, deadline - monotonic()) + _CANCEL_WAIT
-        creating = asyncio.ensure_future(
-            _task_client.create(client, name, arguments, ttl=_task_client.DEFAULT_TTL, timeout=left)
+        first = await _task_client.create_for(
+            client, creation, name, arguments, ttl=_task_client.DEFAULT_TTL, timeout=left
         )
-        creating.add_done_callback(functools.partial(_task_client.cancel_late, client, creation))
-        first = await asyncio.shield(creating)
         if isinstance(first, types.CallToolResult):
             return first  # a tool that may run as a task answered at once
         return await self._await_task(client, first.task_id, deadline, waiting, first)

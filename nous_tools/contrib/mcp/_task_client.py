@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import collections.abc as c
+import functools
 import logging
 import threading
 import typing as t
@@ -258,6 +259,23 @@ async def create(
     if isinstance(raw, dict) and ("task" in raw or raw.get("resultType") == "task"):
         return parse_task(raw)
     return types.CallToolResult.model_validate(raw, by_name=False)
+
+
+async def create_for(
+    client: Client,
+    creation: Creation,
+    name: str,
+    arguments: dict[str, t.Any],
+    *,
+    ttl: float,
+    timeout: float | None,
+) -> TaskStatus | types.CallToolResult:
+    """:func:`create`, shielded: cancelling this leaves the request going (bounded by
+    ``timeout``), and a task whose id comes after the caller gave up
+    (``creation.abandon()``) is cancelled then (:func:`cancel_late`)."""
+    creating = asyncio.ensure_future(create(client, name, arguments, ttl=ttl, timeout=timeout))
+    creating.add_done_callback(functools.partial(cancel_late, client, creation))
+    return await asyncio.shield(creating)
 
 
 async def get(client: Client, task_id: str, *, timeout: float | None) -> TaskStatus:
