@@ -82,8 +82,9 @@ class _Connection:
 
 #: Seconds the SDK's read timeout of a call lags behind the call's deadline.
 _SDK_LAG = 1.0
-#: Seconds a ``tasks/cancel`` sent at a call's deadline may take.
-_CANCEL_WAIT = 5.0
+#: Seconds a ``tasks/cancel`` sent at a call's deadline may take, and how long a
+#: task's creation may be answered after the call gave up (then it is cancelled).
+_CANCEL_WAIT = _task_client.CANCEL_WAIT
 
 
 class MCPServer:

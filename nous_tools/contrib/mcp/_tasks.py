@@ -45,8 +45,8 @@ POLL_MS = 500
 #: How long (ms) a ``tools/call`` that creates a task waits for the task to leave
 #: ``working`` before it answers: a task that ends (or asks) by then is answered as
 #: such, and the client reads its result with one ``tasks/get`` instead of waiting a
-#: whole poll interval (benchmarks/mcp.py, issue 38: a 10 ms tool took 30x a plain
-#: call, 1.2x with this).
+#: whole poll interval (benchmarks/mcp.py, issue 38: a 10 ms tool took 26-30x a
+#: plain call, 1.3x with this).
 SETTLE_MS = 100
 #: The keys of a task's questions in ``inputRequests``: this, then a number.
 ASK_KEY = "nous_tools.task_ask."
