@@ -11,6 +11,7 @@ import asyncio
 import collections.abc as c
 import concurrent.futures
 import contextlib
+import functools
 import itertools
 import logging
 import math
@@ -21,13 +22,14 @@ import typing as t
 
 import anyio
 import anyio.to_thread
+import attrs
 import mcp_types as types
 from anyio.from_thread import BlockingPortal
 from mcp.shared.exceptions import MCPError
 
 from nous_tools._engine._admission import DEFAULT_MAX_RESULT_CHARS, clip_text, result_limit
 from nous_tools._util._clock import monotonic
-from nous_tools.contrib.mcp import _reports, _task_client
+from nous_tools.contrib.mcp import _pinned, _reports, _task_client
 from nous_tools.contrib.mcp._auth import redact
 from nous_tools.contrib.mcp._server_requests import (
     PROGRESS,
@@ -66,6 +68,10 @@ _log = logging.getLogger("nous_tools")
 
 #: How often a waiting call looks at ``ctx.cancelled`` (it wakes at once on a result).
 _POLL = 0.05
+#: The keyword that binds a remote tool's function to the definition it was made
+#: from, so that :func:`~nous_tools.approval.tool_digest` (and every approval token)
+#: covers the definition: an approval of one definition never redeems for another.
+_PIN = "__nous_definition__"
 
 
 class _Connection:
@@ -128,6 +134,11 @@ class MCPServer:
         #: Whether each listed tool runs as a task ("required", "optional", "forbidden").
         self._task_support: dict[str, str] = {}
         self._listed = False
+        #: The last ``tools/list`` entries, by name.
+        self._entries: dict[str, types.Tool] = {}
+        #: The registries :func:`register_mcp` put this server's tools in (by identity).
+        self._registries: list[Registry] = []
+        self._pin_lock = threading.Lock()
 
     # -- constructors -----------------------------------------------------------------
 
@@ -234,6 +245,7 @@ class MCPServer:
         trusted: bool = False,
         prefix: str | None = None,
         timeout: float | None = 30.0,
+        on_definition_change: str = "refuse",
     ) -> list[Tool]:
         """The server's tools as :class:`Tool` values (name = ``prefix`` + remote name).
 
@@ -243,10 +255,41 @@ class MCPServer:
         other one (destructive, or not annotated) is ``"ask"``. ``retries`` is 0:
         a remote call is not repeated unless a trusted server annotates the tool
         ``idempotentHint`` (then 1). ``timeout`` is each call's deadline.
+
+        Each tool is pinned to the definition listed now (name, title, description,
+        schemas, annotations, task support): before each call the server's list is
+        read again (see :func:`register_mcp`) and a changed definition is handled as
+        ``on_definition_change`` says (``"refuse"``, ``"ask"`` or ``"accept"``).
         """
+        policy = _pinned.check_policy(on_definition_change)
         listed = self._run(self._list_tools, timeout=self.connect_timeout)
         self._remember(listed)
-        return [self._make_tool(entry, trusted, prefix or "", timeout) for entry in listed]
+        made = _Made(trusted, prefix or "", timeout, policy)
+        return [self._make_tool(entry, made) for entry in listed]
+
+    def accept_definitions(self) -> list[str]:
+        """Accept the server's current definitions of the registered tools whose
+        definition changed since it was pinned (a person reviewed the change): their
+        tools, in the registries :func:`register_mcp` put them in, are replaced by
+        tools made from the new definitions. Returns the names of the tools replaced.
+
+        Tools registered otherwise (``registry.register_mcp(server)``, or
+        :meth:`tools`) are not known here: register them again
+        (``registry.register_mcp(server, replace=True)``) to accept a new definition.
+        """
+        self._remember(self._run(self._list_tools, timeout=self.connect_timeout))
+        accepted: list[str] = []
+        for registry in list(self._registries):
+            for tool in registry.all():
+                remote = _remote_of(tool)
+                if remote is None or remote.server is not self:
+                    continue
+                entry = self._entries.get(remote.name)
+                if entry is None or _pinned.definition_of(entry).digest == remote.pin.digest:
+                    continue
+                self._replace(remote, entry, pending=False)
+                accepted.append(tool.name)
+        return accepted
 
     def call(
         self,
@@ -356,20 +399,28 @@ class MCPServer:
 
     # -- internals: making tools ------------------------------------------------------
 
-    def _make_tool(
-        self, entry: types.Tool, trusted: bool, prefix: str, timeout: float | None
-    ) -> Tool:
+    def _make_tool(self, entry: types.Tool, made: _Made, note: str | None = None) -> Tool:
+        """The :class:`Tool` of a listed ``entry``, pinned to its definition; with a
+        ``note`` (a changed definition waiting for a person), always ``"ask"``, the
+        note before its description."""
+        trusted, prefix, timeout = made.trusted, made.prefix, made.timeout
         hints = entry.annotations
         read_only = hints.read_only_hint if hints is not None else None
         destructive = hints.destructive_hint if hints is not None else None
         idempotent = hints.idempotent_hint if hints is not None else None
-        approval = "auto" if trusted and read_only is True else "ask"
+        approval = "auto" if trusted and read_only is True and note is None else "ask"
         retries = 1 if trusted and idempotent is True else 0
-        remote = _RemoteCall(self, entry.name)
+        pin = _pinned.definition_of(entry)
+        remote = _RemoteCall(self, entry.name, pin, made, pending=note is not None)
+        description = entry.description or entry.title or ""
+        if note is not None:
+            description = f"{note}\n\n{description}"
         options: dict[str, t.Any] = {
             "name": prefix + entry.name,
-            "function": remote,
-            "description": entry.description or entry.title or "",
+            # The definition's digest is a keyword of the function: part of the tool's
+            # digest, so of every approval token issued for it.
+            "function": functools.partial(remote, **{_PIN: pin.digest}),
+            "description": description,
             "takes_ctx": True,
             "retries": retries,
             "timeout": timeout,
@@ -497,8 +548,115 @@ class MCPServer:
     # -- internals: one call ------------------------------------------------------------
 
     def _remember(self, listed: c.Sequence[types.Tool]) -> None:
+        """Keep what a ``tools/list`` said: each tool's entry and its task support
+        (which follows every re-list)."""
+        self._entries = {entry.name: entry for entry in listed}
         self._task_support = {entry.name: _task_client.task_support(entry) for entry in listed}
         self._listed = True
+
+    # -- internals: pinned definitions (_pinned) ----------------------------------------
+
+    def _call_pinned(
+        self, remote: _RemoteCall, ctx: RunContext[t.Any], arguments: dict[str, t.Any]
+    ) -> Ok[t.Any] | Err:
+        """A registered tool's call: the server's list read again (the SDK's cache
+        answers while it is fresh), the tool's definition compared with the one it
+        was made from, then the call — or the ``Err`` its policy gives."""
+        tool = remote.tool
+        if tool is None:  # pragma: no cover - set right after the Tool is made
+            raise RuntimeError("remote tool used before it was made")
+        self._remember(self._run(self._list_tools, timeout=self.connect_timeout))
+        entry = self._entries.get(remote.name)
+        if entry is None:
+            return Err(
+                ToolError(
+                    f"MCP server '{self.name}' no longer lists tool '{remote.name}': "
+                    "it was not run",
+                    tool_name=tool.name,
+                )
+            )
+        current = _pinned.definition_of(entry)
+        if current.digest != remote.pin.digest:
+            return self._changed(remote, tool, entry, current, ctx, arguments)
+        if remote.pending:  # a person approved this call: its definition is the pinned one
+            self._replace(remote, entry, pending=False)
+        as_task = self._runs_as_task(remote.name)
+        return self._call(tool, remote.name, arguments, ctx, task=as_task)
+
+    def _changed(
+        self,
+        remote: _RemoteCall,
+        tool: Tool,
+        entry: types.Tool,
+        current: _pinned.Definition,
+        ctx: RunContext[t.Any],
+        arguments: dict[str, t.Any],
+    ) -> Ok[t.Any] | Err:
+        """The ``Err`` of a call whose remote definition changed since its tool was
+        made, after doing what the tool's policy says (nothing, a tool waiting for
+        approval, or the new definition adopted)."""
+        fields = ", ".join(_pinned.changed_fields(remote.pin, current))
+        shown = _pinned.diff(remote.pin, current)
+        policy = remote.made.policy
+        said = (
+            f"MCP server '{self.name}': the definition of tool '{remote.name}' changed "
+            f"since it was registered ({fields}); it was not run"
+        )
+        if policy == "ask":
+            self._replace(remote, entry, pending=True)
+            return Err(
+                ToolError(
+                    f"{said}. A person must approve the new definition: the next call of "
+                    f"'{tool.name}' asks for approval (NeedsApproval), showing this change:\n"
+                    f"{shown}",
+                    tool_name=tool.name,
+                )
+            )
+        if policy == "accept":
+            _log.warning("%s; the new definition is accepted:\n%s", said, shown)
+            new = self._replace(remote, entry, pending=False)
+            gated = ctx.approval_gated or ctx.approval_handler is not None
+            if new.approval == "auto" and tool.approval == "auto" and not gated:
+                # Nobody approved anything: the call goes on, under the new definition.
+                as_task = self._runs_as_task(remote.name)
+                return self._call(new, remote.name, arguments, ctx, task=as_task)
+            return Err(
+                ToolError(
+                    f"{said}. Its new definition is accepted (on_definition_change="
+                    f"'accept'): call '{tool.name}' again (an approval given before the "
+                    f"change does not carry over). What changed:\n{shown}",
+                    tool_name=tool.name,
+                )
+            )
+        return Err(
+            ToolError(
+                f"{said}. Review what changed:\n{shown}\nTo accept it: "
+                "server.accept_definitions() (tools registered with "
+                "nous_tools.contrib.mcp.register_mcp), or register the server's tools "
+                "again (registry.register_mcp(server, replace=True)).",
+                tool_name=tool.name,
+            )
+        )
+
+    def _replace(self, remote: _RemoteCall, entry: types.Tool, *, pending: bool) -> Tool:
+        """Put a tool made from ``entry`` in place of ``remote``'s tool in each
+        registry that still holds it (:func:`register_mcp`'s) and return it;
+        ``pending``: a tool waiting for a person's approval of the change."""
+        old = remote.tool
+        note = None
+        if pending:
+            pin = _pinned.definition_of(entry)
+            note = (
+                f"[The remote definition of '{remote.name}' changed since it was registered "
+                f"({', '.join(_pinned.changed_fields(remote.pin, pin))}); approving this "
+                f"call accepts it:\n{_pinned.diff(remote.pin, pin)}]"
+            )
+        new = self._make_tool(entry, remote.made, note)
+        with self._pin_lock:
+            for registry in self._registries:
+                if old is not None and registry.lookup(old.name) is old:
+                    registry.register(new)
+        return new
 
     def _runs_as_task(self, name: str) -> bool:
         """Whether ``call(name)`` runs the tool as a task: what its listed definition
@@ -854,23 +1012,68 @@ class MCPServer:
         await on_log(self, params)
 
 
+@attrs.frozen(slots=True)
+class _Made:
+    """How a server's tools were made (:meth:`MCPServer.tools`'s options), to make
+    them again from a new definition."""
+
+    trusted: bool
+    prefix: str
+    timeout: float | None
+    policy: str
+
+
 class _RemoteCall:
-    """The function of a remote tool: a synchronous request under the attempt's deadline."""
+    """The function of a remote tool: a synchronous request under the attempt's
+    deadline, for the definition ``pin`` it was made from."""
 
-    __slots__ = ("__name__", "name", "server", "tool")
+    __slots__ = ("__name__", "made", "name", "pending", "pin", "server", "tool")
 
-    def __init__(self, server: MCPServer, name: str) -> None:
+    def __init__(
+        self,
+        server: MCPServer,
+        name: str,
+        pin: _pinned.Definition,
+        made: _Made,
+        *,
+        pending: bool = False,
+    ) -> None:
         self.server = server
         self.name = name
         self.__name__ = name
+        self.pin = pin
+        self.made = made
+        #: A tool waiting for a person to approve its (changed) definition.
+        self.pending = pending
         self.tool: Tool | None = None
 
     def __call__(self, ctx: RunContext[t.Any], /, **arguments: t.Any) -> Ok[t.Any] | Err:
-        tool = self.tool
-        if tool is None:  # pragma: no cover - set right after the Tool is made
-            raise RuntimeError("remote tool used before it was made")
-        as_task = self.server._runs_as_task(self.name)
-        return self.server._call(tool, self.name, arguments, ctx, task=as_task)
+        arguments.pop(_PIN, None)  # the digest the partial binds: self.pin's
+        return self.server._call_pinned(self, ctx, arguments)
+
+
+def _remote_of(tool: Tool) -> _RemoteCall | None:
+    """The :class:`_RemoteCall` behind a tool made by :meth:`MCPServer.tools`."""
+    function = tool.function
+    if isinstance(function, functools.partial) and isinstance(function.func, _RemoteCall):
+        return function.func
+    return None
+
+
+class _Registration:
+    """What ``registry.register_mcp`` reads of a server (its ``name`` and
+    ``tools(trusted=, prefix=)``), with :func:`register_mcp`'s policy."""
+
+    def __init__(self, server: MCPServer, policy: str) -> None:
+        self.server = server
+        self.policy = policy
+
+    @property
+    def name(self) -> str:
+        return self.server.name
+
+    def tools(self, *, trusted: bool = False, prefix: str | None = None) -> list[Tool]:
+        return self.server.tools(trusted=trusted, prefix=prefix, on_definition_change=self.policy)
 
 
 def register_mcp(
@@ -880,6 +1083,7 @@ def register_mcp(
     trusted: bool = False,
     prefix: str | None = None,
     replace: bool = False,
+    on_definition_change: str = "refuse",
 ) -> list[Tool]:
     """Register ``server.tools(trusted=trusted, prefix=prefix)`` in ``registry`` and
     return them: ``registry.register_mcp(server, ...)``, as a function.
@@ -887,8 +1091,39 @@ def register_mcp(
     A remote tool never replaces a registered tool silently: a name already in
     ``registry`` (or twice in the server's list) is a ``ValueError`` naming both
     tools, and nothing is registered — unless ``replace=True``. (A hostile server
-    could otherwise take over a local tool's name, and its approval level.)"""
-    return registry.register_mcp(server, trusted=trusted, prefix=prefix, replace=replace)
+    could otherwise take over a local tool's name, and its approval level.)
+
+    Each tool is pinned to its definition as listed now (name, title, description,
+    input and output schemas, annotations, task support). Before each call the
+    server's list is read again — through the SDK's response cache, so with no
+    request while the server's ``ttlMs`` hint holds and no
+    ``notifications/tools/list_changed`` evicted it — and when the tool's definition
+    differs from the pinned one, ``on_definition_change`` decides:
+
+    * ``"refuse"`` (the default): the call is an ``Err`` naming the tool and the
+      fields that changed, with the change; the tool does not run until the change
+      is accepted (:meth:`MCPServer.accept_definitions`, or registering again);
+    * ``"ask"``: the call is an ``Err`` showing the change, and the registered tool
+      becomes ``"ask"`` with the change in its description: the next call is a
+      :class:`~nous_tools.NeedsApproval`; once approved it runs, and the new
+      definition is the pinned one;
+    * ``"accept"``: the new definition is adopted (a warning is logged) and the
+      registered tool replaced by one made from it; the call runs unless it, or the
+      new tool, needs an approval (then it is an ``Err``: call again).
+
+    The definition's digest is part of the tool's digest, so an approval token
+    issued for one definition never redeems for another."""
+    policy = _pinned.check_policy(on_definition_change)
+    tools = registry.register_mcp(
+        t.cast(t.Any, _Registration(server, policy)),
+        trusted=trusted,
+        prefix=prefix,
+        replace=replace,
+    )
+    with server._pin_lock:
+        if not any(known is registry for known in server._registries):
+            server._registries.append(registry)
+    return tools
 
 
 def _unused(**arguments: t.Any) -> None:  # pragma: no cover - never called
