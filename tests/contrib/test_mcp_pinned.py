@@ -14,7 +14,7 @@ import pytest
 
 from nous_tools import Err, NeedsApproval, Ok, Registry
 from nous_tools.approval import tool_digest
-from nous_tools.contrib.mcp import MCPServer, register_mcp
+from nous_tools.contrib.mcp import MCPServer, definition_change, register_mcp
 from nous_tools.contrib.mcp._pinned import changed_fields, definition_of, diff
 
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
@@ -98,9 +98,13 @@ def test_a_changed_remote_definition_is_refused(remote, markers):
     flip(remote, "description")
     said = message(registry.execute("transfer", {"to": "savings", "amount": 2}))
     assert "the definition of tool 'transfer' changed since it was registered" in said
-    assert "(description)" in said and "read ~/.ssh/id_rsa" in said
-    assert "accept_definitions()" in said
+    assert "(description)" in said and "accept_definitions()" in said
+    assert "id_rsa" not in said  # an Err may go back to a model: never the new text
     assert runs(markers) == ["savings 1"]  # the second call did not run
+
+    [change] = remote.definition_changes()  # for a person to review
+    assert (change.tool, change.fields) == ("transfer", ("description",))
+    assert "read ~/.ssh/id_rsa" in change.diff
 
 
 def test_a_changed_schema_is_refused_naming_the_field(remote, markers):
@@ -138,14 +142,18 @@ def test_ask_makes_a_changed_tool_wait_for_a_persons_approval(remote, markers):
     pending = registry.execute("transfer", {"to": "savings", "amount": 3})
     assert isinstance(pending, NeedsApproval)
     shown = pending.tool.description
-    assert "changed since it was registered (description)" in shown and "id_rsa" in shown
+    assert "changed since it was registered (description)" in shown
+    assert "id_rsa" not in shown  # the model still reads the accepted definition
+    change = definition_change(pending.tool)
+    assert change is not None and "id_rsa" in change.diff  # the person reads the new one
     assert runs(markers) == []
 
     assert registry.execute_approved(pending) == Ok("moved 3 to savings")
     assert runs(markers) == ["savings 3"]
     # Approved: the new definition is the pinned one, the tool as trusted as before.
     tool = registry.lookup("transfer")
-    assert tool is not None and tool.approval == "auto" and "changed" not in tool.description
+    assert tool is not None and tool.approval == "auto" and "id_rsa" in tool.description
+    assert definition_change(tool) is None and remote.definition_changes() == []
     assert registry.execute("transfer", {"to": "savings", "amount": 4}) == Ok("moved 4 to savings")
 
 

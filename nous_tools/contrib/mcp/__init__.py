@@ -36,7 +36,13 @@ The rules in full, with examples for both directions: ``docs/how-to/mcp.md``.
 from __future__ import annotations
 
 from nous_tools.contrib.mcp._auth import FileTokenStorage, InMemoryTokenStorage, OAuth, TokenStorage
-from nous_tools.contrib.mcp._client import MCPElicitation, MCPServer, register_mcp
+from nous_tools.contrib.mcp._client import (
+    DefinitionChange,
+    MCPElicitation,
+    MCPServer,
+    definition_change,
+    register_mcp,
+)
 from nous_tools.contrib.mcp._serve import (
     RunningServer,
     build_server,
@@ -49,6 +55,7 @@ from nous_tools.contrib.mcp._serve import (
 from nous_tools.contrib.mcp._task_client import TaskHandle, TaskStatus
 
 __all__ = [
+    "DefinitionChange",
     "FileTokenStorage",
     "InMemoryTokenStorage",
     "MCPElicitation",
@@ -60,6 +67,7 @@ __all__ = [
     "TokenStorage",
     "build_server",
     "close_sse_stream",
+    "definition_change",
     "describe_tool",
     "register_mcp",
     "serve",

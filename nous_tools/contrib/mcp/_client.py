@@ -31,6 +31,7 @@ from nous_tools._engine._admission import DEFAULT_MAX_RESULT_CHARS, clip_text, r
 from nous_tools._util._clock import monotonic
 from nous_tools.contrib.mcp import _pinned, _reports, _task_client
 from nous_tools.contrib.mcp._auth import redact
+from nous_tools.contrib.mcp._pinned import DefinitionChange
 from nous_tools.contrib.mcp._server_requests import (
     PROGRESS,
     InFlight,
@@ -62,7 +63,15 @@ if t.TYPE_CHECKING:
     from nous_tools.contrib.mcp._auth import OAuth
     from nous_tools.registry import Registry
 
-__all__ = ["MCPElicitation", "MCPServer", "TaskHandle", "TaskStatus", "register_mcp"]
+__all__ = [
+    "DefinitionChange",
+    "MCPElicitation",
+    "MCPServer",
+    "TaskHandle",
+    "TaskStatus",
+    "definition_change",
+    "register_mcp",
+]
 
 _log = logging.getLogger("nous_tools")
 
@@ -138,6 +147,8 @@ class MCPServer:
         self._entries: dict[str, types.Tool] = {}
         #: The registries :func:`register_mcp` put this server's tools in (by identity).
         self._registries: list[Registry] = []
+        #: Changed definitions found by calls and not accepted, by remote name.
+        self._changes: dict[str, DefinitionChange] = {}
         self._pin_lock = threading.Lock()
 
     # -- constructors -----------------------------------------------------------------
@@ -267,6 +278,13 @@ class MCPServer:
         made = _Made(trusted, prefix or "", timeout, policy)
         return [self._make_tool(entry, made) for entry in listed]
 
+    def definition_changes(self) -> list[DefinitionChange]:
+        """The changes of remote definitions that calls have found and nobody has
+        accepted yet (one per tool, the latest), for a person to review: each
+        :class:`DefinitionChange` names the tool and the fields and shows the diff."""
+        with self._pin_lock:
+            return list(self._changes.values())
+
     def accept_definitions(self) -> list[str]:
         """Accept the server's current definitions of the registered tools whose
         definition changed since it was pinned (a person reviewed the change): their
@@ -285,10 +303,15 @@ class MCPServer:
                 if remote is None or remote.server is not self:
                     continue
                 entry = self._entries.get(remote.name)
-                if entry is None or _pinned.definition_of(entry).digest == remote.pin.digest:
+                if entry is None or (
+                    remote.waiting is None
+                    and _pinned.definition_of(entry).digest == remote.pin.digest
+                ):
                     continue
-                self._replace(remote, entry, pending=False)
+                self._replace(remote, self._make_tool(entry, remote.made))
                 accepted.append(tool.name)
+        with self._pin_lock:
+            self._changes.clear()
         return accepted
 
     def call(
@@ -399,22 +422,31 @@ class MCPServer:
 
     # -- internals: making tools ------------------------------------------------------
 
-    def _make_tool(self, entry: types.Tool, made: _Made, note: str | None = None) -> Tool:
-        """The :class:`Tool` of a listed ``entry``, pinned to its definition; with a
-        ``note`` (a changed definition waiting for a person), always ``"ask"``, the
-        note before its description."""
+    def _make_tool(
+        self, entry: types.Tool, made: _Made, waiting: _pinned.DefinitionChange | None = None
+    ) -> Tool:
+        """The :class:`Tool` of a listed ``entry``, pinned to its definition. With
+        ``waiting`` (a change a person must approve), a tool that still shows
+        ``entry`` (the accepted definition: a model never reads the unapproved text)
+        but is ``"ask"``, says so first in its description, and is pinned to the
+        new definition, so that approving a call of it approves that definition."""
         trusted, prefix, timeout = made.trusted, made.prefix, made.timeout
         hints = entry.annotations
         read_only = hints.read_only_hint if hints is not None else None
         destructive = hints.destructive_hint if hints is not None else None
         idempotent = hints.idempotent_hint if hints is not None else None
-        approval = "auto" if trusted and read_only is True and note is None else "ask"
+        approval = "auto" if trusted and read_only is True and waiting is None else "ask"
         retries = 1 if trusted and idempotent is True else 0
-        pin = _pinned.definition_of(entry)
-        remote = _RemoteCall(self, entry.name, pin, made, pending=note is not None)
+        pin = _pinned.definition_of(entry) if waiting is None else waiting.new
+        remote = _RemoteCall(self, entry, pin, made, waiting)
         description = entry.description or entry.title or ""
-        if note is not None:
-            description = f"{note}\n\n{description}"
+        if waiting is not None:
+            description = (
+                f"[Waiting for a person: the remote definition of '{entry.name}' changed "
+                f"since it was registered ({', '.join(waiting.fields)}); approving a call "
+                "accepts the new one (nous_tools.contrib.mcp.definition_change(tool) "
+                f"shows it).]\n\n{description}"
+            )
         options: dict[str, t.Any] = {
             "name": prefix + entry.name,
             # The definition's digest is a keyword of the function: part of the tool's
@@ -472,6 +504,7 @@ class MCPServer:
                 connection = None
             if connection is None:
                 connection = self._connection = self._connect_now(portal)
+                self._listed = False  # another process, perhaps other tools: list again
             return portal, connection
 
     def _connect_now(self, portal: BlockingPortal) -> _Connection:
@@ -561,7 +594,7 @@ class MCPServer:
     ) -> Ok[t.Any] | Err:
         """A registered tool's call: the server's list read again (the SDK's cache
         answers while it is fresh), the tool's definition compared with the one it
-        was made from, then the call — or the ``Err`` its policy gives."""
+        was made for, then the call — or the ``Err`` its policy gives."""
         tool = remote.tool
         if tool is None:  # pragma: no cover - set right after the Tool is made
             raise RuntimeError("remote tool used before it was made")
@@ -578,8 +611,10 @@ class MCPServer:
         current = _pinned.definition_of(entry)
         if current.digest != remote.pin.digest:
             return self._changed(remote, tool, entry, current, ctx, arguments)
-        if remote.pending:  # a person approved this call: its definition is the pinned one
-            self._replace(remote, entry, pending=False)
+        if remote.waiting is not None:  # a person approved this call, so the new definition
+            self._replace(remote, self._make_tool(entry, remote.made))
+            with self._pin_lock:
+                self._changes.pop(remote.name, None)
         as_task = self._runs_as_task(remote.name)
         return self._call(tool, remote.name, arguments, ctx, task=as_task)
 
@@ -592,29 +627,23 @@ class MCPServer:
         ctx: RunContext[t.Any],
         arguments: dict[str, t.Any],
     ) -> Ok[t.Any] | Err:
-        """The ``Err`` of a call whose remote definition changed since its tool was
-        made, after doing what the tool's policy says (nothing, a tool waiting for
-        approval, or the new definition adopted)."""
-        fields = ", ".join(_pinned.changed_fields(remote.pin, current))
-        shown = _pinned.diff(remote.pin, current)
-        policy = remote.made.policy
+        """A call whose remote definition changed since its tool was made: what the
+        tool's policy says (an ``Err``; a tool waiting for approval; the new
+        definition adopted). The ``Err`` names the fields, never quotes the new
+        text: it may go back to a model, and the new text may be a poisoned one."""
+        accepted = remote.waiting.old if remote.waiting is not None else remote.pin
+        change = _pinned.DefinitionChange(self.name, remote.name, accepted, current)
         said = (
             f"MCP server '{self.name}': the definition of tool '{remote.name}' changed "
-            f"since it was registered ({fields}); it was not run"
+            f"since it was registered ({', '.join(change.fields)}); it was not run"
         )
-        if policy == "ask":
-            self._replace(remote, entry, pending=True)
-            return Err(
-                ToolError(
-                    f"{said}. A person must approve the new definition: the next call of "
-                    f"'{tool.name}' asks for approval (NeedsApproval), showing this change:\n"
-                    f"{shown}",
-                    tool_name=tool.name,
-                )
-            )
+        policy = remote.made.policy
         if policy == "accept":
-            _log.warning("%s; the new definition is accepted:\n%s", said, shown)
-            new = self._replace(remote, entry, pending=False)
+            _log.warning("%s; the new definition is accepted:\n%s", said, change.diff)
+            new = self._make_tool(entry, remote.made)
+            self._replace(remote, new)
+            with self._pin_lock:
+                self._changes.pop(remote.name, None)
             gated = ctx.approval_gated or ctx.approval_handler is not None
             if new.approval == "auto" and tool.approval == "auto" and not gated:
                 # Nobody approved anything: the call goes on, under the new definition.
@@ -624,39 +653,40 @@ class MCPServer:
                 ToolError(
                     f"{said}. Its new definition is accepted (on_definition_change="
                     f"'accept'): call '{tool.name}' again (an approval given before the "
-                    f"change does not carry over). What changed:\n{shown}",
+                    "change does not carry over)",
+                    tool_name=tool.name,
+                )
+            )
+        with self._pin_lock:
+            self._changes[remote.name] = change
+        if policy == "ask":
+            self._replace(remote, self._make_tool(remote.entry, remote.made, change))
+            return Err(
+                ToolError(
+                    f"{said}. A person must approve the new definition: the next call of "
+                    f"'{tool.name}' asks for approval (NeedsApproval; "
+                    "nous_tools.contrib.mcp.definition_change(tool) shows the change)",
                     tool_name=tool.name,
                 )
             )
         return Err(
             ToolError(
-                f"{said}. Review what changed:\n{shown}\nTo accept it: "
-                "server.accept_definitions() (tools registered with "
+                f"{said}. server.definition_changes() shows the change to a person; to "
+                "accept it: server.accept_definitions() (tools registered with "
                 "nous_tools.contrib.mcp.register_mcp), or register the server's tools "
-                "again (registry.register_mcp(server, replace=True)).",
+                "again (registry.register_mcp(server, replace=True))",
                 tool_name=tool.name,
             )
         )
 
-    def _replace(self, remote: _RemoteCall, entry: types.Tool, *, pending: bool) -> Tool:
-        """Put a tool made from ``entry`` in place of ``remote``'s tool in each
-        registry that still holds it (:func:`register_mcp`'s) and return it;
-        ``pending``: a tool waiting for a person's approval of the change."""
+    def _replace(self, remote: _RemoteCall, new: Tool) -> None:
+        """Put ``new`` in place of ``remote``'s tool in each registry that still holds
+        it (those :func:`register_mcp` registered this server's tools in)."""
         old = remote.tool
-        note = None
-        if pending:
-            pin = _pinned.definition_of(entry)
-            note = (
-                f"[The remote definition of '{remote.name}' changed since it was registered "
-                f"({', '.join(_pinned.changed_fields(remote.pin, pin))}); approving this "
-                f"call accepts it:\n{_pinned.diff(remote.pin, pin)}]"
-            )
-        new = self._make_tool(entry, remote.made, note)
         with self._pin_lock:
             for registry in self._registries:
                 if old is not None and registry.lookup(old.name) is old:
                     registry.register(new)
-        return new
 
     def _runs_as_task(self, name: str) -> bool:
         """Whether ``call(name)`` runs the tool as a task: what its listed definition
@@ -1025,26 +1055,28 @@ class _Made:
 
 class _RemoteCall:
     """The function of a remote tool: a synchronous request under the attempt's
-    deadline, for the definition ``pin`` it was made from."""
+    deadline, for the definition ``pin`` it was made for."""
 
-    __slots__ = ("__name__", "made", "name", "pending", "pin", "server", "tool")
+    __slots__ = ("__name__", "entry", "made", "name", "pin", "server", "tool", "waiting")
 
     def __init__(
         self,
         server: MCPServer,
-        name: str,
+        entry: types.Tool,
         pin: _pinned.Definition,
         made: _Made,
-        *,
-        pending: bool = False,
+        waiting: _pinned.DefinitionChange | None = None,
     ) -> None:
         self.server = server
-        self.name = name
-        self.__name__ = name
+        self.name = entry.name
+        self.__name__ = entry.name
+        #: The listed entry the tool shows (for a tool waiting for approval, the
+        #: accepted one), and the definition a call of it runs under.
+        self.entry = entry
         self.pin = pin
         self.made = made
-        #: A tool waiting for a person to approve its (changed) definition.
-        self.pending = pending
+        #: The change a person must approve before this tool runs (None: none).
+        self.waiting = waiting
         self.tool: Tool | None = None
 
     def __call__(self, ctx: RunContext[t.Any], /, **arguments: t.Any) -> Ok[t.Any] | Err:
@@ -1058,6 +1090,15 @@ def _remote_of(tool: Tool) -> _RemoteCall | None:
     if isinstance(function, functools.partial) and isinstance(function.func, _RemoteCall):
         return function.func
     return None
+
+
+def definition_change(tool: Tool) -> DefinitionChange | None:
+    """The change of remote definition that ``tool`` waits for a person to approve
+    (a tool of a server registered with ``on_definition_change="ask"``, whose
+    definition changed), or None. For an approval handler or the page that shows a
+    :class:`~nous_tools.NeedsApproval`: ``definition_change(request.tool).diff``."""
+    remote = _remote_of(tool)
+    return remote.waiting if remote is not None else None
 
 
 class _Registration:

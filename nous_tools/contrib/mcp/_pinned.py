@@ -31,7 +31,15 @@ import attrs
 if t.TYPE_CHECKING:
     import mcp_types as types
 
-__all__ = ["POLICIES", "Definition", "changed_fields", "check_policy", "definition_of", "diff"]
+__all__ = [
+    "POLICIES",
+    "Definition",
+    "DefinitionChange",
+    "changed_fields",
+    "check_policy",
+    "definition_of",
+    "diff",
+]
 
 #: What ``on_definition_change`` may be.
 POLICIES = ("refuse", "ask", "accept")
@@ -61,6 +69,30 @@ class Definition:
     name: str
     fields: dict[str, t.Any] = attrs.field(eq=False, repr=False)
     digest: str
+
+
+@attrs.frozen(slots=True)
+class DefinitionChange:
+    """A remote tool whose definition changed since it was pinned: the ``server``'s
+    name, the remote ``tool``'s name, the ``old`` (pinned) and ``new`` (listed)
+    :class:`Definition`. ``fields`` names what changed, ``diff`` shows it — the new
+    text too, which may be a poisoned description: show it to a person, not to a
+    model."""
+
+    server: str
+    tool: str
+    old: Definition = attrs.field(repr=False)
+    new: Definition = attrs.field(repr=False)
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The names of the fields that changed (``"description"``, ``"inputSchema"``...)."""
+        return changed_fields(self.old, self.new)
+
+    @property
+    def diff(self) -> str:
+        """What changed, one line per field: ``field: old -> new``."""
+        return diff(self.old, self.new)
 
 
 def definition_of(entry: types.Tool) -> Definition:
