@@ -157,6 +157,26 @@ def test_ask_makes_a_changed_tool_wait_for_a_persons_approval(remote, markers):
     assert registry.execute("transfer", {"to": "savings", "amount": 4}) == Ok("moved 4 to savings")
 
 
+def test_a_second_change_while_waiting_is_not_approved_by_the_first_request(remote, markers):
+    registry = Registry()
+    register_mcp(registry, remote, trusted=True, on_definition_change="ask")
+    flip(remote, "description")
+    assert isinstance(registry.execute("transfer", {"to": "a", "amount": 1}), Err)
+    first = registry.execute("transfer", {"to": "a", "amount": 2})
+    assert isinstance(first, NeedsApproval)
+
+    flip(remote, "schema")  # changed again before the person answered
+    said = message(registry.execute_approved(first))
+    assert "(description, inputSchema)" in said  # against the accepted definition
+    assert runs(markers) == []
+    second = registry.execute("transfer", {"to": "a", "amount": 3, "memo": "rent"})
+    assert isinstance(second, NeedsApproval)
+    change = definition_change(second.tool)
+    assert change is not None and change.fields == ("description", "inputSchema")
+    assert registry.execute_approved(second) == Ok("moved 3 to a")
+    assert runs(markers) == ["a 3"]
+
+
 # -- accept -------------------------------------------------------------------------------
 
 

@@ -598,7 +598,10 @@ class MCPServer:
         tool = remote.tool
         if tool is None:  # pragma: no cover - set right after the Tool is made
             raise RuntimeError("remote tool used before it was made")
-        self._remember(self._run(self._list_tools, timeout=self.connect_timeout))
+        wait = self.connect_timeout
+        if ctx.deadline is not None:  # the list is part of the call: under its deadline
+            wait = min(wait, max(0.0, ctx.deadline - monotonic()))
+        self._remember(self._run(self._list_tools, timeout=wait))
         entry = self._entries.get(remote.name)
         if entry is None:
             return Err(
@@ -644,8 +647,7 @@ class MCPServer:
             self._replace(remote, new)
             with self._pin_lock:
                 self._changes.pop(remote.name, None)
-            gated = ctx.approval_gated or ctx.approval_handler is not None
-            if new.approval == "auto" and tool.approval == "auto" and not gated:
+            if new.approval == "auto" and tool.approval == "auto" and not ctx.approval_gated:
                 # Nobody approved anything: the call goes on, under the new definition.
                 as_task = self._runs_as_task(remote.name)
                 return self._call(new, remote.name, arguments, ctx, task=as_task)
