@@ -19,6 +19,7 @@ import os
 import queue
 import threading
 import typing as t
+import weakref
 
 import anyio
 import anyio.to_thread
@@ -145,8 +146,8 @@ class MCPServer:
         self._listed = False
         #: The last ``tools/list`` entries, by name.
         self._entries: dict[str, types.Tool] = {}
-        #: The registries :func:`register_mcp` put this server's tools in (by identity).
-        self._registries: list[Registry] = []
+        #: The registries :func:`register_mcp` put this server's tools in.
+        self._registries: list[weakref.ref[Registry]] = []
         #: Changed definitions found by calls and not accepted, by remote name.
         self._changes: dict[str, DefinitionChange] = {}
         self._pin_lock = threading.Lock()
@@ -297,7 +298,9 @@ class MCPServer:
         """
         self._remember(self._run(self._list_tools, timeout=self.connect_timeout))
         accepted: list[str] = []
-        for registry in list(self._registries):
+        with self._pin_lock:
+            registries = self._known_registries()
+        for registry in registries:
             for tool in registry.all():
                 remote = _remote_of(tool)
                 if remote is None or remote.server is not self:
@@ -686,9 +689,16 @@ class MCPServer:
         it (those :func:`register_mcp` registered this server's tools in)."""
         old = remote.tool
         with self._pin_lock:
-            for registry in self._registries:
+            for registry in self._known_registries():
                 if old is not None and registry.lookup(old.name) is old:
                     registry.register(new)
+
+    def _known_registries(self) -> list[Registry]:
+        """The registries :func:`register_mcp` put this server's tools in, still
+        alive (under ``_pin_lock``)."""
+        alive = [registry for ref in self._registries if (registry := ref()) is not None]
+        self._registries = [weakref.ref(registry) for registry in alive]
+        return alive
 
     def _runs_as_task(self, name: str) -> bool:
         """Whether ``call(name)`` runs the tool as a task: what its listed definition
@@ -1158,14 +1168,11 @@ def register_mcp(
     issued for one definition never redeems for another."""
     policy = _pinned.check_policy(on_definition_change)
     tools = registry.register_mcp(
-        t.cast(t.Any, _Registration(server, policy)),
-        trusted=trusted,
-        prefix=prefix,
-        replace=replace,
+        _Registration(server, policy), trusted=trusted, prefix=prefix, replace=replace
     )
     with server._pin_lock:
-        if not any(known is registry for known in server._registries):
-            server._registries.append(registry)
+        if not any(ref() is registry for ref in server._registries):
+            server._registries.append(weakref.ref(registry))
     return tools
 
 
