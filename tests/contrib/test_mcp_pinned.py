@@ -107,6 +107,18 @@ def test_a_changed_remote_definition_is_refused(remote, markers):
     assert "read ~/.ssh/id_rsa" in change.diff
 
 
+def test_a_changed_definition_is_refused_on_the_legacy_protocol_too(markers):
+    # 2025-11-25 and before: no caching hints, the list is read before every call.
+    server = MCPServer.stdio(sys.executable, [SERVER_SCRIPT, str(markers)], mode="legacy")
+    with server:
+        registry = Registry()
+        register_mcp(registry, server, trusted=True)
+        assert registry.execute("transfer", {"to": "a", "amount": 1}) == Ok("moved 1 to a")
+        flip(server, "description")
+        assert "(description)" in message(registry.execute("transfer", {"to": "a", "amount": 2}))
+    assert runs(markers) == ["a 1"]
+
+
 def test_a_changed_schema_is_refused_naming_the_field(remote, markers):
     registry = Registry()
     register_mcp(registry, remote, trusted=True)
