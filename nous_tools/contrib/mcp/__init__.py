@@ -14,7 +14,10 @@ args)`` / ``MCPServer.http(url, headers)``) holds one background event-loop
 thread; ``server.tools()`` and ``registry.register_mcp(server, trusted=False,
 prefix=None)`` make its tools :class:`~nous_tools.Tool` values whose calls are
 synchronous requests under the tool's deadline. Untrusted servers' tools are all
-``ask``; a trusted server's read-only tools are ``auto``.
+``ask``; a trusted server's read-only tools are ``auto``. Each tool is pinned to
+its definition as registered: a definition the server changes later is refused,
+asked about or accepted (:func:`register_mcp`'s ``on_definition_change``), and an
+approval never carries over to a new definition.
 
 What a served tool looks like to a client:
 
