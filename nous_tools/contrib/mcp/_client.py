@@ -257,7 +257,7 @@ class MCPServer:
         trusted: bool = False,
         prefix: str | None = None,
         timeout: float | None = 30.0,
-        on_definition_change: str = "refuse",
+        on_definition_change: _pinned.OnDefinitionChange = "refuse",
     ) -> list[Tool]:
         """The server's tools as :class:`Tool` values (name = ``prefix`` + remote name).
 
@@ -1062,7 +1062,7 @@ class _Made:
     trusted: bool
     prefix: str
     timeout: float | None
-    policy: str
+    policy: _pinned.OnDefinitionChange
 
 
 class _RemoteCall:
@@ -1117,7 +1117,7 @@ class _Registration:
     """What ``registry.register_mcp`` reads of a server (its ``name`` and
     ``tools(trusted=, prefix=)``), with :func:`register_mcp`'s policy."""
 
-    def __init__(self, server: MCPServer, policy: str) -> None:
+    def __init__(self, server: MCPServer, policy: _pinned.OnDefinitionChange) -> None:
         self.server = server
         self.policy = policy
 
@@ -1136,7 +1136,7 @@ def register_mcp(
     trusted: bool = False,
     prefix: str | None = None,
     replace: bool = False,
-    on_definition_change: str = "refuse",
+    on_definition_change: _pinned.OnDefinitionChange = "refuse",
 ) -> list[Tool]:
     """Register ``server.tools(trusted=trusted, prefix=prefix)`` in ``registry`` and
     return them: ``registry.register_mcp(server, ...)``, as a function.

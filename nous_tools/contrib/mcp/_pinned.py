@@ -43,6 +43,7 @@ __all__ = [
 
 #: What ``on_definition_change`` may be.
 POLICIES = ("refuse", "ask", "accept")
+OnDefinitionChange = t.Literal["refuse", "ask", "accept"]
 #: The fields of a definition, in the order they are reported.
 FIELDS = (
     "name",
@@ -130,13 +131,13 @@ def diff(old: Definition, new: Definition) -> str:
     return "\n".join(lines)
 
 
-def check_policy(policy: object) -> str:
+def check_policy(policy: object) -> OnDefinitionChange:
     """``policy`` when it is one of :data:`POLICIES`, else a ``ValueError`` naming them."""
     if policy not in POLICIES:
         raise ValueError(
             f"on_definition_change must be one of {', '.join(map(repr, POLICIES))}, not {policy!r}"
         )
-    return policy
+    return t.cast(OnDefinitionChange, policy)
 
 
 def _shown(value: object) -> str:
