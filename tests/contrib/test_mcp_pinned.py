@@ -221,18 +221,20 @@ def test_tool_digest_covers_the_remote_definition(remote):
 def test_an_approval_of_the_old_definition_does_not_redeem_after_a_change(remote, markers, policy):
     registry = Registry()
     register_mcp(registry, remote, on_definition_change=policy)  # untrusted: "ask"
-    asked = registry.execute("transfer", {"to": "savings", "amount": 5})
-    assert isinstance(asked, NeedsApproval)
-    token = asked.to_dict(secret=SECRET)
+    kept = registry.execute("transfer", {"to": "savings", "amount": 5})
+    sent = registry.execute("transfer", {"to": "savings", "amount": 6})
+    assert isinstance(kept, NeedsApproval) and isinstance(sent, NeedsApproval)
+    token = sent.to_dict(secret=SECRET)
 
     flip(remote, "description")
-    # The approval object itself, kept in memory, is refused...
-    assert isinstance(registry.execute_approved(asked), Err)
-    # ...and so is its signed token (read back, or refused as another tool's).
+    # The approval kept in memory is refused (and the change is now known)...
+    assert isinstance(registry.execute_approved(kept), Err)
+    # ...and so is the signed token, read back after the registry's tool was replaced
+    # (ask, accept: another tool's digest) or not (refuse: the call finds the change).
     try:
         again = NeedsApproval.from_dict(token, registry, secret=SECRET)
     except ValueError as exc:
-        assert "not the tool that was approved" in str(exc)
+        assert policy != "refuse" and "not the tool that was approved" in str(exc)
     else:
         assert isinstance(registry.execute_approved(again), Err)
     assert runs(markers) == []
