@@ -259,6 +259,7 @@ MODULE_ALL: dict[str, list[str]] = {
     ],
     "nous_tools.contrib.flask": ["blueprint"],
     "nous_tools.contrib.mcp": [
+        "DefinitionChange",
         "FileTokenStorage",
         "InMemoryTokenStorage",
         "MCPElicitation",
@@ -270,6 +271,7 @@ MODULE_ALL: dict[str, list[str]] = {
         "TokenStorage",
         "build_server",
         "close_sse_stream",
+        "definition_change",
         "describe_tool",
         "register_mcp",
         "serve",
