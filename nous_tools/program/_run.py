@@ -150,6 +150,8 @@ def run_program(
         program_id = program_id_of(source)
     if ctx.run_id is None:
         ctx = attrs.evolve(ctx, run_id=program_id)
+    if ctx.approval_gated:  # a person approved the program, not the calls it will make
+        ctx = attrs.evolve(ctx, approval_gated=False)
     paused = ProgramPaused(
         source=source,
         program_id=program_id,
@@ -211,8 +213,8 @@ def resume(
         ctx = RunContext.new(run_id=paused.run_id)
     elif not isinstance(ctx, RunContext):
         raise TypeError(f"resolve expects a RunContext or None, got {type(ctx).__name__}")
-    if ctx.run_id != paused.run_id:
-        ctx = attrs.evolve(ctx, run_id=paused.run_id)
+    if ctx.run_id != paused.run_id or ctx.approval_gated:
+        ctx = attrs.evolve(ctx, run_id=paused.run_id, approval_gated=False)
     rejected = paused.rejected + tuple(i for i, (d, _) in plan.items() if d == "reject")
     for _, (decision, na) in plan.items():
         if decision == "reject":

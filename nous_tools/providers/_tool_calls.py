@@ -67,6 +67,8 @@ from nous_tools.approval import Edit, NeedsApproval
 from nous_tools.context_update import ContextUpdate
 from nous_tools.errors import ToolError, ToolNotFound
 from nous_tools.executor import ToolCall, ToolExecutor, _check_batch_cap
+from nous_tools.program import ProgramPaused
+from nous_tools.program._calling import calling as _calling
 from nous_tools.providers import _web
 from nous_tools.providers._calls_in import (
     _SKIP,
@@ -116,6 +118,32 @@ def current_tool_call() -> ToolCall | None:
     tool makes itself still see the outer call.
     """
     return _current_call.get()
+
+
+# -- a program paused in a batch -------------------------------------------------------
+
+
+@attrs.frozen(slots=True)
+class PausedProgramCall(NeedsApproval):
+    """A code tool's call whose program waits for a person (a nested ``"ask"``
+    call): pending in its batch as any call waiting for approval, shown by
+    :meth:`ToolCallResults.pending_summary` as the program's waiting nested calls
+    and resolved by their ids (:meth:`ToolCallResults.resolve`)."""
+
+    program: ProgramPaused | None = attrs.field(default=None, kw_only=True, eq=False, repr=False)
+
+
+def paused_program_call(
+    tool: Tool, program: ProgramPaused, call_id: str | None
+) -> PausedProgramCall:
+    """The pending call of ``tool`` (a code tool) whose ``program`` paused."""
+    return PausedProgramCall(
+        tool,
+        {"code": program.source},
+        call_id=call_id,
+        audience=getattr(program.registry, "name", None),
+        program=program,
+    )
 
 
 # -- the batch -----------------------------------------------------------------------
@@ -341,6 +369,13 @@ class ToolCallResults:
         """
         from nous_tools.providers import _wire as _batch_wire
 
+        for result in self.results:
+            if getattr(result, "program", None) is not None:
+                raise ValueError(
+                    f"tool call batch: call {result.call_id!r} is a program waiting for a "  # type: ignore[union-attr]
+                    "person, which does not cross requests in a batch yet; resolve it in "
+                    "this process, or give the context an approval handler"
+                )
         return _batch_wire.write(self, secret)
 
     @classmethod
@@ -705,8 +740,10 @@ def execute_tool_calls(
 
     def enter(i: int) -> None:
         """In call ``i``'s own context, before anything of it runs: the call a tool
-        sees as ``current_tool_call()``."""
-        _current_call.set(calls[i])
+        sees as ``current_tool_call()``, and a code tool as its program's id."""
+        call = calls[i]
+        _current_call.set(call)
+        _calling(call.id)
 
     # A call the registry would only hand to the executor's pipeline goes to a worker
     # from here (no helper thread per call), unless a tracer is told of each call. The
@@ -721,6 +758,13 @@ def execute_tool_calls(
         straight=straight,
         enter=enter,
     )
+    for index, result in enumerate(results):
+        if type(result) is Ok and isinstance(result.value, ProgramPaused):
+            results[index] = paused_program_call(
+                t.cast("tuple[Tool, t.Any, str | None]", jobs[index])[0],
+                result.value,
+                calls[index].id,
+            )
     default = runner.max_result_chars
     return ToolCallResults(
         results=results,

@@ -665,6 +665,30 @@ class Registry:
             program_id=program_id,
         )
 
+    def code_tool(
+        self,
+        name: str = "run_python",
+        tools: c.Iterable[str] | None = None,
+        *,
+        timeout: float | None = 60.0,
+        sandbox: t.Any = None,
+        max_calls: int = 100,
+    ) -> Tool:
+        """A :class:`Tool` a model calls with a program: its one argument is the code,
+        its description lists the functions the program may call (``tools``, names;
+        default every tool registered now but itself) with their signatures and
+        one-line docs, and it returns what :meth:`run_program` returned —
+        ``{"result", "stdout"}``, the ``Err``, or (a nested call waiting for a
+        person) the :class:`~nous_tools.ProgramPaused`, which
+        :func:`~nous_tools.execute_tool_calls` shows as its waiting nested calls.
+        Register it (``registry.register(registry.code_tool())``) to offer it. The
+        program's id is the model's tool-call id in a batch. See
+        ``docs/how-to/code-mode.md``.
+        """
+        from nous_tools.program._tool import code_tool  # code mode only
+
+        return code_tool(self, name, tools, timeout=timeout, sandbox=sandbox, max_calls=max_calls)
+
     def register_mcp(
         self,
         server: t.Any,
