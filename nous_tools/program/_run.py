@@ -22,6 +22,7 @@ import subprocess
 import tempfile
 import threading
 import typing as t
+import uuid
 import weakref
 
 import attrs
@@ -111,9 +112,14 @@ def _digest(arguments: c.Mapping[str, t.Any]) -> str:
 
 
 def program_id_of(source: str) -> str:
-    """The id a program gets when none is given: a digest of its source (the same
-    program in the same run is the same program, resumed)."""
+    """The id a program run in a run (``ctx.run_id``) gets when none is given: a
+    digest of its source (the same program in the same run is the same program,
+    resumed)."""
     return "program-" + hashlib.sha256(source.encode("utf-8", "replace")).hexdigest()[:16]
+
+
+def _new_program_id() -> str:
+    return "program-" + uuid.uuid4().hex
 
 
 def functions_of(registry: RegistryLike, tools: c.Iterable[str] | None) -> tuple[str, ...]:
@@ -147,7 +153,9 @@ def run_program(
         raise ValueError(f"timeout must be a number of seconds > 0 or None, got {timeout!r}")
     policy = default_policy() if sandbox is None else SandboxPolicy.new(sandbox)
     if program_id is None:
-        program_id = program_id_of(source)
+        # In a run, the same program is the same program (a re-run resumes it);
+        # outside one, each run of a program is a program of its own.
+        program_id = program_id_of(source) if ctx.run_id is not None else _new_program_id()
     if ctx.run_id is None:
         ctx = attrs.evolve(ctx, run_id=program_id)
     if ctx.approval_gated:  # a person approved the program, not the calls it will make

@@ -646,11 +646,13 @@ class Registry:
         one, by this process's record), not run again.
 
         Every nested call is ``execute(name, arguments, ctx, call_id=...)`` with the id
-        ``"<program_id>/<position>"`` in ``ctx.run_id`` (default: ``program_id``,
-        which defaults to a digest of ``source``): approval, validation, admission,
+        ``"<program_id>/<position>"`` in ``ctx.run_id``: approval, validation, admission,
         its deadline (bounded by what is left of ``timeout``), retries, the journal,
         the signals. ``sandbox`` is the child's policy (default ``read_only``, no
-        network, 512 MB). See ``docs/how-to/code-mode.md``.
+        network, 512 MB). ``program_id`` defaults, in a run (``ctx.run_id``), to a
+        digest of ``source`` — the same program in the same run is the same program,
+        resumed (pass another id to run it afresh) — and outside one to a new id (the
+        run is then the program's own). See ``docs/how-to/code-mode.md``.
         """
         from nous_tools.program._run import run_program  # code mode only
 

@@ -184,3 +184,25 @@ def test_a_source_that_is_not_a_str_is_an_err() -> None:
 def test_a_bad_max_calls_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="max_calls"):
         Registry().run_program("1", max_calls=-1)
+
+
+def test_the_same_program_run_twice_outside_a_run_runs_its_calls_twice(
+    markers: pathlib.Path,
+) -> None:
+    registry = marking_registry(markers)
+    for _ in range(2):
+        assert isinstance(registry.run_program('lookup(item="twice")'), Ok)
+    assert count(markers, "lookup-twice") == 2
+
+
+def test_the_same_program_in_the_same_run_is_answered_by_its_first_run(
+    markers: pathlib.Path,
+) -> None:
+    from nous_tools import RunContext
+
+    registry = marking_registry(markers)
+    ctx = RunContext.new(run_id="conversation-7")
+    first = registry.run_program('lookup(item="once")', ctx)
+    again = registry.run_program('lookup(item="once")', ctx)
+    assert first == again
+    assert count(markers, "lookup-once") == 1
