@@ -52,17 +52,26 @@ class ProgramPaused:
     program), not run again.
     """
 
+    #: The program's source, run again by :meth:`resolve`.
     source: str
+    #: The program's id: its nested calls' ids are ``"<program_id>/<position>"``.
     program_id: str
+    #: The run its nested calls are journaled in.
     run_id: str
+    #: The nested calls waiting for a person, each a signed, single-use ``NeedsApproval``.
     waiting: tuple[NeedsApproval, ...]
     #: The nested calls rejected by earlier decisions (their ids): rejected again on
     #: every re-run, never asked twice.
     rejected: tuple[str, ...] = ()
+    #: The program's deadline in seconds on each run (None: none).
     timeout: float | None = None
+    #: The most nested calls it may make on each run.
     max_calls: int = 100
+    #: The policy its child runs behind.
     sandbox: SandboxPolicy | None = None
+    #: The names of the functions it may call.
     functions: tuple[str, ...] | None = None
+    #: The registry that runs it again (what :meth:`resolve` uses).
     registry: RegistryLike | None = attrs.field(default=None, repr=False)
 
     def is_ok(self) -> t.Literal[False]:
