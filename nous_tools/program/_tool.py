@@ -109,20 +109,7 @@ def code_tool(
     names = [n for n in (registry.names() if tools is None else list(tools)) if n != name]
     functions = functions_of(registry, names)
 
-    def run(ctx: RunContext[t.Any], code: str) -> t.Any:
-        program_id = call_id() or ctx.idempotency_key
-        outcome = run_program(
-            registry,
-            code,
-            ctx,
-            timeout=timeout,
-            sandbox=sandbox,
-            max_calls=max_calls,
-            tools=functions,
-            program_id=program_id,
-        )
-        return as_tool_result(outcome)
-
+    run = _Runner(registry, functions, timeout, sandbox, max_calls)
     return Tool.from_function(
         run,
         name=name,
@@ -135,6 +122,41 @@ def code_tool(
             "additionalProperties": False,
         },
     )
+
+
+class _Runner:
+    """A code tool's function: a callable object, so that the approval tokens of its
+    calls identify it by its class and code (a closure over a registry could not
+    be represented in a token)."""
+
+    def __init__(
+        self,
+        registry: RegistryLike,
+        functions: tuple[str, ...],
+        timeout: float | None,
+        sandbox: t.Any,
+        max_calls: int,
+    ) -> None:
+        self.registry = registry
+        self.functions = functions
+        self.timeout = timeout
+        self.sandbox = sandbox
+        self.max_calls = max_calls
+
+    def __call__(self, ctx: RunContext[t.Any], code: str) -> t.Any:
+        """Run ``code`` as a program (its id: the model's call id in a batch)."""
+        program_id = call_id() or ctx.idempotency_key
+        outcome = run_program(
+            self.registry,
+            code,
+            ctx,
+            timeout=self.timeout,
+            sandbox=self.sandbox,
+            max_calls=self.max_calls,
+            tools=self.functions,
+            program_id=program_id,
+        )
+        return as_tool_result(outcome)
 
 
 def as_tool_result(outcome: Result | ProgramPaused) -> t.Any:

@@ -99,6 +99,38 @@ class ProgramPaused:
             for na in self.waiting
         ]
 
+    def to_dict(self, secret: str | bytes | None = None) -> dict[str, t.Any]:
+        """The paused program as a JSON-safe dict, to carry it to a later request and
+        read it back with :meth:`from_dict`: its source, ids, limits, policy and
+        each waiting nested call's own approval token, with ``signature`` — with
+        ``secret`` an HMAC over everything else (a client can read it and change
+        nothing), without one a plain checksum, for trusted storage only."""
+        from nous_tools.program._wire import write
+
+        return write(self, secret)
+
+    @classmethod
+    def from_dict(
+        cls,
+        data: object,
+        registry: RegistryLike,
+        secret: str | bytes | None = None,
+        *,
+        max_age: float | None = None,
+        allow_unsigned: bool = False,
+        max_clock_skew: float | None = None,
+    ) -> ProgramPaused:
+        """Read back what :meth:`to_dict` wrote, for ``registry``: each refusal is a
+        ``ValueError`` starting ``"paused program refused: "`` (malformed, a
+        signature that does not match, made for another registry), and each waiting
+        call's token is checked as :meth:`NeedsApproval.from_dict` checks it (its
+        tool, age and audience; ``max_age``, ``allow_unsigned`` and
+        ``max_clock_skew`` as there). A program already resolved is still read;
+        :meth:`resolve` is what refuses it."""
+        from nous_tools.program._wire import read
+
+        return read(cls, data, registry, secret, max_age, allow_unsigned, max_clock_skew)
+
     def resolve(
         self,
         decisions: c.Mapping[str, str],

@@ -369,13 +369,6 @@ class ToolCallResults:
         """
         from nous_tools.providers import _wire as _batch_wire
 
-        for result in self.results:
-            if getattr(result, "program", None) is not None:
-                raise ValueError(
-                    f"tool call batch: call {result.call_id!r} is a program waiting for a "  # type: ignore[union-attr]
-                    "person, which does not cross requests in a batch yet; resolve it in "
-                    "this process, or give the context an approval handler"
-                )
         return _batch_wire.write(self, secret)
 
     @classmethod

@@ -128,14 +128,33 @@ def test_a_batch_paused_on_a_nested_call_shows_it_and_resumes_by_its_id(
     assert count(markers, "lookup-a") == 1 and count(markers, "publish-hi") == 1
 
 
-def test_a_batch_holding_a_paused_program_says_it_cannot_cross_requests_yet(
-    markers: pathlib.Path,
+def test_a_batch_paused_on_a_program_crosses_requests_signed_and_resolves_there(
+    markers: pathlib.Path, tmp_path: pathlib.Path
 ) -> None:
-    registry = marking_registry(markers)
+    from nous_tools import ToolCallResults
+
+    journal = SQLiteJournal(str(tmp_path / "calls.db"))
+    registry = marking_registry(markers, journal=journal)
     registry.register(registry.code_tool())
-    batch = execute_tool_calls(registry, [openai_call("c", 'publish(text="x")')])
-    with pytest.raises(ValueError, match="does not cross requests"):
-        batch.to_dict(secret="s")
+    code = 'a = lookup(item="a")\np = publish(text="web")\nresult = [a, p]\n'
+    ctx = RunContext.new(run_id="conversation-2")
+    batch = execute_tool_calls(registry, [openai_call("call_w", code)], ctx)
+    wire = json.loads(json.dumps(batch.to_dict(secret="s3cret")))
+
+    # a later request, another registry object over the same tools and journal
+    later = marking_registry(markers, journal=journal)
+    later.register(later.code_tool())
+    back = ToolCallResults.from_dict(wire, later, secret="s3cret")
+    assert [entry["id"] for entry in back.pending_summary()] == ["call_w/2"]
+    resolved = back.resolve({"call_w/2": "approve"})
+    [message] = resolved.to_openai_messages()
+    assert json.loads(message["content"])["result"] == ["found a", "published web"]
+    assert count(markers, "lookup-a") == 1 and count(markers, "publish-web") == 1
+
+    forged = json.loads(json.dumps(wire))
+    forged["calls"][0]["program"]["source"] = 'publish(text="evil")'
+    with pytest.raises(ValueError, match="refused"):
+        ToolCallResults.from_dict(forged, later, secret="s3cret")
 
 
 def test_the_code_tool_run_directly_returns_the_paused_program(markers: pathlib.Path) -> None:

@@ -201,3 +201,28 @@ def test_a_program_whose_parent_was_killed_resumes_with_no_nested_call_run_twice
         1,
         1,
     ]
+
+
+def test_a_paused_program_crosses_requests_signed_and_refuses_a_change(
+    markers: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    registry = registry_for("journal", markers, tmp_path)
+    paused = registry.run_program(PUBLISHING, RunContext.new(run_id="r-9"))
+    assert isinstance(paused, ProgramPaused)
+    wire = json.loads(json.dumps(paused.to_dict(secret="k")))
+    back = ProgramPaused.from_dict(wire, registry, secret="k")
+    assert back.ids == paused.ids and back.run_id == "r-9"
+    assert back.sandbox == paused.sandbox
+
+    changed = dict(wire, source=PUBLISHING.replace("hello", "evil"))
+    with pytest.raises(ValueError, match="signature does not match"):
+        ProgramPaused.from_dict(changed, registry, secret="k")
+    with pytest.raises(ValueError, match="no secret"):
+        ProgramPaused.from_dict(wire, registry)
+
+    result = back.resolve({back.ids[0]: "approve"})
+    assert isinstance(result, Ok), result
+    assert result.value.result[2] == "published hello"
+    assert count(markers, "lookup-a") == 1 and count(markers, "publish-hello") == 1
+    with pytest.raises(BatchAlreadyResolved):  # the original, once the copy was used
+        paused.resolve({paused.ids[0]: "approve"})
