@@ -15,6 +15,9 @@ from __future__ import annotations
 import collections.abc as c
 import typing as t
 
+import attrs
+
+from nous_tools.approval import ApprovalRequest
 from nous_tools.program._calling import call_id
 from nous_tools.program._run import DEFAULT_MAX_CALLS, DEFAULT_TIMEOUT, functions_of, run_program
 from nous_tools.program._values import ProgramOutput, ProgramPaused
@@ -146,6 +149,10 @@ class _Runner:
     def __call__(self, ctx: RunContext[t.Any], code: str) -> t.Any:
         """Run ``code`` as a program (its id: the model's call id in a batch)."""
         program_id = call_id() or ctx.idempotency_key
+        if ctx.approval_handler is None and ctx.elicitor is not None:
+            # Served over MCP (or given an elicitor): a nested "ask" call asks the
+            # person there, as a served "ask" tool does, and the program goes on.
+            ctx = attrs.evolve(ctx, approval_handler=_Asker(ctx))
         outcome = run_program(
             self.registry,
             code,
@@ -157,6 +164,23 @@ class _Runner:
             program_id=program_id,
         )
         return as_tool_result(outcome)
+
+
+class _Asker:
+    """An approval handler that asks through ``ctx.elicit``: accept is approve."""
+
+    def __init__(self, ctx: RunContext[t.Any]) -> None:
+        self.ctx = ctx
+
+    def __call__(self, request: ApprovalRequest) -> str:
+        shown = ", ".join(f"{k}={v!r}" for k, v in request.arguments.items())
+        if len(shown) > 500:
+            shown = shown[:497] + "..."
+        answer = self.ctx.elicit(
+            f"A program wants to run tool '{request.name}'({shown}). Approve?",
+            {"type": "object", "properties": {}},
+        )
+        return "approve" if answer.action == "accept" else "reject"
 
 
 def as_tool_result(outcome: Result | ProgramPaused) -> t.Any:

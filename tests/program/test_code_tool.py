@@ -165,3 +165,23 @@ def test_the_code_tool_run_directly_returns_the_paused_program(markers: pathlib.
     outcome = result.value.resolve({result.value.ids[0]: "reject"})
     assert isinstance(outcome, Err)
     assert "rejected by the user" in outcome.reason.message
+
+
+def test_a_code_tool_in_a_context_that_can_ask_asks_there_for_a_nested_call(
+    markers: pathlib.Path,
+) -> None:
+    from nous_tools import Elicitation
+
+    asked: list[str] = []
+
+    def elicitor(message: str, schema: object) -> Elicitation:
+        asked.append(message)
+        return Elicitation("accept", {})
+
+    registry = marking_registry(markers)
+    registry.register(registry.code_tool())
+    ctx = RunContext.new(elicitor=elicitor)
+    batch = execute_tool_calls(registry, [openai_call("e1", 'publish(text="asked")')], ctx)
+    assert batch.all_ok, batch.results
+    assert len(asked) == 1 and "publish" in asked[0] and "asked" in asked[0]
+    assert count(markers, "publish-asked") == 1
