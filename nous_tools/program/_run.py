@@ -29,8 +29,11 @@ import attrs
 
 from nous_tools._util import _canonical
 from nous_tools._util._clock import monotonic
-from nous_tools._util._scope import Scope, here
+from nous_tools._util._log import log as _log
+from nous_tools._util._scope import Scope, here, interrupts
 from nous_tools._util._text import safe_str
+from nous_tools._util._tokens import claim_expiry
+from nous_tools._util._tokens import limits as limits_of
 from nous_tools.approval import NeedsApproval
 from nous_tools.errors import (
     BatchAlreadyResolved,
@@ -60,6 +63,10 @@ DEFAULT_MEMORY_MB = 512
 #: How many nested calls' outcomes a registry without a journal keeps for re-runs.
 MEMO_SIZE = 10_000
 _PROGRAM_CLAIM = "program:"
+#: The largest message a program may send (a nested call's arguments, its result).
+MAX_MESSAGE = 64 * 2**20
+#: How often (seconds) a program waiting for its child looks whether it was cancelled.
+_POLL = 0.25
 
 _default_policy: SandboxPolicy | None = None
 _policy_lock = threading.Lock()
@@ -212,7 +219,8 @@ def resume(
             "\n".join(sorted(str(na.id) for na in paused.waiting)).encode()
         ).hexdigest()
     )
-    if not registry.claim_approval(claim):
+    expiry = _expiry(registry, paused.waiting)
+    if not registry.claim_approval(claim, expiry):
         raise BatchAlreadyResolved(
             f"cannot resolve: paused program {paused.program_id} was already resolved "
             "(a replay or a second submit); nothing was run"
@@ -226,10 +234,23 @@ def resume(
     rejected = paused.rejected + tuple(i for i, (d, _) in plan.items() if d == "reject")
     for _, (decision, na) in plan.items():
         if decision == "reject":
-            registry.claim_approval(na.id)
+            registry.claim_approval(na.id, _expiry(registry, (na,)))
     undecided = tuple(na for na in paused.waiting if na.call_id not in plan)
     again = attrs.evolve(paused, waiting=undecided, rejected=rejected)
     return _Run(registry, again, ctx, {i: na for i, (d, na) in plan.items() if d == "approve"}).go()
+
+
+def _expiry(registry: RegistryLike, waiting: c.Iterable[NeedsApproval]) -> float | None:
+    """Until when a claim about ``waiting`` must be remembered: the latest expiry of
+    their tokens under the registry's limits (None: for good)."""
+    limits = limits_of(registry, None, None)
+    latest: float | None = 0.0
+    for na in waiting:
+        expiry = claim_expiry(na.issued_at, *limits)
+        if expiry is None:
+            return None
+        latest = max(t.cast(float, latest), expiry)
+    return latest or None
 
 
 # -- one run of a program --------------------------------------------------------------
@@ -261,6 +282,7 @@ class _Run:
         self.journal = registry.effective_journal()
         self.memo = _memo_of(registry) if self.journal is None else None
         self.buffer = b""
+        self.scope: Scope | None = None
 
     def go(self) -> Result | ProgramPaused:
         paused = self.paused
@@ -290,11 +312,22 @@ class _Run:
         if outer is not None and not outer.adopt(scope):
             _children.kill(child)
             return Err(ToolError("The program was cancelled before it started"))
-        here.scope = scope
+        here.scope = self.scope = scope
         try:
             return self._serve(child, deadline)
         except _Stop as stop:
             return stop.outcome
+        except BaseException as exc:
+            if interrupts(exc):
+                raise
+            _log.error("Internal error while running a program", exc_info=True)
+            return Err(
+                ToolError(
+                    f"The program could not be run: internal error {type(exc).__name__}: "
+                    f"{safe_str(exc)}",
+                    original_error=exc,
+                )
+            )
         finally:
             here.scope = outer
             if outer is not None:
@@ -309,7 +342,12 @@ class _Run:
             message = self._receive(child, deadline)
             if "call" in message:
                 answer = self._nested(message.get("call"), message.get("arguments"))
-                self._send(child, answer)
+                try:
+                    self._send(child, answer)
+                except (TypeError, ValueError, RecursionError) as exc:  # a cycle, say
+                    name = message.get("call")
+                    why = f"the value of '{name}' cannot be sent to the program: {exc}"
+                    self._send(child, _error(why, t.cast(str, name)))
             elif "done" in message:
                 done = message["done"]
                 return Ok(ProgramOutput(done.get("result"), done.get("stdout", ""), self.position))
@@ -336,13 +374,24 @@ class _Run:
             left = None if deadline is None else deadline - monotonic()
             if left is not None and left <= 0:
                 raise _Stop(self._timed_out())
-            ready, _, _ = select.select([fd], [], [], left)
+            if self.scope is not None and self.scope.cancelled:
+                raise _Stop(Err(ToolError("The program was cancelled and killed")))
+            ready, _, _ = select.select([fd], [], [], _POLL if left is None else min(left, _POLL))
             if not ready:
                 continue
             chunk = os.read(fd, 65536)
             if not chunk:
                 raise _Stop(self._died(child))
             self.buffer += chunk
+            if len(self.buffer) > MAX_MESSAGE:
+                raise _Stop(
+                    Err(
+                        ToolError(
+                            f"The program sent a message over {MAX_MESSAGE // 2**20} MB "
+                            "(a call's arguments, or its result) and was stopped"
+                        )
+                    )
+                )
         line, _, self.buffer = self.buffer.partition(b"\n")
         try:
             message = json.loads(line)

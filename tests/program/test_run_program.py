@@ -206,3 +206,34 @@ def test_the_same_program_in_the_same_run_is_answered_by_its_first_run(
     again = registry.run_program('lookup(item="once")', ctx)
     assert first == again
     assert count(markers, "lookup-once") == 1
+
+
+def test_a_value_json_cannot_carry_is_an_error_the_program_sees() -> None:
+    def loop() -> list[object]:
+        """A value that holds itself."""
+        value: list[object] = []
+        value.append(value)
+        return value
+
+    registry = Registry([Tool.from_function(loop, timeout=30)])
+    source = "try:\n    loop()\nexcept ToolError as exc:\n    result = str(exc)\n"
+    result = registry.run_program(source)
+    assert isinstance(result, Ok), result
+    assert "the value of 'loop' cannot be sent to the program" in result.value.result
+
+
+def test_a_tool_value_of_attrs_reaches_the_program_as_plain_data() -> None:
+    import attrs
+
+    @attrs.frozen
+    class Point:
+        x: int
+        y: int
+
+    def where() -> Point:
+        """Where."""
+        return Point(1, 2)
+
+    registry = Registry([Tool.from_function(where, timeout=30)])
+    result = registry.run_program("p = where()\np['x'] + p['y']")
+    assert isinstance(result, Ok) and result.value.result == 3
