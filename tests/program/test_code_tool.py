@@ -185,3 +185,20 @@ def test_a_code_tool_in_a_context_that_can_ask_asks_there_for_a_nested_call(
     assert batch.all_ok, batch.results
     assert len(asked) == 1 and "publish" in asked[0] and "asked" in asked[0]
     assert count(markers, "publish-asked") == 1
+
+
+def test_the_code_tool_runs_through_execute_tool_calls_in_the_responses_shape(
+    markers: pathlib.Path,
+) -> None:
+    registry = marking_registry(markers)
+    registry.register(registry.code_tool())
+    item = {
+        "type": "function_call",
+        "call_id": "fc_1",
+        "name": "run_python",
+        "arguments": json.dumps({"code": LOOP}),
+    }
+    batch = execute_tool_calls(registry, {"output": [item]})
+    [output] = batch.to_responses_items()
+    assert output["call_id"] == "fc_1" and output["type"] == "function_call_output"
+    assert json.loads(output["output"])["stdout"] == "done\n"
