@@ -237,3 +237,25 @@ def test_a_tool_value_of_attrs_reaches_the_program_as_plain_data() -> None:
     registry = Registry([Tool.from_function(where, timeout=30)])
     result = registry.run_program("p = where()\np['x'] + p['y']")
     assert isinstance(result, Ok) and result.value.result == 3
+
+
+def test_a_nested_call_is_cut_at_what_is_left_of_the_programs_deadline() -> None:
+    import time
+
+    from nous_tools import RunContext
+
+    seen: list[float | None] = []
+
+    def wait(ctx: RunContext) -> str:
+        """Wait for the call's deadline."""
+        seen.append(ctx.time_left())
+        ctx.cancelled.wait(60)
+        return "waited"
+
+    registry = Registry([Tool.from_function(wait, timeout=60)])
+    began = time.monotonic()
+    result = registry.run_program("wait()", timeout=1.0)
+    elapsed = time.monotonic() - began
+    assert isinstance(result, Err)
+    assert len(seen) == 1 and seen[0] is not None and seen[0] <= 1.0
+    assert elapsed < 30  # not the tool's own 60 s
