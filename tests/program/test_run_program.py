@@ -259,3 +259,25 @@ def test_a_nested_call_is_cut_at_what_is_left_of_the_programs_deadline() -> None
     assert isinstance(result, Err)
     assert len(seen) == 1 and seen[0] is not None and seen[0] <= 1.0
     assert elapsed < 30  # not the tool's own 60 s
+
+
+def test_each_nested_call_counts_against_the_runs_budget_of_calls() -> None:
+    from nous_tools import RunContext
+
+    def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    registry = Registry([Tool.from_function(ping, timeout=30, max_calls_per_run=2)])
+    source = """
+answers = []
+for _ in range(3):
+    try:
+        answers.append(ping())
+    except ToolError as exc:
+        answers.append(exc.kind)
+result = answers
+"""
+    result = registry.run_program(source, RunContext.new(run_id="budget-run"))
+    assert isinstance(result, Ok), result
+    assert result.value.result == ["pong", "pong", "RateLimited"]
