@@ -303,7 +303,7 @@ class _Run:
         if outer is not None and outer.deadline is not None:
             deadline = outer.deadline if deadline is None else min(deadline, outer.deadline)
         try:
-            child = _children.take(t.cast(SandboxPolicy, paused.sandbox))
+            child = _children.take(paused.sandbox or default_policy())
         except SandboxUnavailable as exc:
             return Err(ToolError(f"The program was not run: {exc}", original_error=exc))
         except OSError as exc:
