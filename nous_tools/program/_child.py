@@ -142,4 +142,7 @@ def _main() -> None:
     )
 
 
-_main()
+# Run as ``python -c`` (``__name__ == "__main__"``), never on import (a doctest
+# collector, say, imports every module of the package).
+if __name__ == "__main__":
+    _main()

@@ -281,3 +281,18 @@ result = answers
     result = registry.run_program(source, RunContext.new(run_id="budget-run"))
     assert isinstance(result, Ok), result
     assert result.value.result == ["pong", "pong", "RateLimited"]
+
+
+def test_importing_the_child_runner_runs_nothing() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", "import nous_tools.program._child; print('still here')"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stdout == "still here\n", done.stderr
