@@ -28,7 +28,7 @@ from nous_tools.tool import Tool
 if t.TYPE_CHECKING:
     from nous_tools.program._registry import RegistryLike
 
-__all__ = ["as_tool_result", "code_tool", "describe", "signature"]
+__all__ = ["as_tool_result", "code_tool", "describe", "is_code_tool", "signature"]
 
 _TYPES = {
     "string": "str",
@@ -164,6 +164,11 @@ class _Runner:
             program_id=program_id,
         )
         return as_tool_result(outcome)
+
+
+def is_code_tool(tool: Tool) -> bool:
+    """Whether ``tool`` is a code tool (made by :func:`code_tool`)."""
+    return isinstance(tool.function, _Runner)
 
 
 class _Asker:

@@ -202,3 +202,19 @@ def test_the_code_tool_runs_through_execute_tool_calls_in_the_responses_shape(
     [output] = batch.to_responses_items()
     assert output["call_id"] == "fc_1" and output["type"] == "function_call_output"
     assert json.loads(output["output"])["stdout"] == "done\n"
+
+
+def test_the_same_response_again_after_resolve_answers_from_the_journal(
+    markers: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    registry = marking_registry(markers, journal=SQLiteJournal(str(tmp_path / "calls.db")))
+    registry.register(registry.code_tool())
+    code = 'a = lookup(item="a")\np = publish(text="again")\nresult = [a, p]\n'
+    ctx = RunContext.new(run_id="conversation-3")
+    batch = execute_tool_calls(registry, [openai_call("call_r", code)], ctx)
+    batch.resolve({"call_r/2": "approve"})
+    again = execute_tool_calls(registry, [openai_call("call_r", code)], ctx)
+    assert again.all_ok, again.results
+    [message] = again.to_openai_messages()
+    assert json.loads(message["content"])["result"] == ["found a", "published again"]
+    assert count(markers, "lookup-a") == 1 and count(markers, "publish-again") == 1
