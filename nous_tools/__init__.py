@@ -36,6 +36,7 @@ from nous_tools.errors import (
     JournalConflict,
     JournalUnavailable,
     OutcomeUnknown,
+    ProgramDiverged,
     RateLimited,
     ResultTooLarge,
     SamplingUnavailable,
@@ -72,6 +73,7 @@ if t.TYPE_CHECKING:
         PostgresJournal,
         SQLiteJournal,
     )
+    from nous_tools.program import ProgramOutput, ProgramPaused
     from nous_tools.providers._endpoints import ToolCallEndpoints
     from nous_tools.providers._tool_calls import (
         ToolCallResults,
@@ -114,6 +116,9 @@ __all__ = [
     "OutcomeUnknown",
     "PostgresJournal",
     "ProcessBackend",
+    "ProgramDiverged",
+    "ProgramOutput",
+    "ProgramPaused",
     "RateLimited",
     "Registry",
     "Result",
@@ -164,6 +169,8 @@ _LAZY = {
     "JournalRecord": "nous_tools.journal",
     "PostgresJournal": "nous_tools.journal",
     "SQLiteJournal": "nous_tools.journal",
+    "ProgramOutput": "nous_tools.program",
+    "ProgramPaused": "nous_tools.program",
     "ToolCallResults": "nous_tools.providers._tool_calls",
     "ToolCallEndpoints": "nous_tools.providers._endpoints",
     "execute_tool_calls": "nous_tools.providers._tool_calls",

@@ -27,6 +27,7 @@ __all__ = [
     "JournalConflict",
     "JournalUnavailable",
     "OutcomeUnknown",
+    "ProgramDiverged",
     "RateLimited",
     "ResultTooLarge",
     "SamplingUnavailable",
@@ -323,6 +324,12 @@ class OutcomeUnknown(ToolError):
 class JournalConflict(ToolError):
     """The call journal already holds this call id (in this run) with other
     arguments, another tool, or another decision of a person: the call never runs."""
+
+
+class ProgramDiverged(ToolError):
+    """A program re-run to resume (after an approval, or a crash) asked, at a nested
+    call's position, another call than the one recorded there (the program is not
+    deterministic): the message names both, and neither was run."""
 
 
 class JournalUnavailable(ToolError):
