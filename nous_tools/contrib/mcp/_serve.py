@@ -30,23 +30,22 @@ from mcp_types.version import is_version_at_least
 from nous_tools import content as _content
 from nous_tools._engine._admission import DEFAULT_MAX_RESULT_CHARS, result_limit
 from nous_tools.approval import NeedsApproval
-from nous_tools.asking import Elicitation
+from nous_tools.asking import Question
 from nous_tools.contrib.mcp import _reports, _tasks
 from nous_tools.contrib.mcp._peer import (
     Peer,
     RoundState,
     StateRejected,
-    _can_sample,
+    answer_of,
     can_elicit,
-    sampling_request,
+    check_capabilities,
+    request_of,
 )
 from nous_tools.errors import (
     CallInProgress,
-    ElicitationUnavailable,
     JournalConflict,
     JournalUnavailable,
     OutcomeUnknown,
-    SamplingUnavailable,
     ToolError,
 )
 from nous_tools.providers._tool_calls import clip_parts, format_tool_result
@@ -125,14 +124,23 @@ class _CancelLink:
 @attrs.frozen(slots=True, eq=False)
 class _ServedContext(RunContext[t.Any]):
     """A :class:`RunContext` whose attempts learn of the client's cancellation, and
-    whose ``ctx.sample``/``ctx.elicit`` go to the client (its ``peer``)."""
+    whose questions go to the client: to its ``peer``, or in a task to the task
+    (``task_asker``)."""
 
     cancel_link: _CancelLink | None = attrs.field(default=None, repr=False)
     peer: Peer | None = attrs.field(default=None, repr=False)
+    task_asker: _TaskAsker | None = attrs.field(default=None, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if self.cancel_link is not None:
             self.cancel_link.attach(self.cancelled)
+
+    def _pose(self, questions: list[tuple[str | None, Question]]) -> list[t.Any]:
+        if self.task_asker is not None:
+            return self.task_asker.pose(questions)
+        if self.peer is not None:
+            return self.peer.pose(questions)
+        return super()._pose(questions)
 
 
 def _served_context(
@@ -357,18 +365,23 @@ def _task_capability_error(method: str) -> MCPError:
 
 
 class _TaskAsker:
-    """``ctx.sample`` and ``ctx.elicit`` of a call run as a task: each question waits
-    in the task (``input_required``, under ``inputRequests``) for the client's
-    ``tasks/update``."""
+    """The questions of a call run as a task: they wait in the task
+    (``input_required``, under ``inputRequests``, by the keys the tool gave) for the
+    client's ``tasks/update``."""
 
     def __init__(self, task: _tasks.Task, capabilities: t.Any, link: _CancelLink) -> None:
         self._task = task
         self._capabilities = capabilities
         self._link = link
 
-    def _ask(self, request: types.CreateMessageRequest | types.ElicitRequest) -> t.Any:
-        wire = request.model_dump(by_alias=True, mode="json", exclude_none=True)
-        return self._task.ask(wire, self._link.cancelled)
+    def pose(self, questions: list[tuple[str | None, Question]]) -> list[t.Any]:
+        check_capabilities((q for _, q in questions), self._capabilities)
+        wires = [
+            (key, request_of(q).model_dump(by_alias=True, mode="json", exclude_none=True))
+            for key, q in questions
+        ]
+        answers = self._task.ask_all(wires, self._link.cancelled)
+        return [answer_of(q, a) for (_, q), a in zip(questions, answers, strict=True)]
 
     def sample(
         self,
@@ -378,32 +391,14 @@ class _TaskAsker:
         system: str | None = None,
         temperature: float | None = None,
     ) -> str:
-        if not _can_sample(self._capabilities):
-            raise SamplingUnavailable(
-                "ctx.sample cannot ask the MCP client: it did not declare the sampling capability"
-            )
-        result = types.CreateMessageResult.model_validate(
-            self._ask(sampling_request(messages, max_tokens, system, temperature))
+        question = Question.sample(
+            messages, max_tokens=max_tokens, system=system, temperature=temperature
         )
-        if isinstance(result.content, types.TextContent):
-            return result.content.text
-        raise SamplingUnavailable(
-            f"ctx.sample: the MCP client answered with {type(result.content).__name__}, not text"
-        )
+        text: str = self.pose([(None, question)])[0]
+        return text
 
-    def elicit(self, message: str, schema: c.Mapping[str, t.Any]) -> Elicitation:
-        if not can_elicit(self._capabilities):
-            raise ElicitationUnavailable(
-                "ctx.elicit cannot ask the MCP client: it did not declare form elicitation"
-            )
-        request = types.ElicitRequest(
-            params=types.ElicitRequestFormParams(message=message, requested_schema=dict(schema))
-        )
-        result = types.ElicitResult.model_validate(self._ask(request))
-        content = dict(result.content) if result.action == "accept" and result.content else None
-        if result.action == "accept" and content is None:
-            content = {}
-        return Elicitation(result.action, content)
+    def elicit(self, message: str, schema: c.Mapping[str, t.Any]) -> t.Any:
+        return self.pose([(None, Question.elicit(message, schema))])[0]
 
 
 class _Serving:
@@ -473,7 +468,14 @@ class _Serving:
             except StateRejected as exc:  # SEP-2322: a server MUST reject it
                 raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
         link = _CancelLink()
-        peer = Peer(ctx, link, modern=modern, state=state, responses=params.input_responses)
+        peer = Peer(
+            ctx,
+            link,
+            modern=modern,
+            state=state,
+            responses=params.input_responses,
+            stated=params.request_state is not None,
+        )
         run_ctx = _served_context(base, link, peer)
         # What the tool reports goes to this client (see _reports), from the thread
         # that runs the call, which sees this context.
@@ -545,7 +547,9 @@ class _Serving:
         now = time.time()
         task = _tasks.Task(task_id, identity, name, now, link.cancel, updated=now)
         asker = _TaskAsker(task, getattr(ctx.session, "client_capabilities", None), link)
-        run_ctx = attrs.evolve(run_ctx, sampler=asker.sample, elicitor=asker.elicit)
+        run_ctx = attrs.evolve(
+            run_ctx, sampler=asker.sample, elicitor=asker.elicit, task_asker=asker
+        )
         self.tasks.add(task)
 
         def work() -> None:
