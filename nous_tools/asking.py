@@ -191,7 +191,9 @@ class Root:
     """One of the client's roots (``ctx.roots()``): a ``file://`` ``uri`` the client
     lets the server work in, and its ``name`` for people (None when it gave none)."""
 
+    #: The root's ``file://`` URI.
     uri: str
+    #: Its name for people, or None.
     name: str | None = None
 
 
@@ -222,12 +224,20 @@ class Question:
     ({'name': 'Ann'}, 'Hello there!')
     """
 
+    #: What is asked: ``"elicit"`` (a person), ``"sample"`` (a model) or ``"roots"``.
     kind: t.Literal["elicit", "sample", "roots"]
+    #: An elicitation's message to the person.
     message: str = ""
-    schema: dict[str, t.Any] = attrs.field(factory=dict)
+    schema: dict[str, t.Any] = attrs.field(
+        factory=dict, metadata={"description": "An elicitation's form (MCP's flat form)."}
+    )
+    #: A sampling's messages (``{"role", "content"}``).
     messages: tuple[dict[str, str], ...] = ()
+    #: A sampling's most tokens.
     max_tokens: int = 0
+    #: A sampling's system prompt.
     system: str | None = None
+    #: A sampling's temperature.
     temperature: float | None = None
 
     @classmethod
