@@ -122,7 +122,6 @@ def _served(target: str):
 #: (and the skills extension, served as resources). Run, never judged.
 OUT_OF_SCOPE = re.compile(r"^(resources-|prompts-|completion-|sep-2164-resource|sep-2640-skills)")
 
-MRTR_TO_TASK = "a tool's MRTR rounds cannot escalate to a task on the last round yet (issue 38)"
 NON_TOOL = (
     "needs a served prompt (prompts/get of test_input_required_result_prompt answering "
     "with an InputRequiredResult, then a GetPromptResult): prompts are out of scope, "
@@ -195,13 +194,13 @@ SERVER_2026_PASSING = {
     "tasks-request-headers",
     "tasks-mrtr-input",
     "tasks-dispatch-and-envelope",
+    "tasks-mrtr-composition",
 }
 
 #: ... and those that do not yet, with the reason.
 SERVER_2026_FAILING = {
     "input-required-result-non-tool-request": NON_TOOL,
     "tasks-status-notifications": "the suite skips it (subscriptions/listen rewrite pending)",
-    "tasks-mrtr-composition": MRTR_TO_TASK,
 }
 
 #: Client: the scenarios that fail at both revisions (unscored extensions), with the

@@ -59,9 +59,21 @@ def gather_in_task(ctx: RunContext) -> str:
     return _three(ctx)
 
 
+NOTE = {"type": "object", "properties": {"note": {"type": "string"}}, "required": ["note"]}
+
+
+@tool(timeout=120, retries=0, task="optional", ask_before_task=True)
+def name_then_task(ctx: RunContext) -> str:
+    """Its first question comes in rounds; the second waits in the task."""
+    name = ctx.elicit("What is your name?", FORM, key="user_name")
+    note = ctx.elicit("Anything to add?", NOTE, key="note")
+    return f"{(name.content or {}).get('name')}: {(note.content or {}).get('note')}"
+
+
 @pytest.fixture(scope="module")
 def url() -> t.Iterator[str]:
-    with serve_http_in_thread(Registry([greet_named, gather, where, gather_in_task])) as running:
+    tools = [greet_named, gather, where, gather_in_task, name_then_task]
+    with serve_http_in_thread(Registry(tools)) as running:
         yield running.url
 
 
@@ -228,3 +240,65 @@ def test_questions_asked_together_in_a_task_wait_in_its_input_requests(url):
         _, got = _rpc(url, "tasks/get", {"taskId": task_id}, capabilities)
     text = got["result"]["result"]["content"][0]["text"]
     assert text == "Hello there! Alice; roots: work=file:///work"
+
+
+def _until(url: str, task_id: str, status: str, capabilities: dict[str, t.Any]) -> dict[str, t.Any]:
+    deadline = time.monotonic() + WAIT
+    while True:
+        _, got = _rpc(url, "tasks/get", {"taskId": task_id}, capabilities)
+        if got["result"]["status"] == status:
+            result: dict[str, t.Any] = got["result"]
+            return result
+        assert time.monotonic() < deadline, got
+        time.sleep(0.05)
+
+
+def test_an_ask_before_task_tool_asks_in_rounds_then_the_answering_round_creates_the_task(url):
+    capabilities = {**EVERYTHING, "extensions": {TASKS: {}}}
+    params = {"name": "name_then_task", "arguments": {}}
+    _, first = _rpc(url, "tools/call", params, capabilities)
+    asked = first["result"]
+    assert asked["resultType"] == "input_required" and "taskId" not in asked
+    assert list(asked["inputRequests"]) == ["user_name"]
+    answered = {
+        **params,
+        "inputResponses": {"user_name": ALICE},
+        "requestState": asked["requestState"],
+    }
+    _, second = _rpc(url, "tools/call", answered, capabilities)
+    created = second["result"]
+    assert created["resultType"] == "task"
+    assert "requestState" not in created and "inputRequests" not in created
+    waiting = _until(url, created["taskId"], "input_required", capabilities)
+    assert list(waiting["inputRequests"]) == ["note"]  # the later question, in the task
+    note = {"action": "accept", "content": {"note": "hi"}}
+    update = {"taskId": created["taskId"], "inputResponses": {"note": note}}
+    _rpc(url, "tasks/update", update, capabilities)
+    done = _until(url, created["taskId"], "completed", capabilities)
+    assert done["result"]["content"][0]["text"] == "Alice: hi"
+
+
+def test_an_ask_before_task_tool_called_without_the_extension_asks_in_rounds_only(url):
+    params = {"name": "name_then_task", "arguments": {}}
+    asked = _call(url, "name_then_task")
+    assert list(asked["inputRequests"]) == ["user_name"]
+    again = _call(
+        url,
+        "name_then_task",
+        inputResponses={"user_name": ALICE},
+        requestState=asked["requestState"],
+    )
+    assert list(again["inputRequests"]) == ["note"]
+    note = {"action": "accept", "content": {"note": "hi"}}
+    done = _call(
+        url, params["name"], inputResponses={"note": note}, requestState=again["requestState"]
+    )
+    assert done["content"][0]["text"] == "Alice: hi"
+
+
+def test_ask_before_task_is_a_strict_bool():
+    from nous_tools import Tool
+
+    assert Tool(name="x", function=len).ask_before_task is False
+    with pytest.raises(TypeError, match="ask_before_task"):
+        Tool(name="x", function=len, ask_before_task="yes")

@@ -464,3 +464,13 @@ def multi_input(ctx: RunContext) -> str:
     with ThreadPoolExecutor(2) as pool:
         answers = list(pool.map(lambda n: ctx.elicit(f"Question {n}?", _NAME_FORM), (1, 2)))
     return ", ".join(str((a.content or {}).get("name")) for a in answers)
+
+
+@registry.register
+@tool(timeout=120, retries=0, task="required", ask_before_task=True)
+def test_tool_with_task(ctx: RunContext) -> str:
+    """Asks the user's name in multi-round-trip rounds, then goes on as a task
+    (tasks-mrtr-composition): the round that answers creates the task."""
+    answer = ctx.elicit("What is your name?", _NAME_FORM, key="user_name")
+    ctx.cancelled.wait(0.2)  # the long part, in the task
+    return f"Hello, {(answer.content or {}).get('name')}, from a task!"

@@ -33,6 +33,7 @@ from nous_tools.approval import NeedsApproval
 from nous_tools.asking import Question
 from nous_tools.contrib.mcp import _reports, _tasks
 from nous_tools.contrib.mcp._peer import (
+    InputRequired,
     Peer,
     RoundState,
     StateRejected,
@@ -369,12 +370,35 @@ class _TaskAsker:
     (``input_required``, under ``inputRequests``, by the keys the tool gave) for the
     client's ``tasks/update``."""
 
-    def __init__(self, task: _tasks.Task, capabilities: t.Any, link: _CancelLink) -> None:
+    def __init__(
+        self,
+        task: _tasks.Task,
+        capabilities: t.Any,
+        link: _CancelLink,
+        first: Peer | None = None,
+    ) -> None:
         self._task = task
         self._capabilities = capabilities
         self._link = link
+        #: ``Tool.ask_before_task``: the call's peer, which asks the first questions in
+        #: multi-round-trip rounds; set once they are answered (or fail), when the
+        #: request hands the call over to the task.
+        self._first = first
+        self.handed_off = threading.Event()
 
     def pose(self, questions: list[tuple[str | None, Question]]) -> list[t.Any]:
+        first, self._first = self._first, None
+        if first is not None:
+            try:
+                return first.pose(questions)
+            except InputRequired:  # the round ends asking them: no task yet
+                raise
+            except BaseException:
+                self.handed_off.set()
+                raise
+            finally:
+                if not first.pending:
+                    self.handed_off.set()
         check_capabilities((q for _, q in questions), self._capabilities)
         wires = [
             (key, request_of(q).model_dump(by_alias=True, mode="json", exclude_none=True))
@@ -528,7 +552,9 @@ class _Serving:
     ) -> dict[str, t.Any] | types.CallToolResult | types.InputRequiredResult:
         """Start ``tool`` as a task; its ``CreateTaskResult``. An ``ask`` tool is
         approved first, in rounds of its own (``InputRequiredResult``), and its task
-        created on the round that approves it."""
+        created on the round that approves it. A ``Tool.ask_before_task`` tool's first
+        questions come in rounds too: it runs in the task's thread from the start of
+        each round, and the round whose answers get it past them creates the task."""
         name = tool.name
         approved = tool.approval == "ask" and peer.state.approved
         if tool.approval == "ask" and not approved:
@@ -540,33 +566,58 @@ class _Serving:
             if asked is not None:
                 return asked
             approved = True
+            # carried by the rounds of the first questions (Tool.ask_before_task)
+            peer.state.approved, peer.state.asking = True, None
         identity = _tasks.identity_of(ctx)
         task_id = self.tasks.new_id()
-        if self.tasks.journal is not None:
+        first = tool.ask_before_task
+        # A task whose first questions come in rounds is not journaled: a round that
+        # ends asking is no outcome of the task's call.
+        call_id = None if first else task_id
+        if self.tasks.journal is not None and not first:
             run_ctx = attrs.evolve(run_ctx, run_id=_tasks.run_id_of(identity))
         now = time.time()
         task = _tasks.Task(task_id, identity, name, now, link.cancel, updated=now)
-        asker = _TaskAsker(task, getattr(ctx.session, "client_capabilities", None), link)
+        asker = _TaskAsker(
+            task,
+            getattr(ctx.session, "client_capabilities", None),
+            link,
+            first=peer if first else None,
+        )
         run_ctx = attrs.evolve(
             run_ctx, sampler=asker.sample, elicitor=asker.elicit, task_asker=asker
         )
-        self.tasks.add(task)
+        if not first:
+            self.tasks.add(task)
 
         def work() -> None:
             result: object
             try:
                 if approved:
                     result = self.registry.execute_approved(
-                        tool, arguments, run_ctx, call_id=task_id
+                        tool, arguments, run_ctx, call_id=call_id
                     )
                 else:
-                    result = self.registry.execute(name, arguments, run_ctx, call_id=task_id)
-                self._settle(task, tool, result)
+                    result = self.registry.execute(name, arguments, run_ctx, call_id=call_id)
+                if not peer.pending:  # else the round ended asking: there is no task
+                    self._settle(task, tool, result)
             except BaseException as exc:  # never raised by execute: a bug, said as failed
                 _log.error("MCP task %s of tool '%s' failed", task_id, name, exc_info=True)
                 self.tasks.settle(task, "failed", error=_tasks.failed_error(repr(exc)))
+            finally:
+                asker.handed_off.set()
 
         threading.Thread(target=work, name=f"nous-tools-mcp-task-{name}", daemon=True).start()
+        if first:
+            # The call's first questions: the request waits until they are answered
+            # (the task goes on from there) or the round ends asking them.
+            await self._run(link, asker.handed_off.wait)
+            if peer.pending:
+                return types.InputRequiredResult(
+                    input_requests=peer.pending,
+                    request_state=peer.state.seal(self.secret, name, arguments),
+                )
+            self.tasks.add(task)
         return {"resultType": "task", **task.envelope()}
 
     def _settle(self, task: _tasks.Task, tool: Tool, result: object) -> None:
