@@ -197,7 +197,7 @@ class Root:
     name: str | None = None
 
 
-@attrs.frozen(slots=True, eq=False)
+@attrs.frozen(slots=True)
 class Question:
     """One question a tool asks whoever answers for its call, as a value: made with
     :meth:`elicit` (a person fills a form), :meth:`sample` (a model writes a text) or
