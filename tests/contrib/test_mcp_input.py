@@ -70,9 +70,15 @@ def name_then_task(ctx: RunContext) -> str:
     return f"{(name.content or {}).get('name')}: {(note.content or {}).get('note')}"
 
 
+@tool(timeout=120, retries=0, approval="ask", ask_before_task=True)
+def approved_first(ctx: RunContext) -> str:
+    """Approved, then its first question, in rounds; then a task."""
+    return "done: " + str(ctx.elicit("Why?", NOTE, key="why").content)
+
+
 @pytest.fixture(scope="module")
 def url() -> t.Iterator[str]:
-    tools = [greet_named, gather, where, gather_in_task, name_then_task]
+    tools = [greet_named, gather, where, gather_in_task, name_then_task, approved_first]
     with serve_http_in_thread(Registry(tools)) as running:
         yield running.url
 
@@ -302,3 +308,26 @@ def test_ask_before_task_is_a_strict_bool():
     assert Tool(name="x", function=len).ask_before_task is False
     with pytest.raises(TypeError, match="ask_before_task"):
         Tool(name="x", function=len, ask_before_task="yes")
+
+
+def test_an_ask_before_task_tool_is_approved_and_asked_in_rounds_then_becomes_a_task(url):
+    capabilities = {**EVERYTHING, "extensions": {TASKS: {}}}
+    params: dict[str, t.Any] = {"name": "approved_first", "arguments": {}}
+    _, first = _rpc(url, "tools/call", params, capabilities)
+    assert list(first["result"]["inputRequests"]) == ["nous_tools.approval"]
+    yes = {"action": "accept", "content": {}}
+    state = first["result"]["requestState"]
+    answered = {**params, "inputResponses": {"nous_tools.approval": yes}, "requestState": state}
+    _, second = _rpc(url, "tools/call", answered, capabilities)
+    assert list(second["result"]["inputRequests"]) == ["why"]  # approved; its question
+    why = {"action": "accept", "content": {"note": "because"}}
+    state = second["result"]["requestState"]
+    _, third = _rpc(
+        url,
+        "tools/call",
+        {**params, "inputResponses": {"why": why}, "requestState": state},
+        capabilities,
+    )
+    assert third["result"]["resultType"] == "task"
+    done = _until(url, third["result"]["taskId"], "completed", capabilities)
+    assert done["result"]["content"][0]["text"] == "done: {'note': 'because'}"

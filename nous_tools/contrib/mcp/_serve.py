@@ -47,6 +47,7 @@ from nous_tools.errors import (
     JournalConflict,
     JournalUnavailable,
     OutcomeUnknown,
+    ToolCancelled,
     ToolError,
 )
 from nous_tools.providers._tool_calls import clip_parts, format_tool_result
@@ -550,14 +551,22 @@ class _Serving:
         link: _CancelLink,
         peer: Peer,
     ) -> dict[str, t.Any] | types.CallToolResult | types.InputRequiredResult:
-        """Start ``tool`` as a task; its ``CreateTaskResult``. An ``ask`` tool is
-        approved first, in rounds of its own (``InputRequiredResult``), and its task
-        created on the round that approves it. A ``Tool.ask_before_task`` tool's first
-        questions come in rounds too: it runs in the task's thread from the start of
-        each round, and the round whose answers get it past them creates the task."""
+        """Start ``tool`` as a task; its ``CreateTaskResult``. An ``ask`` tool's approval
+        waits in the task (``input_required``, answered by ``tasks/update``). A
+        ``Tool.ask_before_task`` tool is approved first, in rounds of its own
+        (``InputRequiredResult``), and its first questions come in rounds too: it runs
+        in the task's thread from the start of each round, and the round whose answers
+        get it past them creates the task."""
         name = tool.name
         approved = tool.approval == "ask" and peer.state.approved
-        if tool.approval == "ask" and not approved:
+        # An ask tool's approval is its first question: in the task, answered by
+        # tasks/update; with ask_before_task, in rounds before the task is created.
+        approve_in_task = tool.approval == "ask" and not approved and not tool.ask_before_task
+        if approve_in_task and not can_elicit(getattr(ctx.session, "client_capabilities", None)):
+            raise _missing_capability(
+                name, {"elicitation": {"form": {}}}, "requires approval, asked by form"
+            )
+        if tool.approval == "ask" and not approved and not approve_in_task:
             pending = await self._run(link, self.registry.execute, name, arguments, run_ctx)
             if not isinstance(pending, NeedsApproval):  # refused before it could run
                 limit = result_limit(tool, self.registry.executor.max_result_chars)
@@ -599,6 +608,10 @@ class _Serving:
                     )
                 else:
                     result = self.registry.execute(name, arguments, run_ctx, call_id=call_id)
+                if isinstance(result, NeedsApproval):
+                    result = self._approve_in_task(task, link, result, run_ctx, call_id)
+                    if result is None:  # declined, or the task was cancelled meanwhile
+                        return
                 if not peer.pending:  # else the round ended asking: there is no task
                     self._settle(task, tool, result)
             except BaseException as exc:  # never raised by execute: a bug, said as failed
@@ -619,6 +632,40 @@ class _Serving:
                 )
             self.tasks.add(task)
         return {"resultType": "task", **task.envelope()}
+
+    def _approve_in_task(
+        self,
+        task: _tasks.Task,
+        link: _CancelLink,
+        pending: NeedsApproval,
+        run_ctx: RunContext[t.Any],
+        call_id: str | None,
+    ) -> object | None:
+        """From the task's thread: ask the client to approve ``pending`` (the task is
+        ``input_required`` with it under ``nous_tools.approval``, answered by
+        ``tasks/update``); the approved call's result, or None when the task was
+        settled here (declined) or cancelled meanwhile."""
+        name = pending.tool.name
+        request = types.ElicitRequest(
+            params=types.ElicitRequestFormParams(
+                message=_approval_message(name, pending.arguments),
+                requested_schema=dict(_EMPTY_SCHEMA),
+            )
+        )
+        wire = request.model_dump(by_alias=True, mode="json", exclude_none=True)
+        try:
+            [raw] = task.ask_all([(APPROVAL_KEY, wire)], link.cancelled)
+        except ToolCancelled:
+            return None
+        try:
+            action = types.ElicitResult.model_validate(raw).action
+        except ValueError:  # not an answer: fail closed
+            action = "decline"
+        if action == "accept":
+            return self.registry.execute_approved(pending, run_ctx, call_id=call_id)
+        body = _answered(name, action).model_dump(by_alias=True, mode="json", exclude_none=True)
+        self.tasks.settle(task, "completed", body)
+        return None
 
     def _settle(self, task: _tasks.Task, tool: Tool, result: object) -> None:
         status, body, error = self._outcome(tool, result)
