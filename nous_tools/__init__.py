@@ -39,6 +39,7 @@ from nous_tools.errors import (
     ProgramDiverged,
     RateLimited,
     ResultTooLarge,
+    RootsUnavailable,
     SamplingUnavailable,
     SandboxLimitReached,
     SandboxUnavailable,
@@ -64,7 +65,7 @@ from nous_tools.tool import Tool, ToolOptions, tool
 from nous_tools.usage import Usage
 
 if t.TYPE_CHECKING:
-    from nous_tools.asking import Elicitation
+    from nous_tools.asking import Elicitation, Question, Root
     from nous_tools.context_update import ContextUpdate
     from nous_tools.journal import (
         Journal,
@@ -119,10 +120,13 @@ __all__ = [
     "ProgramDiverged",
     "ProgramOutput",
     "ProgramPaused",
+    "Question",
     "RateLimited",
     "Registry",
     "Result",
     "ResultTooLarge",
+    "Root",
+    "RootsUnavailable",
     "RunContext",
     "SQLiteJournal",
     "SamplingUnavailable",
@@ -163,6 +167,8 @@ __all__ = [
 #: so that ``import nous_tools`` stays quick for a program that makes tools.
 _LAZY = {
     "Elicitation": "nous_tools.asking",
+    "Question": "nous_tools.asking",
+    "Root": "nous_tools.asking",
     "ContextUpdate": "nous_tools.context_update",
     "Journal": "nous_tools.journal",
     "JournalApprovalStore": "nous_tools.journal",

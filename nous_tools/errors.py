@@ -30,6 +30,7 @@ __all__ = [
     "ProgramDiverged",
     "RateLimited",
     "ResultTooLarge",
+    "RootsUnavailable",
     "SamplingUnavailable",
     "SandboxLimitReached",
     "SandboxUnavailable",
@@ -356,6 +357,15 @@ class ElicitationUnavailable(ToolError):
 
     A tool may catch it and fall back to a default; uncaught, the call is an ``Err``
     whose message names it, and it is not retried.
+    """
+
+
+class RootsUnavailable(ToolError):
+    """``ctx.roots()`` has nowhere to go: the call is not served over MCP, or the MCP
+    client did not declare the ``roots`` capability.
+
+    A tool may catch it and carry on without the client's roots; uncaught, the call
+    is an ``Err`` whose message names it, and it is not retried.
     """
 
 

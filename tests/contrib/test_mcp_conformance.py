@@ -122,7 +122,12 @@ def _served(target: str):
 #: (and the skills extension, served as resources). Run, never judged.
 OUT_OF_SCOPE = re.compile(r"^(resources-|prompts-|completion-|sep-2164-resource|sep-2640-skills)")
 
-MRTR_TO_TASK = "a tool's MRTR rounds cannot escalate to a task on the last round yet (issue 38)"
+NON_TOOL = (
+    "needs a served prompt (prompts/get of test_input_required_result_prompt answering "
+    "with an InputRequiredResult, then a GetPromptResult): prompts are out of scope; "
+    "the server's correct answer, -32602 unknown prompt, fails the check "
+    "sep-2322-non-tool-incomplete (and the second check is never reached)"
+)
 NAMED = "the suite answers under the key user_name; a tool cannot name its question yet"
 EXTENSION_AUTH = "authorization extension not built yet (issue 38, later step)"
 
@@ -178,6 +183,10 @@ SERVER_2026_PASSING = {
     "input-required-result-result-type",
     "input-required-result-unsupported-methods",
     "input-required-result-validate-input",
+    "input-required-result-basic-elicitation",
+    "input-required-result-ignore-extra-params",
+    "input-required-result-basic-list-roots",
+    "input-required-result-multiple-input-requests",
     "tasks-lifecycle",
     "tasks-capability-negotiation",
     "tasks-wire-fields",
@@ -186,17 +195,16 @@ SERVER_2026_PASSING = {
     "tasks-request-headers",
     "tasks-mrtr-input",
     "tasks-dispatch-and-envelope",
+    "tasks-mrtr-composition",
 }
 
 #: ... and those that do not yet, with the reason.
 SERVER_2026_FAILING = {
-    "input-required-result-basic-elicitation": NAMED,
-    "input-required-result-basic-list-roots": "a tool cannot ask for the client's roots (roots/list) yet",
-    "input-required-result-multiple-input-requests": "a tool cannot ask several questions in one round yet",
-    "input-required-result-non-tool-request": "asks prompts/get (prompts are out of scope)",
-    "input-required-result-ignore-extra-params": NAMED,
-    "tasks-status-notifications": "the suite skips it (subscriptions/listen rewrite pending)",
-    "tasks-mrtr-composition": MRTR_TO_TASK,
+    "input-required-result-non-tool-request": NON_TOOL,
+    "tasks-status-notifications": (
+        "the suite (0.2.0-alpha.12) only reports one SKIPPED check, run by name or in the "
+        "full run (its subscriptions/listen rewrite is pending): 0 checks, so never a pass"
+    ),
 }
 
 #: Client: the scenarios that fail at both revisions (unscored extensions), with the

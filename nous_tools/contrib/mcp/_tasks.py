@@ -96,25 +96,43 @@ class Task:
     changed: threading.Condition = attrs.field(factory=threading.Condition)
 
     def ask(self, request: dict[str, t.Any], cancelled: threading.Event) -> t.Any:
-        """From the tool's thread: put ``request`` to the client (the task is
-        ``input_required`` until every question is answered) and wait for its answer
-        (``tasks/update``); ``ToolCancelled`` when the task is cancelled meanwhile."""
+        """From the tool's thread: put ``request`` to the client and wait for its
+        answer (see :meth:`ask_all`)."""
+        return self.ask_all([(None, request)], cancelled)[0]
+
+    def ask_all(
+        self, requests: c.Sequence[tuple[str | None, dict[str, t.Any]]], cancelled: threading.Event
+    ) -> list[t.Any]:
+        """From the tool's thread: put ``requests`` to the client together, each under
+        its key (the tool's name for it, else ``nous_tools.task_ask.N``), the task
+        ``input_required`` until every question is answered, and wait for all their
+        answers (``tasks/update``); ``ToolCancelled`` when the task is cancelled
+        meanwhile, ``ValueError`` for a key another question waits under."""
         from nous_tools.errors import ToolCancelled
 
         with self.changed:
-            key = f"{ASK_KEY}{self.asked}"
-            self.asked += 1
-            self.pending[key] = request
+            keys: list[str] = []
+            for key, _ in requests:
+                if key is None:
+                    key = f"{ASK_KEY}{self.asked}"
+                    self.asked += 1
+                if key in self.pending or key in keys:
+                    raise ValueError(f"a question with the key {key!r} is already waiting")
+                keys.append(key)
+            for key, (_, request) in zip(keys, requests, strict=True):
+                self.pending[key] = request
             if self.status == "working":
                 self.status, self.updated = "input_required", time.time()
             try:
-                while key not in self.answers:
+                while not all(key in self.answers for key in keys):
                     if cancelled.is_set() or self.status in TERMINAL:
                         raise ToolCancelled("the MCP client cancelled the task")
                     self.changed.wait(0.2)
-                return self.answers.pop(key)
+                return [self.answers.pop(key) for key in keys]
             finally:
-                self.pending.pop(key, None)
+                for key in keys:
+                    self.pending.pop(key, None)
+                    self.answers.pop(key, None)
                 if not self.pending and self.status == "input_required":
                     self.status, self.updated = "working", time.time()
 
