@@ -124,7 +124,6 @@ OUT_OF_SCOPE = re.compile(r"^(resources-|prompts-|completion-|sep-2164-resource|
 
 MRTR_TO_TASK = "a tool's MRTR rounds cannot escalate to a task on the last round yet (issue 38)"
 NAMED = "the suite answers under the key user_name; a tool cannot name its question yet"
-EXTENSION_AUTH = "authorization extension not built yet (issue 38, later step)"
 
 #: 2025-11-25, server: every scenario of the requirements run (unscored ones included)
 #: that concerns a tool runner; each passes with no failed check and no warning.
@@ -199,13 +198,16 @@ SERVER_2026_FAILING = {
     "tasks-mrtr-composition": MRTR_TO_TASK,
 }
 
-#: Client: the scenarios that fail at both revisions (unscored extensions), with the
-#: reason.
-CLIENT_FAILING_BOTH = {
-    "auth/enterprise-managed-authorization": EXTENSION_AUTH,
-    "auth/dpop": EXTENSION_AUTH,
-    "auth/dpop-nonce": EXTENSION_AUTH,
-    "auth/wif-jwt-bearer": EXTENSION_AUTH,
+#: Client: the scenarios that fail at both revisions, with the reason (none now).
+CLIENT_FAILING_BOTH: dict[str, str] = {}
+
+#: Client: the authorization extensions (unscored at both revisions): DPoP (SEP-1932),
+#: enterprise-managed authorization (SEP-990) and workload identity (SEP-1933).
+CLIENT_AUTH_EXTENSIONS = {
+    "auth/dpop",
+    "auth/dpop-nonce",
+    "auth/enterprise-managed-authorization",
+    "auth/wif-jwt-bearer",
 }
 
 #: 2025-11-25, client: every other scenario passes (no failed check, no warning).
@@ -231,6 +233,7 @@ CLIENT_2025 = {
     "auth/client-credentials-jwt",
     "auth/client-credentials-basic",
     "json-schema-2020-12-preservation",
+    *CLIENT_AUTH_EXTENSIONS,
 }
 
 #: 2026-07-28, client: the scenarios that pass ...
@@ -270,6 +273,7 @@ CLIENT_2026_PASSING = {
     "sep-2322-client-request-state",
     "http-custom-headers",
     "http-invalid-tool-headers",
+    *CLIENT_AUTH_EXTENSIONS,
 }
 
 #: ... and those that do not yet, with the reason.

@@ -56,7 +56,11 @@ def auth_for(scenario: str, context: dict[str, t.Any]) -> OAuth | None:
             signing_algorithm=context.get("signing_algorithm", "ES256"),
             storage=InMemoryTokenStorage(),
         )
-    if scenario == "auth/cross-app-access-complete-flow":
+    if scenario == "auth/wif-jwt-bearer":
+        return OAuth.workload_identity(
+            context["client_id"], assertion=context["valid_jwt"], storage=InMemoryTokenStorage()
+        )
+    if scenario in ("auth/cross-app-access-complete-flow", "auth/enterprise-managed-authorization"):
         return cross_app_access(context)
     return OAuth.authorization_code(
         client_name="nous-tools conformance client",
@@ -65,6 +69,8 @@ def auth_for(scenario: str, context: dict[str, t.Any]) -> OAuth | None:
         client_metadata_url=CIMD_URL,
         open_browser=browser,
         storage=InMemoryTokenStorage(),
+        # SEP-1932: sender-constrained tokens (the nonce variant asks for nonces).
+        dpop=scenario in ("auth/dpop", "auth/dpop-nonce"),
     )
 
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from nous_tools.contrib.mcp._auth import FileTokenStorage, InMemoryTokenStorage, OAuth, TokenStorage
 from nous_tools.contrib.mcp._client import MCPElicitation, MCPServer, register_mcp
+from nous_tools.contrib.mcp._dpop import DPoPKey
 from nous_tools.contrib.mcp._serve import (
     RunningServer,
     build_server,
@@ -49,6 +50,7 @@ from nous_tools.contrib.mcp._serve import (
 from nous_tools.contrib.mcp._task_client import TaskHandle, TaskStatus
 
 __all__ = [
+    "DPoPKey",
     "FileTokenStorage",
     "InMemoryTokenStorage",
     "MCPElicitation",

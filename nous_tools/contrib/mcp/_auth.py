@@ -52,6 +52,8 @@ if t.TYPE_CHECKING:
         OAuthClientMetadata,
     )
 
+    from nous_tools.contrib.mcp._dpop import DPoPKey
+
 __all__ = ["FileTokenStorage", "InMemoryTokenStorage", "OAuth", "TokenStorage"]
 
 _log = logging.getLogger("nous_tools")
@@ -425,7 +427,15 @@ class _BrowserSignIn:
 class OAuth:
     """How :meth:`MCPServer.http <nous_tools.contrib.mcp.MCPServer.http>` signs in to a
     server that requires OAuth (``MCPServer.http(url, auth=OAuth...)``). Make one with
-    :meth:`authorization_code` (a person) or :meth:`client_credentials` (a service)."""
+    :meth:`authorization_code` (a person) or :meth:`client_credentials` (a service).
+
+    Each takes ``dpop``: ``True`` (a key made for this object) or a
+    :class:`~nous_tools.contrib.mcp.DPoPKey` of yours binds the tokens to that key
+    (DPoP, RFC 9449): every token request and every request to the server carries a
+    fresh proof signed by it, a token issued as ``DPoP`` is sent as
+    ``Authorization: DPoP <token>``, and a server asking for a nonce gets it. A token
+    stolen without the key is of no use. An authorization server that issues bearer
+    tokens anyway is answered with bearer use."""
 
     def __init__(
         self,
@@ -435,6 +445,7 @@ class OAuth:
         *,
         interactive: float | None = None,
         shown: str = "",
+        dpop: bool | DPoPKey = False,
     ) -> None:
         self.kind = kind
         self._make = make
@@ -442,14 +453,23 @@ class OAuth:
         #: Seconds a person has to sign in (None: no person involved).
         self.interactive = interactive
         self._shown = shown
+        #: The DPoP key tokens are bound to (RFC 9449), or None: bearer tokens.
+        self.dpop_key: DPoPKey | None = _dpop_key(dpop)
 
     def provider(self, server_url: str) -> httpx2.Auth:
-        """The SDK's OAuth client provider (an ``httpx2.Auth``) for ``server_url``."""
+        """The SDK's OAuth client provider (an ``httpx2.Auth``) for ``server_url``
+        (with DPoP proofs added when :attr:`dpop_key` is set)."""
         install_redaction()
-        return self._make(server_url, _SDKStorage(self.storage, server_url))
+        made = self._make(server_url, _SDKStorage(self.storage, server_url))
+        if self.dpop_key is not None:
+            from nous_tools.contrib.mcp._dpop import DPoPAuth
+
+            return DPoPAuth(made, self.dpop_key)
+        return made
 
     def __repr__(self) -> str:
-        return f"<OAuth {self.kind}{self._shown}>"
+        dpop = " dpop" if self.dpop_key is not None else ""
+        return f"<OAuth {self.kind}{self._shown}{dpop}>"
 
     @classmethod
     def authorization_code(
@@ -464,6 +484,7 @@ class OAuth:
         callback_port: int = 0,
         timeout: float = 300.0,
         storage: TokenStorage | None = None,
+        dpop: bool | DPoPKey = False,
     ) -> OAuth:
         """A person signs in: authorization code with PKCE.
 
@@ -476,7 +497,8 @@ class OAuth:
         confidential client), or is identified by ``client_metadata_url`` (a Client ID
         Metadata Document, used when the server supports them). ``scopes`` are asked
         for when the server's challenge and metadata name none. ``storage`` keeps the
-        tokens and the registration (default: :class:`FileTokenStorage`).
+        tokens and the registration (default: :class:`FileTokenStorage`). ``dpop``
+        binds the tokens to a key (DPoP, RFC 9449; see :class:`OAuth`).
         """
         if client_secret is not None and client_id is None:
             raise ValueError("OAuth.authorization_code: client_secret needs a client_id")
@@ -512,6 +534,7 @@ class OAuth:
             storage if storage is not None else FileTokenStorage(),
             interactive=float(timeout),
             shown=shown,
+            dpop=dpop,
         )
 
     @classmethod
@@ -529,6 +552,7 @@ class OAuth:
             "client_secret_basic", "client_secret_post"
         ] = "client_secret_basic",
         storage: TokenStorage | None = None,
+        dpop: bool | DPoPKey = False,
     ) -> OAuth:
         """A service signs in with its own credentials (the client credentials grant):
         ``client_secret`` (sent as ``token_endpoint_auth_method``), or ``private_key_jwt``
@@ -536,7 +560,8 @@ class OAuth:
         or ``assertion`` (a ready JWT, or a callable ``audience -> JWT`` such as a
         workload identity provider). Exactly one of the three. ``issuer`` is the
         authorization server the credentials belong to: give it, and they are never
-        sent to another one. ``storage`` defaults to :class:`FileTokenStorage`."""
+        sent to another one. ``storage`` defaults to :class:`FileTokenStorage`. ``dpop``
+        binds the tokens to a key (DPoP, RFC 9449; see :class:`OAuth`)."""
         given = [x is not None for x in (client_secret, private_key, assertion)]
         if sum(given) != 1:
             raise ValueError(
@@ -581,6 +606,53 @@ class OAuth:
             make,
             storage if storage is not None else FileTokenStorage(),
             shown=f" ({kind}) client_id={client_id!r}",
+            dpop=dpop,
+        )
+
+    @classmethod
+    def workload_identity(
+        cls,
+        client_id: str,
+        *,
+        assertion: str | c.Callable[[str], str],
+        scopes: c.Sequence[str] | None = None,
+        issuer: str | None = None,
+        storage: TokenStorage | None = None,
+        dpop: bool | DPoPKey = False,
+    ) -> OAuth:
+        """A workload signs in with the identity its platform gave it (workload identity
+        federation, SEP-1933): a JWT from the platform's identity provider (a
+        Kubernetes service account token, a cloud's instance identity, a CI job's OIDC
+        token) is exchanged for an access token with the RFC 7523 jwt-bearer grant
+        (``assertion=`` the JWT), by the public client ``client_id``: no secret to keep.
+
+        ``assertion`` is the JWT, or a callable ``audience -> JWT`` called for each
+        token request with the authorization server's issuer (the ``aud`` the JWT must
+        carry), so a fresh one is asked for when the last has expired. A refused grant
+        (``invalid_grant``, ``invalid_scope``, ``unauthorized_client``) fails the
+        connection, never retried nor turned into another grant. ``issuer`` is the
+        authorization server the workload is known to: give it, and the JWT is never
+        sent to another one. ``storage`` defaults to :class:`FileTokenStorage`."""
+        if not (isinstance(assertion, str) or callable(assertion)):
+            raise TypeError("OAuth.workload_identity: assertion must be a JWT or a callable")
+        scope = " ".join(scopes) if scopes else None
+
+        def make(server_url: str, store: _SDKStorage) -> httpx2.Auth:
+            return _refreshing(_jwt_bearer_provider())(  # type: ignore[no-any-return]
+                server_url=server_url,
+                storage=store,
+                client_id=client_id,
+                assertion_provider=_assertion_provider(assertion),
+                scope=scope,
+                issuer=issuer,
+            )
+
+        return cls(
+            "workload_identity",
+            make,
+            storage if storage is not None else FileTokenStorage(),
+            shown=f" client_id={client_id!r}",
+            dpop=dpop,
         )
 
     @classmethod
@@ -596,6 +668,7 @@ class OAuth:
             "client_secret_basic", "client_secret_post"
         ] = "client_secret_basic",
         storage: TokenStorage | None = None,
+        dpop: bool | DPoPKey = False,
     ) -> OAuth:
         """Enterprise-managed authorization (SEP-990, cross-app access): the enterprise
         identity provider's signed grant (an ID-JAG) is exchanged for an access token
@@ -606,7 +679,7 @@ class OAuth:
         server (``audience``) and MCP server (``resource``): obtaining it from the
         identity provider (an RFC 8693 token exchange) is the deployment's part. The
         authorization server is configuration here: the MCP server is never asked
-        which one to use."""
+        which one to use. ``dpop`` binds the tokens to a key (see :class:`OAuth`)."""
 
         def make(server_url: str, store: _SDKStorage) -> httpx2.Auth:
             from mcp.client.auth.extensions.identity_assertion import (
@@ -637,7 +710,104 @@ class OAuth:
             make,
             storage if storage is not None else FileTokenStorage(),
             shown=f" client_id={client_id!r} issuer={issuer!r}",
+            dpop=dpop,
         )
+
+
+_JWT_BEARER: list[type[t.Any]] = []
+
+
+def _jwt_bearer_provider() -> type[t.Any]:
+    """The SDK's OAuth client provider doing the RFC 7523 jwt-bearer grant with a
+    workload's JWT, as a public client (made once, on first use: the SDK is imported
+    only then)."""
+    if _JWT_BEARER:
+        return _JWT_BEARER[0]
+    from mcp.client.auth import OAuthClientProvider, OAuthFlowError
+    from mcp.client.auth.utils import issuers_match
+    from mcp.shared.auth import (
+        JWT_BEARER_GRANT_TYPE,
+        OAuthClientInformationFull,
+        OAuthClientMetadata,
+    )
+
+    class JWTBearerOAuthProvider(OAuthClientProvider):
+        def __init__(
+            self,
+            server_url: str,
+            storage: t.Any,
+            client_id: str,
+            assertion_provider: c.Callable[[str], c.Awaitable[str]],
+            scope: str | None,
+            issuer: str | None,
+        ) -> None:
+            metadata = OAuthClientMetadata(
+                redirect_uris=None,
+                grant_types=[JWT_BEARER_GRANT_TYPE],
+                token_endpoint_auth_method="none",
+                scope=scope,
+            )
+            super().__init__(server_url, metadata, storage, None, None)
+            self._issuer = issuer
+            self._assertion_provider = assertion_provider
+            self._fixed_client_info = OAuthClientInformationFull(
+                redirect_uris=None,
+                client_id=client_id,
+                grant_types=[JWT_BEARER_GRANT_TYPE],
+                token_endpoint_auth_method="none",
+                scope=scope,
+            )
+
+        async def _initialize(self) -> None:
+            self.context.current_tokens = await self.context.storage.get_tokens()
+            self.context.client_info = self._fixed_client_info
+            self._initialized = True
+
+        def _select_authorization_server(self, advertised: list[str]) -> str:
+            chosen = [a for a in advertised if self._issuer and issuers_match(a, self._issuer)]
+            return chosen[0] if chosen else advertised[0]
+
+        async def _perform_authorization(self) -> httpx2.Request:
+            import httpx2
+
+            metadata = self.context.oauth_metadata
+            if metadata is None:
+                raise OAuthFlowError("no authorization server metadata for the jwt-bearer grant")
+            if self._issuer is not None and not issuers_match(str(metadata.issuer), self._issuer):
+                self.context.oauth_metadata = None
+                self.context.clear_tokens()
+                raise OAuthFlowError(
+                    f"the authorization server {metadata.issuer} is not the configured "
+                    f"issuer {self._issuer}: the workload's JWT is not sent to it"
+                )
+            assertion = await self._assertion_provider(str(metadata.issuer))
+            data: dict[str, str] = {
+                "grant_type": JWT_BEARER_GRANT_TYPE,
+                "assertion": assertion,
+                "client_id": self._fixed_client_info.client_id or "",
+            }
+            if self.context.should_include_resource_param(self.context.protocol_version):
+                data["resource"] = self.context.get_resource_url()
+            if self.context.client_metadata.scope:
+                data["scope"] = self.context.client_metadata.scope
+            headers = {"Content-Type": "application/x-www-form-urlencoded"}
+            return httpx2.Request("POST", self._get_token_endpoint(), data=data, headers=headers)
+
+    _JWT_BEARER.append(JWTBearerOAuthProvider)
+    return JWTBearerOAuthProvider
+
+
+def _dpop_key(dpop: bool | DPoPKey) -> DPoPKey | None:
+    """The key ``dpop=`` names: a fresh one for True, none for False."""
+    from nous_tools.contrib.mcp._dpop import DPoPKey
+
+    if isinstance(dpop, DPoPKey):
+        return dpop
+    if dpop is True:
+        return DPoPKey.generate()
+    if dpop is False:
+        return None
+    raise TypeError(f"OAuth: dpop must be a bool or a DPoPKey, got {type(dpop).__name__}")
 
 
 def _client_metadata(
