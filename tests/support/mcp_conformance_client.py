@@ -77,35 +77,20 @@ def auth_for(scenario: str, context: dict[str, t.Any]) -> OAuth | None:
 def cross_app_access(context: dict[str, t.Any]) -> OAuth:
     """SEP-990: the MCP server's authorization server comes from configuration; the
     suite puts it in the server's protected resource metadata, so it is read from
-    there (a deployment would know it). The ID-JAG comes from the identity provider
-    by an RFC 8693 token exchange of the person's ID token."""
+    there (a deployment would know it). The client exchanges the person's ID token
+    for an ID-JAG at the identity provider (RFC 8693), then the ID-JAG for a token."""
     url = sys.argv[1]
     parts = urllib.parse.urlsplit(url)
     metadata = f"{parts.scheme}://{parts.netloc}/.well-known/oauth-protected-resource{parts.path}"
     with httpx2.Client(timeout=30.0) as http:
         issuer = http.get(metadata).raise_for_status().json()["authorization_servers"][0]
-
-    def id_jag(audience: str, resource: str) -> str:
-        with httpx2.Client(timeout=30.0) as http:
-            answer = http.post(
-                context["idp_token_endpoint"],
-                data={
-                    "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
-                    "requested_token_type": "urn:ietf:params:oauth:token-type:id-jag",
-                    "subject_token": context["idp_id_token"],
-                    "subject_token_type": "urn:ietf:params:oauth:token-type:id_token",
-                    "audience": audience,
-                    "resource": resource,
-                    "client_id": context["idp_client_id"],
-                },
-            )
-            return str(answer.raise_for_status().json()["access_token"])
-
-    return OAuth.identity_assertion(
+    return OAuth.enterprise_managed(
         context["client_id"],
         client_secret=context["client_secret"],
         issuer=issuer,
-        assertion=id_jag,
+        idp_token_endpoint=context["idp_token_endpoint"],
+        id_token=context["idp_id_token"],
+        idp_client_id=context["idp_client_id"],
         storage=InMemoryTokenStorage(),
     )
 

@@ -242,12 +242,12 @@ _REDACTIONS = [
     # "access_token": "…" in JSON, and access_token=… in a query or form body
     re.compile(r'("(?:' + "|".join(_SECRET_PARAMETERS) + r')"\s*:\s*")[^"]*(")'),
     re.compile(r"((?:^|[?&\s'\"])(?:" + "|".join(_SECRET_PARAMETERS) + r")=)[^&\s'\"]+()"),
-    re.compile(r"((?:Bearer|Basic)\s+)[A-Za-z0-9._~+/=-]{8,}()", re.IGNORECASE),
+    re.compile(r"((?:Bearer|Basic|DPoP)\s+)[A-Za-z0-9._~+/=-]{8,}()", re.IGNORECASE),
 ]
 
 
 def redact(text: str) -> str:
-    """``text`` with token material replaced by ``[redacted]``: bearer and basic
+    """``text`` with token material replaced by ``[redacted]``: bearer, DPoP and basic
     credentials, and the values of ``access_token``, ``refresh_token``, ``code``,
     ``client_secret``, ``code_verifier`` and the assertions, in JSON or URL form."""
     for pattern in _REDACTIONS:
@@ -656,6 +656,56 @@ class OAuth:
         )
 
     @classmethod
+    def enterprise_managed(
+        cls,
+        client_id: str,
+        *,
+        client_secret: str,
+        issuer: str,
+        idp_token_endpoint: str,
+        id_token: str | c.Callable[[], str],
+        idp_client_id: str,
+        idp_client_secret: str | None = None,
+        scopes: c.Sequence[str] | None = None,
+        token_endpoint_auth_method: t.Literal[
+            "client_secret_basic", "client_secret_post"
+        ] = "client_secret_basic",
+        storage: TokenStorage | None = None,
+        dpop: bool | DPoPKey = False,
+    ) -> OAuth:
+        """Enterprise-managed authorization (SEP-990), both legs: the person's ID token
+        from the enterprise identity provider (``id_token``: the JWT, or a callable
+        returning a current one) is exchanged at the provider's ``idp_token_endpoint``
+        for an ID-JAG (RFC 8693 token exchange, as the provider's client
+        ``idp_client_id``, with ``idp_client_secret`` by HTTP Basic when it is a
+        confidential one), and the ID-JAG for an access token at the MCP server's
+        authorization server ``issuer`` (as :meth:`identity_assertion`). The person
+        signs in to the enterprise once; the MCP server asks nothing more.
+
+        A refused exchange fails the connection with the provider's error code (never
+        the tokens)."""
+        if not (isinstance(id_token, str) or callable(id_token)):
+            raise TypeError("OAuth.enterprise_managed: id_token must be a JWT or a callable")
+        made = cls.identity_assertion(
+            client_id,
+            client_secret=client_secret,
+            issuer=issuer,
+            assertion=_IdJagExchange(
+                idp_token_endpoint,
+                id_token,
+                idp_client_id,
+                idp_client_secret,
+                " ".join(scopes) if scopes else None,
+            ),
+            scopes=scopes,
+            token_endpoint_auth_method=token_endpoint_auth_method,
+            storage=storage,
+            dpop=dpop,
+        )
+        made.kind = "enterprise_managed"
+        return made
+
+    @classmethod
     def identity_assertion(
         cls,
         client_id: str,
@@ -749,6 +799,7 @@ def _jwt_bearer_provider() -> type[t.Any]:
             )
             super().__init__(server_url, metadata, storage, None, None)
             self._issuer = issuer
+            self._scope = scope
             self._assertion_provider = assertion_provider
             self._fixed_client_info = OAuthClientInformationFull(
                 redirect_uris=None,
@@ -788,8 +839,10 @@ def _jwt_bearer_provider() -> type[t.Any]:
             }
             if self.context.should_include_resource_param(self.context.protocol_version):
                 data["resource"] = self.context.get_resource_url()
-            if self.context.client_metadata.scope:
-                data["scope"] = self.context.client_metadata.scope
+            # The server's choice (its challenge, its metadata), else the configured one.
+            scope = self.context.client_metadata.scope or self._scope
+            if scope:
+                data["scope"] = scope
             headers = {"Content-Type": "application/x-www-form-urlencoded"}
             return httpx2.Request("POST", self._get_token_endpoint(), data=data, headers=headers)
 
@@ -808,6 +861,80 @@ def _dpop_key(dpop: bool | DPoPKey) -> DPoPKey | None:
     if dpop is False:
         return None
     raise TypeError(f"OAuth: dpop must be a bool or a DPoPKey, got {type(dpop).__name__}")
+
+
+TOKEN_EXCHANGE_GRANT_TYPE = "urn:ietf:params:oauth:grant-type:token-exchange"
+ID_JAG_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:id-jag"
+ID_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:id_token"
+
+
+class _IdJagExchange:
+    """Leg 1 of enterprise-managed authorization: the person's ID token exchanged at
+    the enterprise identity provider's token endpoint for an ID-JAG naming the MCP
+    server's authorization server (``audience``) and the MCP server (``resource``),
+    by an RFC 8693 token exchange. Called in a worker thread, once per token request."""
+
+    def __init__(
+        self,
+        token_endpoint: str,
+        id_token: str | c.Callable[[], str],
+        client_id: str,
+        client_secret: str | None,
+        scopes: str | None,
+        timeout: float = 30.0,
+    ) -> None:
+        self.token_endpoint = token_endpoint
+        self.id_token = id_token
+        self.client_id = client_id
+        self.client_secret = client_secret
+        self.scopes = scopes
+        self.timeout = timeout
+
+    def __call__(self, audience: str, resource: str) -> str:
+        import httpx2
+        from mcp.client.auth import OAuthFlowError
+
+        subject = self.id_token if isinstance(self.id_token, str) else self.id_token()
+        if not isinstance(subject, str):
+            raise TypeError(f"the id_token callable returned {type(subject).__name__}, not a JWT")
+        form = {
+            "grant_type": TOKEN_EXCHANGE_GRANT_TYPE,
+            "requested_token_type": ID_JAG_TOKEN_TYPE,
+            "subject_token": subject,
+            "subject_token_type": ID_TOKEN_TYPE,
+            "audience": audience,
+            "resource": resource,
+        }
+        if self.scopes:
+            form["scope"] = self.scopes
+        basic = None
+        if self.client_secret is None:
+            form["client_id"] = self.client_id
+        else:
+            basic = httpx2.BasicAuth(
+                urllib.parse.quote(self.client_id, safe=""),
+                urllib.parse.quote(self.client_secret, safe=""),
+            )
+        with httpx2.Client(timeout=self.timeout) as http:
+            answer = http.post(self.token_endpoint, data=form, auth=basic)
+        try:
+            body = answer.json()
+        except ValueError:
+            body = {}
+        if answer.status_code != 200 or not isinstance(body, dict):
+            error = body.get("error", "no error code") if isinstance(body, dict) else "?"
+            raise OAuthFlowError(
+                f"the identity provider refused the token exchange for an ID-JAG "
+                f"(HTTP {answer.status_code}, {error})"
+            )
+        issued = body.get("issued_token_type")
+        grant = body.get("access_token")
+        if issued != ID_JAG_TOKEN_TYPE or not isinstance(grant, str):
+            raise OAuthFlowError(
+                f"the identity provider's token exchange gave no ID-JAG "
+                f"(issued_token_type {issued!r})"
+            )
+        return grant
 
 
 def _client_metadata(

@@ -37,6 +37,8 @@ __all__ = ["DPoPKey"]
 
 #: The proof's ``typ`` header (RFC 9449 §4.2).
 PROOF_TYPE = "dpop+jwt"
+#: How many bound access tokens a flow remembers (the latest ones).
+_BOUND_KEPT = 8
 
 
 def access_token_hash(access_token: str) -> str:
@@ -177,8 +179,9 @@ class DPoPAuth(httpx2.Auth):
         self.key = key
         #: The last nonce each origin gave (RFC 9449 §8, §9), sent with the next proof.
         self.nonces: dict[str, str] = {}
-        #: Access tokens the authorization server bound to the key (token_type DPoP).
-        self.bound: set[str] = set()
+        #: The access tokens the authorization server bound to the key (token_type
+        #: DPoP), the latest last; a few are kept (a token outlives its refresh a while).
+        self.bound: dict[str, None] = {}
 
     async def async_auth_flow(
         self, request: httpx2.Request
@@ -246,7 +249,9 @@ class DPoPAuth(httpx2.Auth):
         if response.status_code != 200 or str(body.get("token_type", "")).lower() != "dpop":
             return response
         if isinstance(token, str):
-            self.bound.add(token)
+            self.bound[token] = None
+            while len(self.bound) > _BOUND_KEPT:
+                del self.bound[next(iter(self.bound))]
         body["token_type"] = "Bearer"
         headers = {
             k: v
