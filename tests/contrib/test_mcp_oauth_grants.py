@@ -14,10 +14,12 @@ import base64
 
 import anyio
 import httpx2
+import jwt
 import pytest
 from oauth_grants_server import ACCESS_TOKEN, ID_JAG, GrantsServer, grants_server
 
 from nous_tools.contrib.mcp import InMemoryTokenStorage, OAuth
+from nous_tools.contrib.mcp._dpop import access_token_hash
 
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 
@@ -151,6 +153,34 @@ def test_a_refused_token_exchange_names_the_error_and_never_the_id_token():
     assert "the-person-id-token" not in str(e.value)
     assert exchange.headers["authorization"].startswith("Basic ")  # a confidential IdP client
     assert "client_id" not in exchange.form
+
+
+@pytest.mark.slow
+def test_a_dpop_bound_token_is_presented_with_its_proof_on_the_next_connection_too():
+    with grants_server() as running:
+        running.token_type = "DPoP"
+        storage = InMemoryTokenStorage()
+        auth = OAuth.workload_identity(
+            "workload-1", assertion="the-workload-jwt", storage=storage, dpop=True
+        )
+        assert call(running, auth).status_code == 200
+        assert call(running, auth).status_code == 200  # a new provider: the stored token
+        assert len(running.posts_to("/token")) == 1
+        [token_request] = running.posts_to("/token")
+        last = running.posts_to("/mcp")[-1]
+    assert last.headers["authorization"] == f"DPoP {ACCESS_TOKEN}"
+    assert jwt.decode(last.headers["dpop"], options={"verify_signature": False})["ath"] == (
+        access_token_hash(ACCESS_TOKEN)
+    )
+    assert "dpop" in token_request.headers
+    # what is stored beside the tokens is the token's hash, never the token again
+    assert auth.dpop_key is not None
+    entry = storage.load(f"{running.url}/mcp")
+    assert entry is not None
+    assert entry["dpop"] == {
+        "jkt": auth.dpop_key.thumbprint(),
+        "ath": [access_token_hash(ACCESS_TOKEN)],
+    }
 
 
 def test_grant_options_are_checked_when_made():

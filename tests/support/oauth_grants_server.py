@@ -1,5 +1,5 @@
 """A small OAuth world on 127.0.0.1 for the grants the SDK's own authorization server
-does not speak: the RFC 7523 jwt-bearer grant (workload identity) and the RFC 8693
+does not speak (and DPoP-bound tokens): the RFC 7523 jwt-bearer grant (workload identity) and the RFC 8693
 token exchange of an enterprise identity provider (enterprise-managed authorization).
 
 One HTTP server plays three parts, on one origin:
@@ -38,6 +38,9 @@ class GrantsServer:
     def __init__(self) -> None:
         self.seen: list[Seen] = []
         self.refuse: dict[str, str] = {}  # path -> OAuth error code
+        #: The type of the tokens ``/token`` issues; "DPoP": ``/mcp`` wants that scheme
+        #: and a proof header (the proof itself is judged by the tests).
+        self.token_type = "Bearer"
         self._lock = threading.Lock()
         outer = self
 
@@ -99,7 +102,9 @@ class GrantsServer:
                 if refused:
                     self._answer(400, {"error": refused})
                 elif seen.path == "/mcp":
-                    if seen.headers.get("authorization") == f"Bearer {ACCESS_TOKEN}":
+                    presented = seen.headers.get("authorization")
+                    proved = outer.token_type != "DPoP" or "dpop" in seen.headers
+                    if presented == f"{outer.token_type} {ACCESS_TOKEN}" and proved:
                         self._answer(200, {"ok": True})
                     else:
                         challenge = (
@@ -112,7 +117,11 @@ class GrantsServer:
                 elif seen.path == "/token":
                     self._answer(
                         200,
-                        {"access_token": ACCESS_TOKEN, "token_type": "Bearer", "expires_in": 3600},
+                        {
+                            "access_token": ACCESS_TOKEN,
+                            "token_type": outer.token_type,
+                            "expires_in": 3600,
+                        },
                     )
                 elif seen.path == "/idp/token":
                     self._answer(

@@ -225,6 +225,36 @@ class _SDKStorage:
         self.storage.save(self.key, entry)
 
 
+class _StoredBindings:
+    """Which stored tokens are bound to the DPoP key of thumbprint ``jkt``: their
+    ``ath`` (a hash, not the token) kept beside them in the storage entry, so a token
+    loaded again is sent as it was issued. Tokens bound to another key are not."""
+
+    def __init__(self, store: _SDKStorage, jkt: str) -> None:
+        self.store = store
+        self.jkt = jkt
+
+    def _hashes(self, entry: c.Mapping[str, t.Any]) -> list[str]:
+        found = entry.get("dpop")
+        if not isinstance(found, dict) or found.get("jkt") != self.jkt:
+            return []
+        hashes = found.get("ath")
+        return [h for h in hashes if isinstance(h, str)] if isinstance(hashes, list) else []
+
+    def is_bound(self, access_token: str) -> bool:
+        from nous_tools.contrib.mcp._dpop import access_token_hash
+
+        return access_token_hash(access_token) in self._hashes(self.store._entry())
+
+    def bind(self, access_token: str) -> None:
+        from nous_tools.contrib.mcp._dpop import BOUND_KEPT, access_token_hash
+
+        entry = self.store._entry()
+        hashes = [*self._hashes(entry), access_token_hash(access_token)][-BOUND_KEPT:]
+        entry["dpop"] = {"jkt": self.jkt, "ath": hashes}
+        self.store.storage.save(self.store.key, entry)
+
+
 # -- redaction ----------------------------------------------------------------------------
 
 _SECRET_PARAMETERS = (
@@ -460,11 +490,12 @@ class OAuth:
         """The SDK's OAuth client provider (an ``httpx2.Auth``) for ``server_url``
         (with DPoP proofs added when :attr:`dpop_key` is set)."""
         install_redaction()
-        made = self._make(server_url, _SDKStorage(self.storage, server_url))
+        store = _SDKStorage(self.storage, server_url)
+        made = self._make(server_url, store)
         if self.dpop_key is not None:
             from nous_tools.contrib.mcp._dpop import DPoPAuth
 
-            return DPoPAuth(made, self.dpop_key)
+            return DPoPAuth(made, self.dpop_key, _StoredBindings(store, self.dpop_key.thumbprint()))
         return made
 
     def __repr__(self) -> str:

@@ -37,8 +37,8 @@ __all__ = ["DPoPKey"]
 
 #: The proof's ``typ`` header (RFC 9449 §4.2).
 PROOF_TYPE = "dpop+jwt"
-#: How many bound access tokens a flow remembers (the latest ones).
-_BOUND_KEPT = 8
+#: How many bound access tokens a :class:`Bindings` remembers (the latest ones).
+BOUND_KEPT = 8
 
 
 def access_token_hash(access_token: str) -> str:
@@ -168,20 +168,44 @@ def _json(response: httpx2.Response) -> dict[str, t.Any]:
     return found if isinstance(found, dict) else {}
 
 
+class Bindings(t.Protocol):
+    """Which access tokens were issued bound to the key (``token_type: DPoP``), so a
+    token loaded again later (another connection, another process with the same
+    key) is presented as it was issued."""
+
+    def is_bound(self, access_token: str) -> bool: ...
+
+    def bind(self, access_token: str) -> None: ...
+
+
+class MemoryBindings:
+    """:class:`Bindings` in memory: the latest :data:`BOUND_KEPT` tokens' ``ath``."""
+
+    def __init__(self) -> None:
+        self._hashes: dict[str, None] = {}
+
+    def is_bound(self, access_token: str) -> bool:
+        return access_token_hash(access_token) in self._hashes
+
+    def bind(self, access_token: str) -> None:
+        self._hashes[access_token_hash(access_token)] = None
+        while len(self._hashes) > BOUND_KEPT:
+            del self._hashes[next(iter(self._hashes))]
+
+
 class DPoPAuth(httpx2.Auth):
     """An OAuth provider of the SDK (an ``httpx2.Auth``) with DPoP added: a proof on
     each token request and each request that carries a token, the bound tokens
     presented with the ``DPoP`` scheme, and one more try with the nonce a server
     asks for. The provider itself is unchanged: it sees the tokens as bearer ones."""
 
-    def __init__(self, inner: httpx2.Auth, key: DPoPKey) -> None:
+    def __init__(self, inner: httpx2.Auth, key: DPoPKey, bindings: Bindings | None = None) -> None:
         self.inner = inner
         self.key = key
         #: The last nonce each origin gave (RFC 9449 §8, §9), sent with the next proof.
         self.nonces: dict[str, str] = {}
-        #: The access tokens the authorization server bound to the key (token_type
-        #: DPoP), the latest last; a few are kept (a token outlives its refresh a while).
-        self.bound: dict[str, None] = {}
+        #: The access tokens the authorization server bound to the key.
+        self.bindings: Bindings = bindings if bindings is not None else MemoryBindings()
 
     async def async_auth_flow(
         self, request: httpx2.Request
@@ -211,7 +235,7 @@ class DPoPAuth(httpx2.Auth):
             request.headers["DPoP"] = self.key.proof(request.method, str(request.url), nonce=nonce)
             return
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() not in ("bearer", "dpop") or token not in self.bound:
+        if scheme.lower() not in ("bearer", "dpop") or not self.bindings.is_bound(token):
             return  # no token, or one the server did not bind: sent as it is
         request.headers["Authorization"] = f"DPoP {token}"
         request.headers["DPoP"] = self.key.proof(
@@ -249,9 +273,7 @@ class DPoPAuth(httpx2.Auth):
         if response.status_code != 200 or str(body.get("token_type", "")).lower() != "dpop":
             return response
         if isinstance(token, str):
-            self.bound[token] = None
-            while len(self.bound) > _BOUND_KEPT:
-                del self.bound[next(iter(self.bound))]
+            self.bindings.bind(token)
         body["token_type"] = "Bearer"
         headers = {
             k: v
