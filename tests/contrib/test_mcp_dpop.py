@@ -27,6 +27,7 @@ from nous_tools.contrib.mcp._dpop import DPoPAuth, access_token_hash
 
 TOKEN_URL = "https://as.example/token"
 RESOURCE_URL = "https://mcp.example/mcp"
+METADATA_URL = "https://as.example/.well-known/oauth-authorization-server"
 
 
 def verified(proof: str) -> tuple[dict[str, object], dict[str, object]]:
@@ -122,15 +123,19 @@ def test_the_dpop_option_is_checked_when_made():
 
 
 class TokenThenResource(httpx2.Auth):
-    """Stands in for the SDK's provider (an ``httpx2.Auth``, as it is): a token request,
-    then the request with the token it got as a bearer one."""
+    """Stands in for the SDK's provider (an ``httpx2.Auth``, as it is): the authorization
+    server's metadata when ``metadata`` is given, a token request, then the request
+    with the token it got as a bearer one."""
 
-    def __init__(self) -> None:
+    def __init__(self, metadata: str | None = None) -> None:
+        self.metadata = metadata
         self.token_types: list[str] = []
 
     async def async_auth_flow(
         self, request: httpx2.Request
     ) -> c.AsyncGenerator[httpx2.Request, httpx2.Response]:
+        if self.metadata is not None:
+            yield httpx2.Request("GET", self.metadata)
         answer = yield httpx2.Request(
             "POST",
             TOKEN_URL,
@@ -266,3 +271,31 @@ def test_an_authorization_server_issuing_bearer_tokens_still_signs_a_dpop_client
             registry = Registry()
             registry.register_mcp(server, trusted=True)
             assert registry.execute("add", {"a": 2, "b": 3}) == Ok(5)
+
+
+def metadata_of(algorithms: list[str]) -> c.Callable[[httpx2.Request], httpx2.Response]:
+    servers = Servers(nonce_asks=0)
+
+    def handle(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path.startswith("/.well-known/"):
+            return httpx2.Response(200, json={"dpop_signing_alg_values_supported": algorithms})
+        return servers(request)
+
+    return handle
+
+
+def send_with_metadata(algorithms: list[str], key: DPoPKey) -> httpx2.Response:
+    async def send() -> httpx2.Response:
+        transport = httpx2.MockTransport(metadata_of(algorithms))
+        async with httpx2.AsyncClient(transport=transport) as http:
+            return await http.post(
+                RESOURCE_URL, json={}, auth=DPoPAuth(TokenThenResource(METADATA_URL), key)
+            )
+
+    return anyio.run(send)
+
+
+def test_an_authorization_server_not_taking_the_keys_algorithm_stops_the_flow_clearly():
+    with pytest.raises(Exception, match=r"takes DPoP proofs signed with RS256, PS256, not ES256"):
+        send_with_metadata(["RS256", "PS256"], DPoPKey.generate())
+    assert send_with_metadata(["RS256", "ES256"], DPoPKey.generate()).status_code == 200

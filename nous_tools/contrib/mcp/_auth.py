@@ -8,6 +8,13 @@ client provider (``mcp.client.auth``).
   Client ID Metadata Document (``client_metadata_url``) when the server supports it.
 * :meth:`OAuth.client_credentials` — for a service: a client secret, or a private
   key signing a JWT assertion (``private_key_jwt``).
+* :meth:`OAuth.workload_identity` — for a workload: the JWT its platform gives it,
+  exchanged by the RFC 7523 jwt-bearer grant (SEP-1933).
+* :meth:`OAuth.enterprise_managed` and :meth:`OAuth.identity_assertion` — for a
+  person of an enterprise: an ID-JAG from the enterprise identity provider
+  exchanged for a token (SEP-990).
+
+Any of them with ``dpop=`` binds the tokens to a key (DPoP, RFC 9449: ``_dpop``).
 
 The SDK does the protocol: discovery (protected resource and authorization server
 metadata, with the fallbacks of older servers), scope selection from the server's

@@ -160,6 +160,15 @@ def _is_token_request(request: httpx2.Request) -> bool:
     return "grant_type" in form
 
 
+def _is_server_metadata(request: httpx2.Request) -> bool:
+    """A request for an authorization server's metadata (RFC 8414, OpenID Connect)."""
+    path = request.url.path
+    return request.method == "GET" and (
+        "/.well-known/oauth-authorization-server" in path
+        or "/.well-known/openid-configuration" in path
+    )
+
+
 def _json(response: httpx2.Response) -> dict[str, t.Any]:
     try:
         found = json.loads(response.content)
@@ -217,6 +226,9 @@ class DPoPAuth(httpx2.Auth):
                 token_request = _is_token_request(outgoing)
                 self._prove(outgoing, token_request)
                 response = yield outgoing
+                if _is_server_metadata(outgoing) and response.status_code == 200:
+                    await response.aread()
+                    self._check_algorithms(_json(response))
                 if await self._asks_for_nonce(outgoing, response, token_request):
                     self._prove(outgoing, token_request)  # a fresh proof, with the nonce
                     response = yield outgoing
@@ -228,6 +240,19 @@ class DPoPAuth(httpx2.Auth):
             return
         finally:
             await flow.aclose()
+
+    def _check_algorithms(self, metadata: c.Mapping[str, t.Any]) -> None:
+        """Stop at once when the authorization server names the proof algorithms it
+        takes (``dpop_signing_alg_values_supported``) and the key's is not one."""
+        algorithms = metadata.get("dpop_signing_alg_values_supported")
+        if isinstance(algorithms, list) and algorithms and self.key.algorithm not in algorithms:
+            from mcp.client.auth import OAuthFlowError
+
+            raise OAuthFlowError(
+                f"the authorization server takes DPoP proofs signed with "
+                f"{', '.join(map(str, algorithms))}, not {self.key.algorithm}: "
+                f"give OAuth a DPoPKey of one of those"
+            )
 
     def _prove(self, request: httpx2.Request, token_request: bool) -> None:
         nonce = self.nonces.get(_origin(request.url))
