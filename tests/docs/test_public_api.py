@@ -259,6 +259,7 @@ MODULE_ALL: dict[str, list[str]] = {
     ],
     "nous_tools.contrib.flask": ["blueprint"],
     "nous_tools.contrib.mcp": [
+        "DPoPKey",
         "FileTokenStorage",
         "InMemoryTokenStorage",
         "MCPElicitation",
