@@ -129,7 +129,6 @@ NON_TOOL = (
     "sep-2322-non-tool-incomplete (and the second check is never reached)"
 )
 NAMED = "the suite answers under the key user_name; a tool cannot name its question yet"
-EXTENSION_AUTH = "authorization extension not built yet (issue 38, later step)"
 
 #: 2025-11-25, server: every scenario of the requirements run (unscored ones included)
 #: that concerns a tool runner; each passes with no failed check and no warning.
@@ -207,13 +206,16 @@ SERVER_2026_FAILING = {
     ),
 }
 
-#: Client: the scenarios that fail at both revisions (unscored extensions), with the
-#: reason.
-CLIENT_FAILING_BOTH = {
-    "auth/enterprise-managed-authorization": EXTENSION_AUTH,
-    "auth/dpop": EXTENSION_AUTH,
-    "auth/dpop-nonce": EXTENSION_AUTH,
-    "auth/wif-jwt-bearer": EXTENSION_AUTH,
+#: Client: the scenarios that fail at both revisions, with the reason (none now).
+CLIENT_FAILING_BOTH: dict[str, str] = {}
+
+#: Client: the authorization extensions (unscored at both revisions): DPoP (SEP-1932),
+#: enterprise-managed authorization (SEP-990) and workload identity (SEP-1933).
+CLIENT_AUTH_EXTENSIONS = {
+    "auth/dpop",
+    "auth/dpop-nonce",
+    "auth/enterprise-managed-authorization",
+    "auth/wif-jwt-bearer",
 }
 
 #: 2025-11-25, client: every other scenario passes (no failed check, no warning).
@@ -239,6 +241,7 @@ CLIENT_2025 = {
     "auth/client-credentials-jwt",
     "auth/client-credentials-basic",
     "json-schema-2020-12-preservation",
+    *CLIENT_AUTH_EXTENSIONS,
 }
 
 #: 2026-07-28, client: the scenarios that pass ...
@@ -278,6 +281,7 @@ CLIENT_2026_PASSING = {
     "sep-2322-client-request-state",
     "http-custom-headers",
     "http-invalid-tool-headers",
+    *CLIENT_AUTH_EXTENSIONS,
 }
 
 #: ... and those that do not yet, with the reason.

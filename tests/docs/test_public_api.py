@@ -273,6 +273,7 @@ MODULE_ALL: dict[str, list[str]] = {
     ],
     "nous_tools.contrib.flask": ["blueprint"],
     "nous_tools.contrib.mcp": [
+        "DPoPKey",
         "DefinitionChange",
         "FileTokenStorage",
         "InMemoryTokenStorage",

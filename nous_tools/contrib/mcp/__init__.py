@@ -46,6 +46,7 @@ from nous_tools.contrib.mcp._client import (
     definition_change,
     register_mcp,
 )
+from nous_tools.contrib.mcp._dpop import DPoPKey
 from nous_tools.contrib.mcp._serve import (
     RunningServer,
     build_server,
@@ -58,6 +59,7 @@ from nous_tools.contrib.mcp._serve import (
 from nous_tools.contrib.mcp._task_client import TaskHandle, TaskStatus
 
 __all__ = [
+    "DPoPKey",
     "DefinitionChange",
     "FileTokenStorage",
     "InMemoryTokenStorage",
