@@ -589,11 +589,13 @@ class _Serving:
 
     def _journaled(self, task_id: str, identity: str) -> dict[str, t.Any] | None:
         """``tasks/get`` of a task this process does not hold, from the journal:
-        completed (its stored outcome), failed (outcome unknown: the process that ran
-        it died; it is never run again) or working (another live process runs it)."""
+        cancelled (asked to stop through any replica), completed (its stored
+        outcome), failed (outcome unknown: the process that ran it died; it is never
+        run again) or working (another live process runs it)."""
         record = self.tasks.from_journal(task_id, identity)
         if record is None:
             return None
+        cancelled = self.tasks.cancelled_in_journal(task_id, identity)
         answer: dict[str, t.Any] = {
             "taskId": task_id,
             "createdAt": _tasks.iso(record.started_at),
@@ -603,7 +605,9 @@ class _Serving:
             "resultType": "complete",
         }
         tool = self.registry.lookup(record.tool)
-        if record.state == "completed" and tool is None:
+        if cancelled:
+            answer["status"] = "cancelled"
+        elif record.state == "completed" and tool is None:
             answer["status"] = "failed"
             answer["error"] = _tasks.failed_error(
                 f"the task's tool '{record.tool}' is no longer served: its result cannot be read"
