@@ -240,8 +240,11 @@ class Tasks:
             if record.state == "started" and not record.unknown():  # another replica runs it
                 self._request_cancel(task_id, identity)
             return True
-        if self._stop(task):
-            self._request_cancel(task_id, identity)  # so every replica reads it cancelled
+        if self._stop(task):  # and recorded, so that every replica reads it cancelled
+            try:
+                self._request_cancel(task_id, identity)
+            except JournalUnreadable as exc:  # stopped all the same
+                _log.warning("MCP tasks: task %s was cancelled here only (%s)", task_id, exc)
         return True
 
     def _stop(self, task: Task) -> bool:
