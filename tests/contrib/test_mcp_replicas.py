@@ -168,6 +168,40 @@ def test_a_cancel_through_the_other_replica_kills_the_task_and_reads_cancelled_o
         assert again["resultType"] == "complete" and "status" not in again
 
 
+def test_our_client_creates_a_task_through_one_replica_and_reads_it_through_the_other(
+    replicas: tuple[str, str], markers: Path
+) -> None:
+    from nous_tools import Ok
+    from nous_tools.contrib.mcp import MCPServer
+
+    a, b = replicas
+    with MCPServer.http(a, headers=ALICE) as on_a, MCPServer.http(b, headers=ALICE) as on_b:
+        arguments = {"marker": "client", "gate": "client-gate"}
+        created = on_a.call_tool("wait_for_gate", arguments, as_task=True)
+        _wait_for(markers / "client")
+        handle = on_b.task(created.id, "wait_for_gate")
+        assert handle.status().status == "working"
+        (markers / "client-gate").write_text("open")
+        assert handle.result(timeout=WAIT) == Ok("gate said open")
+        assert created.status().status == "completed"
+
+
+def test_a_cancel_through_the_replica_running_the_task_reads_cancelled_through_the_other(
+    replicas: tuple[str, str], markers: Path
+) -> None:
+    a, b = replicas
+    task_id = _start(a, "wait_for_gate", {"marker": "local", "gate": "local-gate"}, ALICE)
+    _wait_for(markers / "local")
+    assert _rpc(a, "tasks/cancel", {"taskId": task_id}, headers=ALICE)["result"]["resultType"] == (
+        "complete"
+    )
+    assert _get(a, task_id, ALICE)["result"]["status"] == "cancelled"
+    assert _get(b, task_id, ALICE)["result"]["status"] == "cancelled"
+    time.sleep(1.0)  # the tool saw ctx.cancelled and ended: its record completed
+    assert _get(b, task_id, ALICE)["result"]["status"] == "cancelled"
+    assert (markers / "local").read_text() == "started\n"
+
+
 def test_a_sigkill_of_the_replica_running_a_task_leaves_it_failed_never_run_again(
     dsn: str, tmp_path: Path
 ) -> None:
