@@ -127,6 +127,19 @@ def test_a_task_created_through_one_replica_is_polled_through_the_other_to_its_r
     assert (markers / "polled").read_text() == "started\n"
 
 
+def test_a_task_polled_through_the_other_replica_right_after_its_creation_is_known(
+    replicas: tuple[str, str], markers: Path
+) -> None:
+    a, b = replicas
+    for n in range(5):  # a client behind a load balancer polls at once, elsewhere
+        gate = {"marker": f"at-once-{n}", "gate": f"at-once-{n}-gate"}
+        task_id = _start(a, "wait_for_gate", gate, ALICE)
+        answer = _get(b, task_id, ALICE)
+        assert answer.get("result", {}).get("status") == "working", answer
+        (markers / gate["gate"]).write_text("open")
+        assert _settled(b, task_id, headers=ALICE)["status"] == "completed"
+
+
 def test_a_task_is_visible_through_any_replica_to_its_identity_only(
     replicas: tuple[str, str], markers: Path
 ) -> None:

@@ -563,6 +563,7 @@ class _Serving:
                 self.tasks.settle(task, "failed", error=_tasks.failed_error(repr(exc)))
 
         threading.Thread(target=work, name=f"nous-tools-mcp-task-{name}", daemon=True).start()
+        await anyio.to_thread.run_sync(self.tasks.wait_recorded, task)  # for the replicas
         return {"resultType": "task", **task.envelope()}
 
     def _settle(self, task: _tasks.Task, tool: Tool, result: object) -> None:

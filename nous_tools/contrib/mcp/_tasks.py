@@ -54,6 +54,9 @@ TTL_MS = 3_600_000
 POLL_MS = 500
 #: How often a process running tasks reads the journal's cancel requests (seconds).
 WATCH_S = 0.5
+#: How long a task's creation waits for its call's record in the journal (seconds):
+#: a poll through another replica right after the creation then finds it.
+RECORDED_S = 5.0
 #: The keys of a task's questions in ``inputRequests``: this, then a number.
 ASK_KEY = "nous_tools.task_ask."
 #: JSON-RPC internal error: what a failed task reports.
@@ -246,6 +249,26 @@ class Tasks:
             except JournalUnreadable as exc:  # stopped all the same
                 _log.warning("MCP tasks: task %s was cancelled here only (%s)", task_id, exc)
         return True
+
+    def wait_recorded(self, task: Task, timeout: float = RECORDED_S) -> None:
+        """Block until the journal holds ``task``'s call (its first attempt is about
+        to run), the task has ended here, or ``timeout`` seconds: what a new task's
+        creation waits for, so that every replica finds it at once. Without a
+        journal, at once; a journal that cannot be read stops the wait."""
+        if self.journal is None:
+            return
+        key = (run_id_of(task.identity), task.task_id)
+        deadline = time.monotonic() + timeout
+        pause = 0.002
+        while task.status not in TERMINAL and time.monotonic() < deadline:
+            try:
+                if self.journal.get(*key) is not None:
+                    return
+            except Exception:  # the call itself says so (JournalUnavailable)
+                return
+            with task.changed:
+                task.changed.wait(pause)
+            pause = min(pause * 2, 0.05)
 
     def _stop(self, task: Task) -> bool:
         """Cancel ``task`` of this process; False when it was already terminal."""
