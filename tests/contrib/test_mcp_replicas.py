@@ -225,7 +225,9 @@ def test_a_sigkill_of_the_replica_running_a_task_leaves_it_failed_never_run_agai
             assert _get(b, task_id, ALICE)["result"]["status"] == "working"
             a_process.send_signal(signal.SIGKILL)
             a_process.wait(WAIT)
+            killed = time.monotonic()
         died = _settled(b, task_id, headers=ALICE)
+        print(f"\nreplica B said failed {time.monotonic() - killed:.2f} s after the SIGKILL")
         assert died["status"] == "failed", died
         assert "outcome unknown" in died["error"]["message"], died
         assert "result" not in died
