@@ -473,18 +473,15 @@ class SQLJournal:
     def cancel_requests(self, keys: c.Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
         """Those of the calls ``keys`` (``(run_id, call_id)`` pairs) that were asked
         to stop (:meth:`request_cancel`)."""
-        wanted = set(keys)
+        wanted = sorted(set(keys))
         found: set[tuple[str, str]] = set()
-        call_ids = sorted({call_id for _, call_id in wanted})
         p = self._placeholder
-        for at in range(0, len(call_ids), 200):
-            chunk = call_ids[at : at + 200]
-            sql = (
-                f"SELECT run_id, call_id FROM {self.table}_cancels "
-                f"WHERE call_id IN ({', '.join([p] * len(chunk))})"
-            )
-            rows = self._rows(sql, chunk)
-            found.update(key for key in ((str(r), str(c_)) for r, c_ in rows) if key in wanted)
+        for at in range(0, len(wanted), 100):  # by the primary key, 100 keys a statement
+            chunk = wanted[at : at + 100]
+            pairs = " OR ".join([f"(run_id = {p} AND call_id = {p})"] * len(chunk))
+            sql = f"SELECT run_id, call_id FROM {self.table}_cancels WHERE {pairs}"
+            rows = self._rows(sql, [value for key in chunk for value in key])
+            found.update((str(run_id), str(call_id)) for run_id, call_id in rows)
         return found
 
     def records(

@@ -218,7 +218,7 @@ class Tasks:
     ) -> None:
         """Set ``task``'s terminal state, unless it already has one (a cancelled task
         stays cancelled, and so does one another replica asked to stop)."""
-        if status != "cancelled" and self._asked_to_stop(task):
+        if status != "cancelled" and task.status not in TERMINAL and self._asked_to_stop(task):
             status, result, error = "cancelled", None, None
         with self._lock, task.changed:
             if task.status in TERMINAL:
