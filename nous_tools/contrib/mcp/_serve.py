@@ -631,6 +631,8 @@ class _Serving:
                     request_state=peer.state.seal(self.secret, name, arguments),
                 )
             self.tasks.add(task)
+        else:
+            await anyio.to_thread.run_sync(self.tasks.wait_recorded, task)  # for the replicas
         return {"resultType": "task", **task.envelope()}
 
     def _approve_in_task(
@@ -691,11 +693,13 @@ class _Serving:
 
     def _journaled(self, task_id: str, identity: str) -> dict[str, t.Any] | None:
         """``tasks/get`` of a task this process does not hold, from the journal:
-        completed (its stored outcome), failed (outcome unknown: the process that ran
-        it died; it is never run again) or working (another live process runs it)."""
+        cancelled (asked to stop through any replica), completed (its stored
+        outcome), failed (outcome unknown: the process that ran it died; it is never
+        run again) or working (another live process runs it)."""
         record = self.tasks.from_journal(task_id, identity)
         if record is None:
             return None
+        cancelled = self.tasks.cancelled_in_journal(task_id, identity)
         answer: dict[str, t.Any] = {
             "taskId": task_id,
             "createdAt": _tasks.iso(record.started_at),
@@ -705,7 +709,9 @@ class _Serving:
             "resultType": "complete",
         }
         tool = self.registry.lookup(record.tool)
-        if record.state == "completed" and tool is None:
+        if cancelled:
+            answer["status"] = "cancelled"
+        elif record.state == "completed" and tool is None:
             answer["status"] = "failed"
             answer["error"] = _tasks.failed_error(
                 f"the task's tool '{record.tool}' is no longer served: its result cannot be read"
