@@ -36,8 +36,10 @@ from nous_tools.errors import (
     JournalConflict,
     JournalUnavailable,
     OutcomeUnknown,
+    ProgramDiverged,
     RateLimited,
     ResultTooLarge,
+    RootsUnavailable,
     SamplingUnavailable,
     SandboxLimitReached,
     SandboxUnavailable,
@@ -63,7 +65,7 @@ from nous_tools.tool import Tool, ToolOptions, tool
 from nous_tools.usage import Usage
 
 if t.TYPE_CHECKING:
-    from nous_tools.asking import Elicitation
+    from nous_tools.asking import Elicitation, Question, Root
     from nous_tools.context_update import ContextUpdate
     from nous_tools.journal import (
         Journal,
@@ -72,6 +74,7 @@ if t.TYPE_CHECKING:
         PostgresJournal,
         SQLiteJournal,
     )
+    from nous_tools.program import ProgramOutput, ProgramPaused
     from nous_tools.providers._endpoints import ToolCallEndpoints
     from nous_tools.providers._tool_calls import (
         ToolCallResults,
@@ -114,10 +117,16 @@ __all__ = [
     "OutcomeUnknown",
     "PostgresJournal",
     "ProcessBackend",
+    "ProgramDiverged",
+    "ProgramOutput",
+    "ProgramPaused",
+    "Question",
     "RateLimited",
     "Registry",
     "Result",
     "ResultTooLarge",
+    "Root",
+    "RootsUnavailable",
     "RunContext",
     "SQLiteJournal",
     "SamplingUnavailable",
@@ -158,12 +167,16 @@ __all__ = [
 #: so that ``import nous_tools`` stays quick for a program that makes tools.
 _LAZY = {
     "Elicitation": "nous_tools.asking",
+    "Question": "nous_tools.asking",
+    "Root": "nous_tools.asking",
     "ContextUpdate": "nous_tools.context_update",
     "Journal": "nous_tools.journal",
     "JournalApprovalStore": "nous_tools.journal",
     "JournalRecord": "nous_tools.journal",
     "PostgresJournal": "nous_tools.journal",
     "SQLiteJournal": "nous_tools.journal",
+    "ProgramOutput": "nous_tools.program",
+    "ProgramPaused": "nous_tools.program",
     "ToolCallResults": "nous_tools.providers._tool_calls",
     "ToolCallEndpoints": "nous_tools.providers._endpoints",
     "execute_tool_calls": "nous_tools.providers._tool_calls",

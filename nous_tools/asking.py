@@ -50,7 +50,7 @@ import typing as t
 
 import attrs
 
-from nous_tools.errors import ElicitationUnavailable, SamplingUnavailable
+from nous_tools.errors import ElicitationUnavailable, RootsUnavailable, SamplingUnavailable
 
 if t.TYPE_CHECKING:
     from nous_tools.run_context import RunContext
@@ -58,6 +58,8 @@ if t.TYPE_CHECKING:
 __all__ = [
     "Elicitation",
     "Elicitor",
+    "Question",
+    "Root",
     "Sampler",
     "check_elicitation_schema",
     "elicitation_content_errors",
@@ -164,31 +166,10 @@ def sample(
     temperature: float | None = None,
 ) -> str:
     """``ctx.sample``: check the request, ask ``ctx.sampler``, check its answer."""
-    messages = sample_messages(prompt_or_messages)
-    if type(max_tokens) is not int or max_tokens < 1:
-        raise ValueError(f"ctx.sample max_tokens must be an int >= 1, got {max_tokens!r}")
-    if system is not None and type(system) is not str:
-        raise TypeError(f"ctx.sample system must be a str or None, got {type(system).__name__}")
-    if temperature is not None and (
-        isinstance(temperature, bool)
-        or not isinstance(temperature, (int, float))
-        or not math.isfinite(temperature)
-        or temperature < 0
-    ):
-        raise ValueError(
-            f"ctx.sample temperature must be a finite number >= 0 or None, got {temperature!r}"
-        )
-    sampler = ctx.sampler
-    if sampler is None:
-        raise SamplingUnavailable(
-            "ctx.sample has no sampler: the call is not served over MCP and its RunContext "
-            "has no sampler= (a callable that asks a model)"
-        )
-    answer = sampler(messages, max_tokens=max_tokens, system=system, temperature=temperature)
-    if type(answer) is not str:
-        raise TypeError(
-            f"the sampler of ctx.sample returned {type(answer).__name__}; expected the text (str)"
-        )
+    question = Question.sample(
+        prompt_or_messages, max_tokens=max_tokens, system=system, temperature=temperature
+    )
+    answer: str = ask(ctx, [(None, question)])[0]
     return answer
 
 
@@ -198,17 +179,191 @@ def sample(
 def elicit(ctx: RunContext[t.Any], message: object, schema: object) -> Elicitation:
     """``ctx.elicit``: check the question, ask ``ctx.elicitor``, check its answer
     against ``schema`` (defaults filling omitted fields of an accepted answer)."""
-    if type(message) is not str or not message:
-        raise ValueError(f"ctx.elicit needs a message (a non-empty str), got {message!r}")
-    form = check_elicitation_schema(schema)
-    elicitor = ctx.elicitor
-    if elicitor is None:
-        raise ElicitationUnavailable(
-            "ctx.elicit has no elicitor: the call is not served over MCP and its RunContext "
-            "has no elicitor= (a callable that asks a person)"
+    answer: Elicitation = ask(ctx, [(None, Question.elicit(message, schema))])[0]
+    return answer
+
+
+# -- questions --------------------------------------------------------------------------
+
+
+@attrs.frozen(slots=True)
+class Root:
+    """One of the client's roots (``ctx.roots()``): a ``file://`` ``uri`` the client
+    lets the server work in, and its ``name`` for people (None when it gave none)."""
+
+    #: The root's ``file://`` URI.
+    uri: str
+    #: Its name for people, or None.
+    name: str | None = None
+
+
+@attrs.frozen(slots=True)
+class Question:
+    """One question a tool asks whoever answers for its call, as a value: made with
+    :meth:`elicit` (a person fills a form), :meth:`sample` (a model writes a text) or
+    :meth:`roots` (the MCP client lists its roots), and checked when made.
+
+    ``ctx.ask_all({key: question, ...})`` asks several at once and returns their
+    answers by key: an :class:`Elicitation`, a ``str`` and a tuple of :class:`Root`
+    respectively. ``ctx.elicit``, ``ctx.sample`` and ``ctx.roots`` ask one. The key
+    names the question to the MCP client (the key of its ``inputRequests`` at
+    2026-07-28, so a client that knows the tool may answer it by name); elsewhere it
+    only labels the answer.
+
+    >>> from nous_tools import Elicitation, Question, RunContext
+    >>> def sampler(messages, *, max_tokens, system=None, temperature=None):
+    ...     return "Hello there!"
+    >>> person = lambda message, schema: Elicitation("accept", {"name": "Ann"})
+    >>> ctx = RunContext.new(sampler=sampler, elicitor=person)
+    >>> form = {"type": "object", "properties": {"name": {"type": "string"}}}
+    >>> answers = ctx.ask_all({
+    ...     "user_name": Question.elicit("What is your name?", form),
+    ...     "greeting": Question.sample("Write a greeting", max_tokens=50),
+    ... })
+    >>> answers["user_name"].content, answers["greeting"]
+    ({'name': 'Ann'}, 'Hello there!')
+    """
+
+    #: What is asked: ``"elicit"`` (a person), ``"sample"`` (a model) or ``"roots"``.
+    kind: t.Literal["elicit", "sample", "roots"]
+    #: An elicitation's message to the person.
+    message: str = ""
+    schema: dict[str, t.Any] = attrs.field(
+        factory=dict, metadata={"description": "An elicitation's form (MCP's flat form)."}
+    )
+    #: A sampling's messages (``{"role", "content"}``).
+    messages: tuple[dict[str, str], ...] = ()
+    #: A sampling's most tokens.
+    max_tokens: int = 0
+    #: A sampling's system prompt.
+    system: str | None = None
+    #: A sampling's temperature.
+    temperature: float | None = None
+
+    @classmethod
+    def elicit(cls, message: object, schema: object) -> Question:
+        """Ask a person to fill the form ``schema`` (MCP's flat form; see the module
+        docstring), with ``message`` saying why. ``ValueError``/``TypeError`` for an
+        empty message or a form MCP does not allow."""
+        if type(message) is not str or not message:
+            raise ValueError(f"ctx.elicit needs a message (a non-empty str), got {message!r}")
+        return cls("elicit", message=message, schema=check_elicitation_schema(schema))
+
+    @classmethod
+    def sample(
+        cls,
+        prompt_or_messages: object,
+        *,
+        max_tokens: int,
+        system: str | None = None,
+        temperature: float | None = None,
+    ) -> Question:
+        """Ask a language model: a prompt or a list of messages, as ``ctx.sample``
+        takes them."""
+        messages = sample_messages(prompt_or_messages)
+        if type(max_tokens) is not int or max_tokens < 1:
+            raise ValueError(f"ctx.sample max_tokens must be an int >= 1, got {max_tokens!r}")
+        if system is not None and type(system) is not str:
+            raise TypeError(f"ctx.sample system must be a str or None, got {type(system).__name__}")
+        if temperature is not None and (
+            isinstance(temperature, bool)
+            or not isinstance(temperature, (int, float))
+            or not math.isfinite(temperature)
+            or temperature < 0
+        ):
+            raise ValueError(
+                f"ctx.sample temperature must be a finite number >= 0 or None, got {temperature!r}"
+            )
+        return cls(
+            "sample",
+            messages=tuple(messages),
+            max_tokens=max_tokens,
+            system=system,
+            temperature=temperature,
         )
-    answer = elicitor(message, form)
-    return checked_answer(form, answer, "the elicitor of ctx.elicit")
+
+    @classmethod
+    def roots(cls) -> Question:
+        """Ask the MCP client for its roots (``roots/list``)."""
+        return cls("roots")
+
+
+#: Key prefix reserved for the questions nous-tools names itself.
+_RESERVED = "nous_tools."
+
+
+def ask(ctx: RunContext[t.Any], questions: c.Sequence[tuple[str | None, Question]]) -> list[t.Any]:
+    """Put ``questions`` (``(key or None, question)`` pairs) to whoever answers for
+    ``ctx`` at once; their answers in the same order, each checked (an accepted
+    form against its schema, with defaults filled in)."""
+    seen: set[str] = set()
+    for key, question in questions:
+        if type(question) is not Question:
+            raise TypeError(f"ctx.ask_all takes Question values, got {type(question).__name__}")
+        if key is None:
+            continue
+        if type(key) is not str or not key or key.startswith(_RESERVED):
+            raise ValueError(
+                f"a question's key must be a non-empty str not starting with "
+                f"{_RESERVED!r}, got {key!r}"
+            )
+        if key in seen:
+            raise ValueError(f"two questions have the key {key!r}")
+        seen.add(key)
+    answers = ctx._pose(list(questions))
+    return [_checked(q, a) for (_, q), a in zip(questions, answers, strict=True)]
+
+
+def _checked(question: Question, answer: object) -> t.Any:
+    if question.kind == "elicit":
+        return checked_answer(question.schema, answer, "the elicitor of ctx.elicit")
+    if question.kind == "sample":
+        if type(answer) is not str:
+            raise TypeError(
+                f"the sampler of ctx.sample returned {type(answer).__name__}; "
+                "expected the text (str)"
+            )
+        return answer
+    if type(answer) is not tuple or not all(type(r) is Root for r in answer):
+        raise TypeError("the answer to ctx.roots must be a tuple of Root")
+    return answer
+
+
+def pose_one_by_one(
+    ctx: RunContext[t.Any], questions: list[tuple[str | None, Question]]
+) -> list[t.Any]:
+    """Where questions go outside MCP: each in turn to ``ctx.elicitor`` or
+    ``ctx.sampler``; there are no roots to list."""
+    answers: list[t.Any] = []
+    for _, question in questions:
+        if question.kind == "elicit":
+            elicitor = ctx.elicitor
+            if elicitor is None:
+                raise ElicitationUnavailable(
+                    "ctx.elicit has no elicitor: the call is not served over MCP and its "
+                    "RunContext has no elicitor= (a callable that asks a person)"
+                )
+            answers.append(elicitor(question.message, question.schema))
+        elif question.kind == "sample":
+            sampler = ctx.sampler
+            if sampler is None:
+                raise SamplingUnavailable(
+                    "ctx.sample has no sampler: the call is not served over MCP and its "
+                    "RunContext has no sampler= (a callable that asks a model)"
+                )
+            answers.append(
+                sampler(
+                    [dict(m) for m in question.messages],
+                    max_tokens=question.max_tokens,
+                    system=question.system,
+                    temperature=question.temperature,
+                )
+            )
+        else:
+            raise RootsUnavailable(
+                "ctx.roots has no client to ask: only a call served over MCP has roots"
+            )
+    return answers
 
 
 def checked_answer(schema: c.Mapping[str, t.Any], answer: object, source: str) -> Elicitation:

@@ -27,8 +27,10 @@ __all__ = [
     "JournalConflict",
     "JournalUnavailable",
     "OutcomeUnknown",
+    "ProgramDiverged",
     "RateLimited",
     "ResultTooLarge",
+    "RootsUnavailable",
     "SamplingUnavailable",
     "SandboxLimitReached",
     "SandboxUnavailable",
@@ -325,6 +327,12 @@ class JournalConflict(ToolError):
     arguments, another tool, or another decision of a person: the call never runs."""
 
 
+class ProgramDiverged(ToolError):
+    """A program re-run to resume (after an approval, or a crash) asked, at a nested
+    call's position, another call than the one recorded there (the program is not
+    deterministic): the message names both, and neither was run."""
+
+
 class JournalUnavailable(ToolError):
     """The call journal could not be read or written (a database that cannot be
     reached, a full disk, a corrupt record): the call did not run. The message
@@ -349,6 +357,15 @@ class ElicitationUnavailable(ToolError):
 
     A tool may catch it and fall back to a default; uncaught, the call is an ``Err``
     whose message names it, and it is not retried.
+    """
+
+
+class RootsUnavailable(ToolError):
+    """``ctx.roots()`` has nowhere to go: the call is not served over MCP, or the MCP
+    client did not declare the ``roots`` capability.
+
+    A tool may catch it and carry on without the client's roots; uncaught, the call
+    is an ``Err`` whose message names it, and it is not retried.
     """
 
 

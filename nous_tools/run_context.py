@@ -52,7 +52,7 @@ from nous_tools.usage import Usage
 _NO_USAGE = Usage()
 
 if t.TYPE_CHECKING:
-    from nous_tools.asking import Elicitation, Elicitor, Sampler
+    from nous_tools.asking import Elicitation, Elicitor, Question, Root, Sampler
     from nous_tools.sandbox import SandboxPolicy
 
 __all__ = ["ApprovalHandler", "RunContext"]
@@ -259,6 +259,7 @@ class RunContext(t.Generic[DepsT]):
         max_tokens: int,
         system: str | None = None,
         temperature: float | None = None,
+        key: str | None = None,
     ) -> str:
         """Ask a language model; return the text it wrote.
 
@@ -266,14 +267,19 @@ class RunContext(t.Generic[DepsT]):
         ``{"role": "user" | "assistant", "content": str}``. Served over MCP this is
         the client's ``sampling/createMessage``; elsewhere the context's ``sampler``
         answers; with neither it raises :class:`~nous_tools.SamplingUnavailable`.
-        See :mod:`nous_tools.asking`."""
-        from nous_tools.asking import sample
+        ``key`` names the question to the MCP client (see :meth:`ask_all`). See
+        :mod:`nous_tools.asking`."""
+        from nous_tools.asking import Question, ask
 
-        return sample(
-            self, prompt_or_messages, max_tokens=max_tokens, system=system, temperature=temperature
+        question = Question.sample(
+            prompt_or_messages, max_tokens=max_tokens, system=system, temperature=temperature
         )
+        text: str = ask(self, [(key, question)])[0]
+        return text
 
-    def elicit(self, message: str, schema: c.Mapping[str, t.Any]) -> Elicitation:
+    def elicit(
+        self, message: str, schema: c.Mapping[str, t.Any], *, key: str | None = None
+    ) -> Elicitation:
         """Ask the person for the form ``schema`` describes; return their
         :class:`~nous_tools.Elicitation` (accept with ``content``, decline or cancel).
 
@@ -281,10 +287,52 @@ class RunContext(t.Generic[DepsT]):
         context's ``elicitor`` answers; with neither it raises
         :class:`~nous_tools.ElicitationUnavailable`. The schema is MCP's flat form
         (defaults and titled/untitled, single/multi-select enums kept); an accepted
-        answer is checked against it. See :mod:`nous_tools.asking`."""
-        from nous_tools.asking import elicit
+        answer is checked against it. ``key`` names the question to the MCP client
+        (see :meth:`ask_all`). See :mod:`nous_tools.asking`."""
+        from nous_tools.asking import Question, ask
 
-        return elicit(self, message, schema)
+        answer: Elicitation = ask(self, [(key, Question.elicit(message, schema))])[0]
+        return answer
+
+    def roots(self, *, key: str | None = None) -> tuple[Root, ...]:
+        """The MCP client's roots (``roots/list``): the ``file://`` places it lets the
+        server work in, as :class:`~nous_tools.Root` values. Raises
+        :class:`~nous_tools.RootsUnavailable` when the call is not served over MCP or
+        the client did not declare the ``roots`` capability."""
+        from nous_tools.asking import Question, ask
+
+        roots: tuple[Root, ...] = ask(self, [(key, Question.roots())])[0]
+        return roots
+
+    def ask_all(self, questions: c.Mapping[str, Question]) -> dict[str, t.Any]:
+        """Ask several :class:`~nous_tools.Question` values at once; their answers by
+        key (an :class:`~nous_tools.Elicitation`, a ``str``, a tuple of
+        :class:`~nous_tools.Root`).
+
+        Served over MCP at 2026-07-28 they go to the client together, named by their
+        keys, in one ``InputRequiredResult`` (in a task: the task's
+        ``inputRequests``); at 2025-11-25 and outside MCP they are asked one after
+        another. A key is a non-empty ``str`` not starting with ``"nous_tools."``."""
+        from nous_tools.asking import ask
+
+        if not isinstance(questions, c.Mapping):
+            raise TypeError(
+                f"ctx.ask_all takes a mapping of keys to Question values, "
+                f"got {type(questions).__name__}"
+            )
+        pairs: list[tuple[str | None, Question]] = list(questions.items())
+        for key, _ in pairs:
+            if key is None:
+                raise ValueError("ctx.ask_all needs a key for every question, got None")
+        return dict(zip(questions, ask(self, pairs), strict=True))
+
+    def _pose(self, questions: list[tuple[str | None, Question]]) -> list[t.Any]:
+        """Put checked questions to whoever answers for this context; their raw
+        answers, in order. Here: ``elicitor`` and ``sampler``, one by one (a context
+        served over MCP puts them to its client)."""
+        from nous_tools.asking import pose_one_by_one
+
+        return pose_one_by_one(self, questions)
 
     def time_left(self) -> float | None:
         """Seconds until this attempt's deadline (never below 0), or None without one."""

@@ -170,6 +170,7 @@ class ToolOptions(t.TypedDict, total=False):
     queue_timeout: float | None
     sandbox: SandboxPolicy | str | c.Mapping[str, t.Any] | None
     task: t.Literal["optional", "required", "never"] | None
+    ask_before_task: bool
 
 
 def _to_sandbox(value: object) -> SandboxPolicy | None:
@@ -509,6 +510,12 @@ class Tool(t.Generic[P, R]):
     task: t.Literal["optional", "required", "never"] | None = attrs.field(
         default=None, validator=_one_of("task", (None, *TASK_MODES))
     )
+    #: Called as an MCP task (2026-07-28): the tool's first questions come before the
+    #: task, in multi-round-trip rounds (``InputRequiredResult``), and the round that
+    #: answers them creates the task, which goes on from there (its later questions
+    #: wait in the task). False: the task is created at once and every question waits
+    #: in it.
+    ask_before_task: bool = attrs.field(default=False, validator=_strict_bool("ask_before_task"))
     #: Extra attempts after the first: the ``retries`` given, else 1 — or 0 for a tool
     #: that is ``approval="ask"`` or ``destructive=True``.
     retries: int = attrs.field(init=False, default=1)

@@ -176,7 +176,9 @@ class Journal(t.Protocol):
     :class:`PostgresJournal` (many hosts), or your own.
 
     The pipeline uses :meth:`get`, :meth:`start` and :meth:`complete`; operators use
-    :meth:`unknown`, :meth:`settle` and :meth:`prune`. Each method may raise: the
+    :meth:`unknown`, :meth:`settle` and :meth:`prune`; MCP tasks across replicas
+    use ``request_cancel`` and ``cancel_requests`` when a journal has them (the SQL
+    journals do). Each method may raise: the
     executor turns any exception into ``Err(JournalUnavailable)`` and does not
     run the call (fail closed). ``grace`` is added to a call's deadline to make its
     lease.

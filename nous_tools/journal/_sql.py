@@ -7,6 +7,11 @@ guarded by the state and owner it expects — so each is atomic on its own and
 durable when it returns, and no transaction is ever left open across a call. The
 one exception is a call that redeems its approval here (``journal.approvals``):
 the approval's claim and the ``started`` record are one short transaction.
+
+A second table, ``<table>_cancels``, holds the requests to stop a started call
+(:meth:`SQLJournal.request_cancel`): the process that runs the call reads them
+(:meth:`SQLJournal.cancel_requests`) and stops it. It is made, like the others, if
+missing, so a journal made before it gains it on first use.
 """
 
 from __future__ import annotations
@@ -144,6 +149,16 @@ class SQLJournal:
             f"call_id) VALUES ({p}, {p}, {p}, {p}, {p}) ON CONFLICT (approval_id) DO NOTHING"
         )
         self._sql_forget = f"DELETE FROM {table}_approvals WHERE expires_at < {p}"
+        self._sql_cancel = (  # only a call still started can be asked to stop
+            f"INSERT INTO {table}_cancels (run_id, call_id, requested_at) "
+            f"SELECT {p}, {p}, {p} WHERE EXISTS (SELECT 1 FROM {table} WHERE run_id = {p} "
+            f"AND call_id = {p} AND state = 'started') ON CONFLICT (run_id, call_id) DO NOTHING"
+        )
+        self._sql_prune_cancels = (
+            f"DELETE FROM {table}_cancels WHERE requested_at < {p} AND NOT EXISTS "
+            f"(SELECT 1 FROM {table} WHERE {table}.run_id = {table}_cancels.run_id "
+            f"AND {table}.call_id = {table}_cancels.call_id)"
+        )
         self._claims = 0  # claims made since the expired ones were last forgotten
 
     # -- for subclasses --------------------------------------------------------------
@@ -179,6 +194,9 @@ class SQLJournal:
             f"CREATE TABLE IF NOT EXISTS {table}_approvals ("
             f"approval_id TEXT NOT NULL PRIMARY KEY, expires_at {real}, "
             f"claimed_at {real} NOT NULL, run_id TEXT, call_id TEXT)",
+            f"CREATE TABLE IF NOT EXISTS {table}_cancels ("
+            f"run_id TEXT NOT NULL, call_id TEXT NOT NULL, requested_at {real} NOT NULL, "
+            "PRIMARY KEY (run_id, call_id))",
         ]
 
     # -- statements ------------------------------------------------------------------
@@ -436,7 +454,35 @@ class SQLJournal:
         unknown: waiting for a person) are kept."""
         seconds = older_than_seconds(older_than)
         self._write(self._sql_forget, (wall(),))  # and the approvals no token can use now
-        return self._write(self._sql_prune, (wall() - seconds,))
+        removed = self._write(self._sql_prune, (wall() - seconds,))
+        self._write(self._sql_prune_cancels, (wall() - seconds,))  # of calls now gone
+        return removed
+
+    # -- cancel requests -------------------------------------------------------------
+
+    def request_cancel(self, run_id: str, call_id: str) -> bool:
+        """Ask whoever runs the started call ``(run_id, call_id)`` to stop it: the
+        request is recorded (once; a repeat changes nothing) for
+        :meth:`cancel_requests` to find. True when the call is asked to stop (now or
+        before); False when it is not started (completed, or not in the journal):
+        there is nothing to stop."""
+        if self._write(self._sql_cancel, (run_id, call_id, wall(), run_id, call_id)) == 1:
+            return True
+        return (run_id, call_id) in self.cancel_requests([(run_id, call_id)])
+
+    def cancel_requests(self, keys: c.Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Those of the calls ``keys`` (``(run_id, call_id)`` pairs) that were asked
+        to stop (:meth:`request_cancel`)."""
+        wanted = sorted(set(keys))
+        found: set[tuple[str, str]] = set()
+        p = self._placeholder
+        for at in range(0, len(wanted), 100):  # by the primary key, 100 keys a statement
+            chunk = wanted[at : at + 100]
+            pairs = " OR ".join([f"(run_id = {p} AND call_id = {p})"] * len(chunk))
+            sql = f"SELECT run_id, call_id FROM {self.table}_cancels WHERE {pairs}"
+            rows = self._rows(sql, [value for key in chunk for value in key])
+            found.update((str(run_id), str(call_id)) for run_id, call_id in rows)
+        return found
 
     def records(
         self, *, run_id: str | None = None, state: str | None = None, limit: int | None = None

@@ -37,6 +37,7 @@ from nous_tools.approval import Edit, NeedsApproval
 from nous_tools.approval._store import already_used
 from nous_tools.errors import ApprovalAlreadyUsed, BatchAlreadyResolved, ToolError
 from nous_tools.executor import ToolCall
+from nous_tools.program import ProgramPaused
 from nous_tools.providers import _tool_calls
 from nous_tools.providers import _wire as _batch_wire
 from nous_tools.providers._calls_in import Provider
@@ -478,6 +479,11 @@ def resolve(
         raise TypeError(f"resolve expects a RunContext or None, got {type(ctx).__name__}")
     if ctx.run_id is None and isinstance(batch.context, RunContext) and batch.context.run_id:
         ctx = attrs.evolve(ctx, run_id=batch.context.run_id)  # the run the batch was made in
+    decisions, programs = _program_decisions(batch, decisions)
+    if programs:  # code tools' paused programs, resolved by their nested calls' ids
+        batch = _resolve_programs(batch, registry, programs, ctx)
+        if not decisions:
+            return batch
     plan = _plan(batch, decisions)
     if not plan:
         return attrs.evolve(batch, context=ctx)
@@ -506,6 +512,77 @@ def resolve(
     else:
         outcomes = _run_plan(batch, registry, journal, decided, observer, wait, plan, ctx)
     return _merged(batch, registry, ctx, plan, outcomes)
+
+
+def _program_decisions(
+    batch: ToolCallResults, decisions: t.Any
+) -> tuple[t.Any, dict[int, dict[str, str]]]:
+    """The decisions for the batch's own pending calls, and those for the nested
+    calls of its paused programs by the program's index; ``ValueError`` for a
+    program's own call id (its nested calls are what a person decides) or a nested
+    decision that is not ``"approve"`` or ``"reject"``, before anything runs."""
+    if not isinstance(decisions, c.Mapping):
+        return decisions, {}
+    nested: dict[str, int] = {}
+    own: dict[str, list[str]] = {}
+    for index, result in enumerate(batch.results):
+        program = getattr(result, "program", None)
+        if isinstance(result, NeedsApproval) and program is not None:
+            ids = [t.cast(str, na.call_id) for na in program.waiting]
+            nested.update(dict.fromkeys(ids, index))
+            if result.call_id is not None:
+                own[result.call_id] = ids
+    if not nested:
+        return decisions, {}
+    rest: dict[t.Any, t.Any] = {}
+    programs: dict[int, dict[str, str]] = {}
+    for key, decision in decisions.items():
+        if type(key) is str and key in own:
+            raise ValueError(
+                f"cannot resolve: call {key!r} is a program waiting for its nested calls; "
+                f"decide those instead ({', '.join(map(repr, own[key]))})"
+            )
+        where = nested.get(key) if type(key) is str else None
+        if where is None:
+            rest[key] = decision
+            continue
+        if type(decision) is not str or decision not in ("approve", "reject"):
+            raise ValueError(
+                f"cannot resolve: the decision for nested call {key!r} must be 'approve' "
+                f"or 'reject', got {_short(decision)}"
+            )
+        programs.setdefault(where, {})[key] = decision
+    return rest, programs
+
+
+def _resolve_programs(
+    batch: ToolCallResults,
+    registry: Registry,
+    programs: dict[int, dict[str, str]],
+    ctx: RunContext[t.Any],
+) -> ToolCallResults:
+    """``batch`` with each paused program of ``programs`` resolved (run again from
+    its start, its completed nested calls replayed): its outcome under the program
+    call's own id, or the program paused anew."""
+    from nous_tools.program._tool import as_tool_result  # code mode only
+
+    results = list(batch.results)
+    size = len(results)
+    contents = (list(batch._contents) + [None] * size)[:size]
+    limits: list[int | None] = (list(batch._max_chars) + [DEFAULT_MAX_RESULT_CHARS] * size)[:size]
+    for index, sub in programs.items():
+        pending = t.cast(_tool_calls.PausedProgramCall, results[index])
+        program = t.cast(t.Any, pending.program)
+        token = _current_call.set(batch.calls[index])
+        try:
+            value = as_tool_result(program.resolve(sub, ctx))
+        finally:
+            _current_call.reset(token)
+        if isinstance(value, Ok) and isinstance(value.value, ProgramPaused):
+            value = _tool_calls.paused_program_call(pending.tool, value.value, pending.call_id)
+        results[index] = value
+        contents[index] = None
+    return _successor(batch, registry, results, ctx, contents, limits)
 
 
 def _no_registry() -> ValueError:

@@ -67,6 +67,9 @@ from nous_tools.approval import Edit, NeedsApproval
 from nous_tools.context_update import ContextUpdate
 from nous_tools.errors import ToolError, ToolNotFound
 from nous_tools.executor import ToolCall, ToolExecutor, _check_batch_cap
+from nous_tools.program import ProgramPaused
+from nous_tools.program._calling import calling as _calling
+from nous_tools.program._tool import is_code_tool
 from nous_tools.providers import _web
 from nous_tools.providers._calls_in import (
     _SKIP,
@@ -116,6 +119,32 @@ def current_tool_call() -> ToolCall | None:
     tool makes itself still see the outer call.
     """
     return _current_call.get()
+
+
+# -- a program paused in a batch -------------------------------------------------------
+
+
+@attrs.frozen(slots=True)
+class PausedProgramCall(NeedsApproval):
+    """A code tool's call whose program waits for a person (a nested ``"ask"``
+    call): pending in its batch as any call waiting for approval, shown by
+    :meth:`ToolCallResults.pending_summary` as the program's waiting nested calls
+    and resolved by their ids (:meth:`ToolCallResults.resolve`)."""
+
+    program: ProgramPaused | None = attrs.field(default=None, kw_only=True, eq=False, repr=False)
+
+
+def paused_program_call(
+    tool: Tool, program: ProgramPaused, call_id: str | None
+) -> PausedProgramCall:
+    """The pending call of ``tool`` (a code tool) whose ``program`` paused."""
+    return PausedProgramCall(
+        tool,
+        {"code": program.source},
+        call_id=call_id,
+        audience=getattr(program.registry, "name", None),
+        program=program,
+    )
 
 
 # -- the batch -----------------------------------------------------------------------
@@ -691,6 +720,13 @@ def execute_tool_calls(
     if not callable(lookup):
         raise TypeError(f"execute_tool_calls expects a Registry, got {type(registry).__name__}")
     calls, kinds, jobs, skipped, refused, providers = _read_calls(_unwrap(tool_calls), lookup)
+    for index, job in enumerate(jobs):
+        if type(job) is tuple and is_code_tool(job[0]):
+            # A program's call is not journaled itself (its nested calls are, under
+            # "<call id>/<position>"): a paused program is no outcome to record, and
+            # the same call again runs the program again, its calls answered by the
+            # journal. Its id reaches it as its program's id (``enter``).
+            jobs[index] = (job[0], job[1], None)
 
     observer = _observer
     for tool, call, err in refused:  # calls refused before running, for a tracer
@@ -705,8 +741,10 @@ def execute_tool_calls(
 
     def enter(i: int) -> None:
         """In call ``i``'s own context, before anything of it runs: the call a tool
-        sees as ``current_tool_call()``."""
-        _current_call.set(calls[i])
+        sees as ``current_tool_call()``, and a code tool as its program's id."""
+        call = calls[i]
+        _current_call.set(call)
+        _calling(call.id)
 
     # A call the registry would only hand to the executor's pipeline goes to a worker
     # from here (no helper thread per call), unless a tracer is told of each call. The
@@ -721,6 +759,13 @@ def execute_tool_calls(
         straight=straight,
         enter=enter,
     )
+    for index, result in enumerate(results):
+        if type(result) is Ok and isinstance(result.value, ProgramPaused):
+            results[index] = paused_program_call(
+                t.cast("tuple[Tool, t.Any, str | None]", jobs[index])[0],
+                result.value,
+                calls[index].id,
+            )
     default = runner.max_result_chars
     return ToolCallResults(
         results=results,

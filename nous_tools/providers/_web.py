@@ -82,17 +82,24 @@ def pending_summary(results: ToolCallResults) -> list[dict[str, t.Any]]:
     is the same id, kept for pages written before), the tool's name and
     description, and the arguments it would run with (as JSON values). Send it
     beside the signed batch; it carries nothing the batch needs back."""
-    return [
-        {
-            "id": pending.call_id,
-            "call_id": pending.call_id,
-            "tool": pending.tool.name,
-            "description": pending.tool.description,
-            "arguments": _shown(pending.arguments),
-        }
-        for pending in results.results
-        if isinstance(pending, NeedsApproval)
-    ]
+    shown: list[dict[str, t.Any]] = []
+    for pending in results.results:
+        if not isinstance(pending, NeedsApproval):
+            continue
+        program = getattr(pending, "program", None)  # a code tool's paused program
+        waiting = program.waiting if program is not None else (pending,)
+        for each in waiting:
+            entry = {
+                "id": each.call_id,
+                "call_id": each.call_id,
+                "tool": each.tool.name,
+                "description": each.tool.description,
+                "arguments": _shown(each.arguments),
+            }
+            if program is not None:
+                entry["program_call_id"] = pending.call_id
+            shown.append(entry)
+    return shown
 
 
 def _refused(why: str) -> ValueError:

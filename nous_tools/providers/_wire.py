@@ -159,6 +159,9 @@ def write(batch: ToolCallResults, secret: str | bytes | None) -> dict[str, t.Any
         entry: dict[str, t.Any] = {"id": call.id, "name": call.name, "kind": batch._kind(index)}
         if isinstance(result, NeedsApproval):
             entry["approval"] = _approval(result, call.id, call.name, batch.issued_at, audience)
+            program = getattr(result, "program", None)  # a code tool's paused program
+            if program is not None:
+                entry["program"] = program.to_dict(secret)
             if _c.dumps(arguments) != _c.dumps(entry["approval"]["arguments"]):
                 entry["arguments"] = arguments  # the advice changed them: the model's own
         else:
@@ -288,7 +291,7 @@ def read(
     if provider is not None and provider not in _PROVIDERS:
         raise refused(f"unknown provider {provider!r}")
     calls, kinds, results, contents = _read_calls(
-        entries, registry, issued_at, own, accepted, make_call, restored
+        entries, registry, issued_at, own, accepted, make_call, restored, secret, allow_unsigned
     )
     return _new_read(Read, (batch_id, issued_at, provider, run_id, calls, kinds, results, contents))
 
@@ -342,6 +345,8 @@ def _read_calls(
     accepted: tuple[float | None, float],
     make_call: t.Callable[[str | None, str, t.Any], t.Any],
     restored: t.Callable[[str, bool, str], t.Any],
+    secret: str | bytes | None = None,
+    allow_unsigned: bool = False,
 ) -> tuple[list[t.Any], list[str], list[t.Any], list[str | None]]:
     """The calls of a batch whose signature and age were checked: ``(calls, kinds,
     results, contents)``, a finished call's result restored from its output, a
@@ -391,11 +396,28 @@ def _read_calls(
                 arguments = _decode(entry["arguments"], position, frozen=False)
             else:  # the approved ones (read-only, shared with the approval)
                 arguments = na.arguments
+            if "program" in entry:  # a code tool's paused program
+                na = _paused_program(entry["program"], na, registry, secret, allow_unsigned)
             calls.append(make_call(call_id, name, arguments))
             results.append(na)
             contents.append(None)
         kinds.append(kind)
     return calls, kinds, results, contents
+
+
+def _paused_program(
+    data: object,
+    na: NeedsApproval,
+    registry: Registry,
+    secret: str | bytes | None,
+    allow_unsigned: bool,
+) -> NeedsApproval:
+    """The pending call of a code tool whose program paused, read back."""
+    from nous_tools.program import ProgramPaused
+    from nous_tools.providers._tool_calls import paused_program_call
+
+    program = ProgramPaused.from_dict(data, registry, secret, allow_unsigned=allow_unsigned)
+    return paused_program_call(na.tool, program, na.call_id)
 
 
 def _refuse_fields(data: c.Mapping[str, t.Any]) -> t.NoReturn:

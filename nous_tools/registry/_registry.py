@@ -65,6 +65,7 @@ from nous_tools.tool import Tool, register_redecorate
 if t.TYPE_CHECKING:
     from nous_tools._engine._journal import JournalClaim
     from nous_tools.journal._record import Journal
+    from nous_tools.program import ProgramPaused
 
 __all__ = ["Registry"]
 
@@ -620,6 +621,75 @@ class Registry:
                 raise
             error = _internal_error("execute_many", exc)
             return [job if isinstance(job, Err) else error for job in jobs]
+
+    def run_program(
+        self,
+        source: str,
+        ctx: RunContext[t.Any] | None = None,
+        *,
+        timeout: float | None = 60.0,
+        sandbox: t.Any = None,
+        max_calls: int = 100,
+        tools: c.Iterable[str] | None = None,
+        program_id: str | None = None,
+    ) -> RegistryResult | ProgramPaused:
+        """Run ``source``, a short Python program, in a confined child where each tool
+        of this registry (or of ``tools``, names) is a function taking keyword
+        arguments (also ``tools.<name>``); never raises for what the program does.
+
+        Returns ``Ok(ProgramOutput)`` (the value of ``result = ...`` or of the final
+        expression, and what it printed), an ``Err`` (a syntax error with its line, an
+        exception it raised, its deadline, more than ``max_calls`` nested calls), or a
+        :class:`~nous_tools.ProgramPaused` when a nested ``"ask"`` call waits for a
+        person (no approval handler in ``ctx``): its ``resolve`` runs the program
+        again, the nested calls that completed answered by the journal (or, without
+        one, by this process's record), not run again.
+
+        Every nested call is ``execute(name, arguments, ctx, call_id=...)`` with the id
+        ``"<program_id>/<position>"`` in ``ctx.run_id``: approval, validation, admission,
+        its deadline (bounded by what is left of ``timeout``), retries, the journal,
+        the signals. ``sandbox`` is the child's policy (default ``read_only``, no
+        network, 512 MB). ``program_id`` defaults, in a run (``ctx.run_id``), to a
+        digest of ``source`` — the same program in the same run is the same program,
+        resumed (pass another id to run it afresh) — and outside one to a new id (the
+        run is then the program's own). See ``docs/how-to/code-mode.md``.
+        """
+        from nous_tools.program._run import run_program  # code mode only
+
+        return run_program(
+            self,
+            source,
+            ctx,
+            timeout=timeout,
+            sandbox=sandbox,
+            max_calls=max_calls,
+            tools=tools,
+            program_id=program_id,
+        )
+
+    def code_tool(
+        self,
+        name: str = "run_python",
+        tools: c.Iterable[str] | None = None,
+        *,
+        timeout: float | None = 60.0,
+        sandbox: t.Any = None,
+        max_calls: int = 100,
+    ) -> Tool:
+        """A :class:`Tool` a model calls with a program: its one argument is the code,
+        its description lists the functions the program may call (``tools``, names;
+        default every tool registered now but itself) with their signatures and
+        one-line docs, and it returns what :meth:`run_program` returned —
+        ``{"result", "stdout"}``, the ``Err``, or (a nested call waiting for a
+        person) the :class:`~nous_tools.ProgramPaused`, which
+        :func:`~nous_tools.execute_tool_calls` shows as its waiting nested calls.
+        Register it (``registry.register(registry.code_tool())``) to offer it. The
+        program's id is the model's tool-call id in a batch. See
+        ``docs/how-to/code-mode.md``.
+        """
+        from nous_tools.program._tool import code_tool  # code mode only
+
+        return code_tool(self, name, tools, timeout=timeout, sandbox=sandbox, max_calls=max_calls)
 
     def register_mcp(
         self,

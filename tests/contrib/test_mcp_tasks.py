@@ -218,7 +218,19 @@ def test_a_task_asks_through_input_required_and_tasks_update(url) -> None:
     assert _settled(url, task_id)["result"]["isError"] is True
 
 
-def test_an_ask_tool_is_approved_in_its_own_round_then_runs_as_a_task(url, tmp_path) -> None:
+def _waiting(url: str, task_id: str, **kw: t.Any) -> dict[str, t.Any]:
+    deadline = time.monotonic() + WAIT
+    while True:
+        answer = _rpc(url, "tasks/get", {"taskId": task_id}, **kw)["result"]
+        if answer["status"] == "input_required":
+            return t.cast("dict[str, t.Any]", answer)
+        assert time.monotonic() < deadline, answer
+        time.sleep(0.05)
+
+
+def test_an_ask_tool_called_as_a_task_waits_in_it_for_its_approval(url) -> None:
+    """The approval is the task's input request, answered by tasks/update; a declined
+    one completes the task as an error and the tool does not run."""
     eliciting = {
         **DECLARING,
         "io.modelcontextprotocol/clientCapabilities": {
@@ -226,24 +238,21 @@ def test_an_ask_tool_is_approved_in_its_own_round_then_runs_as_a_task(url, tmp_p
             "extensions": {TASKS: {}},
         },
     }
-    arguments = {"marker": "wiped"}
-    asked = _call(url, "wipe", arguments, meta=eliciting)["result"]
-    assert asked["resultType"] == "input_required" and "taskId" not in asked
-    [key] = asked["inputRequests"]
-    params = {
-        "name": "wipe",
-        "arguments": arguments,
-        "inputResponses": {key: {"action": "accept", "content": {}}},
-        "requestState": asked["requestState"],
-    }
-    created = _rpc(url, "tools/call", params, meta=eliciting)["result"]
-    assert created["resultType"] == "task" and "requestState" not in created
-    assert _settled(url, created["taskId"], meta=eliciting)["result"]["content"][0]["text"] == (
-        "wiped"
-    )
-    declined = {**params, "inputResponses": {key: {"action": "decline"}}}
-    refused = _rpc(url, "tools/call", declined, meta=eliciting)["result"]
-    assert refused["isError"] is True and "taskId" not in refused
+    for action, text in (("accept", "wiped"), ("decline", "rejected by the client")):
+        created = _call(url, "wipe", {"marker": action}, meta=eliciting)["result"]
+        assert created["resultType"] == "task"
+        waiting = _waiting(url, created["taskId"], meta=eliciting)
+        [(key, request)] = waiting["inputRequests"].items()
+        assert key == "nous_tools.approval" and request["method"] == "elicitation/create"
+        answer = {"action": action, "content": {}} if action == "accept" else {"action": action}
+        update = {"taskId": created["taskId"], "inputResponses": {key: answer}}
+        _rpc(url, "tasks/update", update, meta=eliciting)
+        result = _settled(url, created["taskId"], meta=eliciting)["result"]
+        assert text in result["content"][0]["text"]
+        assert result.get("isError", False) is (action == "decline")
+    plain = {**DECLARING}  # tasks, but no elicitation: nobody to approve it
+    refused = _rpc(url, "tools/call", {"name": "wipe", "arguments": {"marker": "x"}}, meta=plain)
+    assert refused["error"]["code"] == -32021
 
 
 @pytest.mark.slow

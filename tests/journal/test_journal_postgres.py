@@ -197,3 +197,40 @@ def test_on_postgres_the_journals_store_redeems_and_records_in_one_transaction(
     assert claimed == [("pg-approvals", "call_r")]
     assert runs == [7]
     journal.close()
+
+
+def test_cancel_requests_on_postgres_and_an_older_table_gains_theirs(
+    postgres: dict[str, str],
+) -> None:
+    """Only a started call can be asked to stop; a request is found by its key; a
+    journal whose table was made before cancel requests existed gains their table."""
+    import psycopg
+
+    from nous_tools.journal._record import JournalRecord
+
+    table = "journal_before_cancels"
+    *before, cancels = PostgresJournal(dsn_of(postgres), table=table)._schema()
+    assert f"{table}_cancels" in cancels
+    with psycopg.connect(dsn_of(postgres), autocommit=True) as connection:
+        for statement in before:
+            connection.execute(statement)
+    journal = PostgresJournal(dsn_of(postgres), table=table)
+    running = JournalRecord(
+        run_id="run", call_id="c1", tool="charge", digest="d", owner="other-host:1:x",
+        lease_expires=4e9, started_at=1.0,
+    )  # fmt: skip
+    done = JournalRecord(
+        run_id="run", call_id="c2", tool="charge", digest="d", owner="other-host:1:x",
+        lease_expires=4e9, started_at=1.0,
+    )  # fmt: skip
+    assert journal.start(running) is None and journal.start(done) is None
+    assert journal.complete(done, {"ok": True, "value": "charged"})
+    assert journal.request_cancel("run", "c1") is True
+    assert journal.request_cancel("run", "c1") is True
+    assert journal.request_cancel("run", "c2") is False  # completed: nothing to stop
+    assert journal.request_cancel("run", "missing") is False
+    other = PostgresJournal(dsn_of(postgres), table=table)  # another process's view
+    keys = [("run", "c1"), ("run", "c2"), ("other-run", "c1")]
+    assert other.cancel_requests(keys) == {("run", "c1")}
+    journal.close()
+    other.close()

@@ -56,7 +56,11 @@ def auth_for(scenario: str, context: dict[str, t.Any]) -> OAuth | None:
             signing_algorithm=context.get("signing_algorithm", "ES256"),
             storage=InMemoryTokenStorage(),
         )
-    if scenario == "auth/cross-app-access-complete-flow":
+    if scenario == "auth/wif-jwt-bearer":
+        return OAuth.workload_identity(
+            context["client_id"], assertion=context["valid_jwt"], storage=InMemoryTokenStorage()
+        )
+    if scenario in ("auth/cross-app-access-complete-flow", "auth/enterprise-managed-authorization"):
         return cross_app_access(context)
     return OAuth.authorization_code(
         client_name="nous-tools conformance client",
@@ -65,41 +69,28 @@ def auth_for(scenario: str, context: dict[str, t.Any]) -> OAuth | None:
         client_metadata_url=CIMD_URL,
         open_browser=browser,
         storage=InMemoryTokenStorage(),
+        # SEP-1932: sender-constrained tokens (the nonce variant asks for nonces).
+        dpop=scenario in ("auth/dpop", "auth/dpop-nonce"),
     )
 
 
 def cross_app_access(context: dict[str, t.Any]) -> OAuth:
     """SEP-990: the MCP server's authorization server comes from configuration; the
     suite puts it in the server's protected resource metadata, so it is read from
-    there (a deployment would know it). The ID-JAG comes from the identity provider
-    by an RFC 8693 token exchange of the person's ID token."""
+    there (a deployment would know it). The client exchanges the person's ID token
+    for an ID-JAG at the identity provider (RFC 8693), then the ID-JAG for a token."""
     url = sys.argv[1]
     parts = urllib.parse.urlsplit(url)
     metadata = f"{parts.scheme}://{parts.netloc}/.well-known/oauth-protected-resource{parts.path}"
     with httpx2.Client(timeout=30.0) as http:
         issuer = http.get(metadata).raise_for_status().json()["authorization_servers"][0]
-
-    def id_jag(audience: str, resource: str) -> str:
-        with httpx2.Client(timeout=30.0) as http:
-            answer = http.post(
-                context["idp_token_endpoint"],
-                data={
-                    "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
-                    "requested_token_type": "urn:ietf:params:oauth:token-type:id-jag",
-                    "subject_token": context["idp_id_token"],
-                    "subject_token_type": "urn:ietf:params:oauth:token-type:id_token",
-                    "audience": audience,
-                    "resource": resource,
-                    "client_id": context["idp_client_id"],
-                },
-            )
-            return str(answer.raise_for_status().json()["access_token"])
-
-    return OAuth.identity_assertion(
+    return OAuth.enterprise_managed(
         context["client_id"],
         client_secret=context["client_secret"],
         issuer=issuer,
-        assertion=id_jag,
+        idp_token_endpoint=context["idp_token_endpoint"],
+        id_token=context["idp_id_token"],
+        idp_client_id=context["idp_client_id"],
         storage=InMemoryTokenStorage(),
     )
 

@@ -12,7 +12,7 @@ import typing as t
 
 from mcp_rich_tools import PNG, WAV
 
-from nous_tools import Registry, RunContext, Tool, tool
+from nous_tools import Question, Registry, RunContext, Tool, tool
 from nous_tools.content import Audio, Image, Resource
 from nous_tools.contrib.mcp import close_sse_stream
 from nous_tools.errors import ElicitationUnavailable
@@ -300,7 +300,8 @@ def test_logging_tool(ctx: RunContext) -> str:
 
 # input-required-result-* (SEP-2322, 2026-07-28): a question ends the round; the client
 # calls again with the answer (and the round's signed requestState), and the tool runs
-# again from the start, its earlier questions answered from that state.
+# again from the start, its earlier questions answered from that state. Each question
+# is named (key=) as the scenario names it.
 
 _NAME_FORM = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 
@@ -308,10 +309,9 @@ _NAME_FORM = {"type": "object", "properties": {"name": {"type": "string"}}, "req
 @registry.register
 @tool(timeout=30, retries=0)
 def test_input_required_result_elicitation(ctx: RunContext) -> str:
-    """Asks the user's name (input-required-result-basic-elicitation and the scenarios
-    built on it). The suite answers under the key "user_name", which a tool cannot name
-    yet: its question is keyed "nous_tools.ask.0"."""
-    answer = ctx.elicit("What is your name?", _NAME_FORM)
+    """Asks the user's name, as "user_name" (input-required-result-basic-elicitation and
+    the scenarios built on it: the suite may answer it by that name on its first call)."""
+    answer = ctx.elicit("What is your name?", _NAME_FORM, key="user_name")
     return f"Hello, {(answer.content or {}).get('name')}!"
 
 
@@ -319,7 +319,7 @@ def test_input_required_result_elicitation(ctx: RunContext) -> str:
 @tool(timeout=30, retries=0)
 def test_input_required_result_sampling(ctx: RunContext) -> str:
     """Asks the client's model a question (input-required-result-basic-sampling)."""
-    return ctx.sample("What is the capital of France?", max_tokens=100)
+    return ctx.sample("What is the capital of France?", max_tokens=100, key="capital_question")
 
 
 @registry.register
@@ -330,6 +330,7 @@ def test_input_required_result_request_state(ctx: RunContext) -> str:
     answer = ctx.elicit(
         "Please confirm",
         {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]},
+        key="confirm",
     )
     return f"state-ok: confirmed={(answer.content or {}).get('ok')}"
 
@@ -338,12 +339,37 @@ def test_input_required_result_request_state(ctx: RunContext) -> str:
 @tool(timeout=30, retries=0)
 def test_input_required_result_multi_round(ctx: RunContext) -> str:
     """Asks two questions, one round each (input-required-result-multi-round)."""
-    name = ctx.elicit("Step 1: What is your name?", _NAME_FORM)
+    name = ctx.elicit("Step 1: What is your name?", _NAME_FORM, key="step1")
     color = ctx.elicit(
         "Step 2: What is your favorite color?",
         {"type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]},
+        key="step2",
     )
     return f"{(name.content or {}).get('name')} likes {(color.content or {}).get('color')}"
+
+
+@registry.register
+@tool(timeout=30, retries=0)
+def test_input_required_result_list_roots(ctx: RunContext) -> str:
+    """Asks the client for its roots (input-required-result-basic-list-roots)."""
+    roots = ctx.roots(key="client_roots")
+    return "Roots: " + ", ".join(f"{root.name} ({root.uri})" for root in roots)
+
+
+@registry.register
+@tool(timeout=30, retries=0)
+def test_input_required_result_multiple_inputs(ctx: RunContext) -> str:
+    """Asks a person, a model and the client's roots at once, in one round
+    (input-required-result-multiple-input-requests)."""
+    answers = ctx.ask_all(
+        {
+            "user_name": Question.elicit("What is your name?", _NAME_FORM),
+            "greeting": Question.sample("Generate a greeting", max_tokens=50),
+            "client_roots": Question.roots(),
+        }
+    )
+    name = (answers["user_name"].content or {}).get("name")
+    return f"{answers['greeting']} {name}, with {len(answers['client_roots'])} root(s)"
 
 
 @registry.register
@@ -438,3 +464,13 @@ def multi_input(ctx: RunContext) -> str:
     with ThreadPoolExecutor(2) as pool:
         answers = list(pool.map(lambda n: ctx.elicit(f"Question {n}?", _NAME_FORM), (1, 2)))
     return ", ".join(str((a.content or {}).get("name")) for a in answers)
+
+
+@registry.register
+@tool(timeout=120, retries=0, task="required", ask_before_task=True)
+def test_tool_with_task(ctx: RunContext) -> str:
+    """Asks the user's name in multi-round-trip rounds, then goes on as a task
+    (tasks-mrtr-composition): the round that answers creates the task."""
+    answer = ctx.elicit("What is your name?", _NAME_FORM, key="user_name")
+    ctx.cancelled.wait(0.2)  # the long part, in the task
+    return f"Hello, {(answer.content or {}).get('name')}, from a task!"

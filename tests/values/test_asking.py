@@ -13,6 +13,9 @@ from nous_tools import (
     ElicitationUnavailable,
     Err,
     Ok,
+    Question,
+    Root,
+    RootsUnavailable,
     RunContext,
     SamplingUnavailable,
     Tool,
@@ -404,3 +407,79 @@ def test_a_process_isolated_tool_waiting_on_an_answer_is_still_killed_at_its_dea
     finally:
         answered.set()
     assert isinstance(result, Err) and isinstance(result.reason, ToolTimeout)
+
+
+# -- several questions at once (ctx.ask_all) ----------------------------------------------
+
+
+def _asked_in_order() -> tuple[RunContext, list[str]]:
+    order: list[str] = []
+
+    def person(message, schema):
+        order.append(message)
+        return Elicitation("accept", {})
+
+    def model(messages, *, max_tokens, system=None, temperature=None):
+        order.append(messages[0]["content"])
+        return "a text"
+
+    return RunContext.new(elicitor=person, sampler=model), order
+
+
+def test_ask_all_outside_mcp_asks_each_question_in_turn_and_answers_by_key():
+    ctx, order = _asked_in_order()
+    answers = ctx.ask_all(
+        {
+            "trip": Question.elicit("Where to?", FORM),
+            "poem": Question.sample("Write a poem", max_tokens=10),
+        }
+    )
+    assert order == ["Where to?", "Write a poem"]
+    assert answers["trip"].content["name"] == "John Doe"  # the form's default filled in
+    assert answers["poem"] == "a text"
+
+
+def test_a_named_question_outside_mcp_is_asked_as_an_unnamed_one():
+    ctx, order = _asked_in_order()
+    assert ctx.elicit("Where to?", FORM, key="trip").content["name"] == "John Doe"
+    assert ctx.sample("Say hi", max_tokens=5, key="hi") == "a text"
+    assert order == ["Where to?", "Say hi"]
+
+
+def test_roots_outside_mcp_raise_roots_unavailable_and_a_tool_call_is_not_retried():
+    with pytest.raises(RootsUnavailable, match="only a call served over MCP"):
+        RunContext.new().roots()
+    attempts: list[int] = []
+
+    def needs_roots(ctx: RunContext) -> str:
+        attempts.append(ctx.retry)
+        return str(ctx.roots())
+
+    result = execute(Tool(name="needs_roots", function=needs_roots, retries=3), {})
+    assert isinstance(result, Err)
+    assert isinstance(result.unwrap_err().original_error, RootsUnavailable)
+    assert attempts == [0]
+
+
+@pytest.mark.parametrize(
+    ("questions", "error"),
+    [
+        ({"": Question.roots()}, ValueError),
+        ({"nous_tools.ask.0": Question.roots()}, ValueError),
+        ({"x": "What is your name?"}, TypeError),
+    ],
+)
+def test_ask_all_refuses_a_bad_key_or_a_value_that_is_not_a_question(questions, error):
+    ctx, order = _asked_in_order()
+    with pytest.raises(error):
+        ctx.ask_all(questions)
+    assert order == []
+
+
+def test_a_question_is_checked_when_it_is_made():
+    with pytest.raises(ValueError, match="non-empty"):
+        Question.elicit("", FORM)
+    with pytest.raises(ValueError, match="max_tokens"):
+        Question.sample("hi", max_tokens=0)
+    assert Question.roots().kind == "roots"
+    assert Root("file:///work").name is None

@@ -14,7 +14,10 @@ args)`` / ``MCPServer.http(url, headers)``) holds one background event-loop
 thread; ``server.tools()`` and ``registry.register_mcp(server, trusted=False,
 prefix=None)`` make its tools :class:`~nous_tools.Tool` values whose calls are
 synchronous requests under the tool's deadline. Untrusted servers' tools are all
-``ask``; a trusted server's read-only tools are ``auto``.
+``ask``; a trusted server's read-only tools are ``auto``. Each tool is pinned to
+its definition as registered: a definition the server changes later is refused,
+asked about or accepted (:func:`register_mcp`'s ``on_definition_change``), and an
+approval never carries over to a new definition.
 
 What a served tool looks like to a client:
 
@@ -36,7 +39,14 @@ The rules in full, with examples for both directions: ``docs/how-to/mcp.md``.
 from __future__ import annotations
 
 from nous_tools.contrib.mcp._auth import FileTokenStorage, InMemoryTokenStorage, OAuth, TokenStorage
-from nous_tools.contrib.mcp._client import MCPElicitation, MCPServer, register_mcp
+from nous_tools.contrib.mcp._client import (
+    DefinitionChange,
+    MCPElicitation,
+    MCPServer,
+    definition_change,
+    register_mcp,
+)
+from nous_tools.contrib.mcp._dpop import DPoPKey
 from nous_tools.contrib.mcp._serve import (
     RunningServer,
     build_server,
@@ -49,6 +59,8 @@ from nous_tools.contrib.mcp._serve import (
 from nous_tools.contrib.mcp._task_client import TaskHandle, TaskStatus
 
 __all__ = [
+    "DPoPKey",
+    "DefinitionChange",
     "FileTokenStorage",
     "InMemoryTokenStorage",
     "MCPElicitation",
@@ -60,6 +72,7 @@ __all__ = [
     "TokenStorage",
     "build_server",
     "close_sse_stream",
+    "definition_change",
     "describe_tool",
     "register_mcp",
     "serve",

@@ -8,6 +8,13 @@ client provider (``mcp.client.auth``).
   Client ID Metadata Document (``client_metadata_url``) when the server supports it.
 * :meth:`OAuth.client_credentials` — for a service: a client secret, or a private
   key signing a JWT assertion (``private_key_jwt``).
+* :meth:`OAuth.workload_identity` — for a workload: the JWT its platform gives it,
+  exchanged by the RFC 7523 jwt-bearer grant (SEP-1933).
+* :meth:`OAuth.enterprise_managed` and :meth:`OAuth.identity_assertion` — for a
+  person of an enterprise: an ID-JAG from the enterprise identity provider
+  exchanged for a token (SEP-990).
+
+Any of them with ``dpop=`` binds the tokens to a key (DPoP, RFC 9449: ``_dpop``).
 
 The SDK does the protocol: discovery (protected resource and authorization server
 metadata, with the fallbacks of older servers), scope selection from the server's
@@ -51,6 +58,8 @@ if t.TYPE_CHECKING:
         OAuthClientInformationFull,
         OAuthClientMetadata,
     )
+
+    from nous_tools.contrib.mcp._dpop import DPoPKey
 
 __all__ = ["FileTokenStorage", "InMemoryTokenStorage", "OAuth", "TokenStorage"]
 
@@ -223,6 +232,36 @@ class _SDKStorage:
         self.storage.save(self.key, entry)
 
 
+class _StoredBindings:
+    """Which stored tokens are bound to the DPoP key of thumbprint ``jkt``: their
+    ``ath`` (a hash, not the token) kept beside them in the storage entry, so a token
+    loaded again is sent as it was issued. Tokens bound to another key are not."""
+
+    def __init__(self, store: _SDKStorage, jkt: str) -> None:
+        self.store = store
+        self.jkt = jkt
+
+    def _hashes(self, entry: c.Mapping[str, t.Any]) -> list[str]:
+        found = entry.get("dpop")
+        if not isinstance(found, dict) or found.get("jkt") != self.jkt:
+            return []
+        hashes = found.get("ath")
+        return [h for h in hashes if isinstance(h, str)] if isinstance(hashes, list) else []
+
+    def is_bound(self, access_token: str) -> bool:
+        from nous_tools.contrib.mcp._dpop import access_token_hash
+
+        return access_token_hash(access_token) in self._hashes(self.store._entry())
+
+    def bind(self, access_token: str) -> None:
+        from nous_tools.contrib.mcp._dpop import BOUND_KEPT, access_token_hash
+
+        entry = self.store._entry()
+        hashes = [*self._hashes(entry), access_token_hash(access_token)][-BOUND_KEPT:]
+        entry["dpop"] = {"jkt": self.jkt, "ath": hashes}
+        self.store.storage.save(self.store.key, entry)
+
+
 # -- redaction ----------------------------------------------------------------------------
 
 _SECRET_PARAMETERS = (
@@ -240,12 +279,12 @@ _REDACTIONS = [
     # "access_token": "…" in JSON, and access_token=… in a query or form body
     re.compile(r'("(?:' + "|".join(_SECRET_PARAMETERS) + r')"\s*:\s*")[^"]*(")'),
     re.compile(r"((?:^|[?&\s'\"])(?:" + "|".join(_SECRET_PARAMETERS) + r")=)[^&\s'\"]+()"),
-    re.compile(r"((?:Bearer|Basic)\s+)[A-Za-z0-9._~+/=-]{8,}()", re.IGNORECASE),
+    re.compile(r"((?:Bearer|Basic|DPoP)\s+)[A-Za-z0-9._~+/=-]{8,}()", re.IGNORECASE),
 ]
 
 
 def redact(text: str) -> str:
-    """``text`` with token material replaced by ``[redacted]``: bearer and basic
+    """``text`` with token material replaced by ``[redacted]``: bearer, DPoP and basic
     credentials, and the values of ``access_token``, ``refresh_token``, ``code``,
     ``client_secret``, ``code_verifier`` and the assertions, in JSON or URL form."""
     for pattern in _REDACTIONS:
@@ -425,7 +464,15 @@ class _BrowserSignIn:
 class OAuth:
     """How :meth:`MCPServer.http <nous_tools.contrib.mcp.MCPServer.http>` signs in to a
     server that requires OAuth (``MCPServer.http(url, auth=OAuth...)``). Make one with
-    :meth:`authorization_code` (a person) or :meth:`client_credentials` (a service)."""
+    :meth:`authorization_code` (a person) or :meth:`client_credentials` (a service).
+
+    Each takes ``dpop``: ``True`` (a key made for this object) or a
+    :class:`~nous_tools.contrib.mcp.DPoPKey` of yours binds the tokens to that key
+    (DPoP, RFC 9449): every token request and every request to the server carries a
+    fresh proof signed by it, a token issued as ``DPoP`` is sent as
+    ``Authorization: DPoP <token>``, and a server asking for a nonce gets it. A token
+    stolen without the key is of no use. An authorization server that issues bearer
+    tokens anyway is answered with bearer use."""
 
     def __init__(
         self,
@@ -435,6 +482,7 @@ class OAuth:
         *,
         interactive: float | None = None,
         shown: str = "",
+        dpop: bool | DPoPKey = False,
     ) -> None:
         self.kind = kind
         self._make = make
@@ -442,14 +490,24 @@ class OAuth:
         #: Seconds a person has to sign in (None: no person involved).
         self.interactive = interactive
         self._shown = shown
+        #: The DPoP key tokens are bound to (RFC 9449), or None: bearer tokens.
+        self.dpop_key: DPoPKey | None = _dpop_key(dpop)
 
     def provider(self, server_url: str) -> httpx2.Auth:
-        """The SDK's OAuth client provider (an ``httpx2.Auth``) for ``server_url``."""
+        """The SDK's OAuth client provider (an ``httpx2.Auth``) for ``server_url``
+        (with DPoP proofs added when :attr:`dpop_key` is set)."""
         install_redaction()
-        return self._make(server_url, _SDKStorage(self.storage, server_url))
+        store = _SDKStorage(self.storage, server_url)
+        made = self._make(server_url, store)
+        if self.dpop_key is not None:
+            from nous_tools.contrib.mcp._dpop import DPoPAuth
+
+            return DPoPAuth(made, self.dpop_key, _StoredBindings(store, self.dpop_key.thumbprint()))
+        return made
 
     def __repr__(self) -> str:
-        return f"<OAuth {self.kind}{self._shown}>"
+        dpop = " dpop" if self.dpop_key is not None else ""
+        return f"<OAuth {self.kind}{self._shown}{dpop}>"
 
     @classmethod
     def authorization_code(
@@ -464,6 +522,7 @@ class OAuth:
         callback_port: int = 0,
         timeout: float = 300.0,
         storage: TokenStorage | None = None,
+        dpop: bool | DPoPKey = False,
     ) -> OAuth:
         """A person signs in: authorization code with PKCE.
 
@@ -476,7 +535,8 @@ class OAuth:
         confidential client), or is identified by ``client_metadata_url`` (a Client ID
         Metadata Document, used when the server supports them). ``scopes`` are asked
         for when the server's challenge and metadata name none. ``storage`` keeps the
-        tokens and the registration (default: :class:`FileTokenStorage`).
+        tokens and the registration (default: :class:`FileTokenStorage`). ``dpop``
+        binds the tokens to a key (DPoP, RFC 9449; see :class:`OAuth`).
         """
         if client_secret is not None and client_id is None:
             raise ValueError("OAuth.authorization_code: client_secret needs a client_id")
@@ -512,6 +572,7 @@ class OAuth:
             storage if storage is not None else FileTokenStorage(),
             interactive=float(timeout),
             shown=shown,
+            dpop=dpop,
         )
 
     @classmethod
@@ -529,6 +590,7 @@ class OAuth:
             "client_secret_basic", "client_secret_post"
         ] = "client_secret_basic",
         storage: TokenStorage | None = None,
+        dpop: bool | DPoPKey = False,
     ) -> OAuth:
         """A service signs in with its own credentials (the client credentials grant):
         ``client_secret`` (sent as ``token_endpoint_auth_method``), or ``private_key_jwt``
@@ -536,7 +598,8 @@ class OAuth:
         or ``assertion`` (a ready JWT, or a callable ``audience -> JWT`` such as a
         workload identity provider). Exactly one of the three. ``issuer`` is the
         authorization server the credentials belong to: give it, and they are never
-        sent to another one. ``storage`` defaults to :class:`FileTokenStorage`."""
+        sent to another one. ``storage`` defaults to :class:`FileTokenStorage`. ``dpop``
+        binds the tokens to a key (DPoP, RFC 9449; see :class:`OAuth`)."""
         given = [x is not None for x in (client_secret, private_key, assertion)]
         if sum(given) != 1:
             raise ValueError(
@@ -581,7 +644,104 @@ class OAuth:
             make,
             storage if storage is not None else FileTokenStorage(),
             shown=f" ({kind}) client_id={client_id!r}",
+            dpop=dpop,
         )
+
+    @classmethod
+    def workload_identity(
+        cls,
+        client_id: str,
+        *,
+        assertion: str | c.Callable[[str], str],
+        scopes: c.Sequence[str] | None = None,
+        issuer: str | None = None,
+        storage: TokenStorage | None = None,
+        dpop: bool | DPoPKey = False,
+    ) -> OAuth:
+        """A workload signs in with the identity its platform gave it (workload identity
+        federation, SEP-1933): a JWT from the platform's identity provider (a
+        Kubernetes service account token, a cloud's instance identity, a CI job's OIDC
+        token) is exchanged for an access token with the RFC 7523 jwt-bearer grant
+        (``assertion=`` the JWT), by the public client ``client_id``: no secret to keep.
+
+        ``assertion`` is the JWT, or a callable ``audience -> JWT`` called for each
+        token request with the authorization server's issuer (the ``aud`` the JWT must
+        carry), so a fresh one is asked for when the last has expired. A refused grant
+        (``invalid_grant``, ``invalid_scope``, ``unauthorized_client``) fails the
+        connection, never retried nor turned into another grant. ``issuer`` is the
+        authorization server the workload is known to: give it, and the JWT is never
+        sent to another one. ``storage`` defaults to :class:`FileTokenStorage`."""
+        if not (isinstance(assertion, str) or callable(assertion)):
+            raise TypeError("OAuth.workload_identity: assertion must be a JWT or a callable")
+        scope = " ".join(scopes) if scopes else None
+
+        def make(server_url: str, store: _SDKStorage) -> httpx2.Auth:
+            return _refreshing(_jwt_bearer_provider())(  # type: ignore[no-any-return]
+                server_url=server_url,
+                storage=store,
+                client_id=client_id,
+                assertion_provider=_assertion_provider(assertion),
+                scope=scope,
+                issuer=issuer,
+            )
+
+        return cls(
+            "workload_identity",
+            make,
+            storage if storage is not None else FileTokenStorage(),
+            shown=f" client_id={client_id!r}",
+            dpop=dpop,
+        )
+
+    @classmethod
+    def enterprise_managed(
+        cls,
+        client_id: str,
+        *,
+        client_secret: str,
+        issuer: str,
+        idp_token_endpoint: str,
+        id_token: str | c.Callable[[], str],
+        idp_client_id: str,
+        idp_client_secret: str | None = None,
+        scopes: c.Sequence[str] | None = None,
+        token_endpoint_auth_method: t.Literal[
+            "client_secret_basic", "client_secret_post"
+        ] = "client_secret_basic",
+        storage: TokenStorage | None = None,
+        dpop: bool | DPoPKey = False,
+    ) -> OAuth:
+        """Enterprise-managed authorization (SEP-990), both legs: the person's ID token
+        from the enterprise identity provider (``id_token``: the JWT, or a callable
+        returning a current one) is exchanged at the provider's ``idp_token_endpoint``
+        for an ID-JAG (RFC 8693 token exchange, as the provider's client
+        ``idp_client_id``, with ``idp_client_secret`` by HTTP Basic when it is a
+        confidential one), and the ID-JAG for an access token at the MCP server's
+        authorization server ``issuer`` (as :meth:`identity_assertion`). The person
+        signs in to the enterprise once; the MCP server asks nothing more.
+
+        A refused exchange fails the connection with the provider's error code (never
+        the tokens)."""
+        if not (isinstance(id_token, str) or callable(id_token)):
+            raise TypeError("OAuth.enterprise_managed: id_token must be a JWT or a callable")
+        made = cls.identity_assertion(
+            client_id,
+            client_secret=client_secret,
+            issuer=issuer,
+            assertion=_IdJagExchange(
+                idp_token_endpoint,
+                id_token,
+                idp_client_id,
+                idp_client_secret,
+                " ".join(scopes) if scopes else None,
+            ),
+            scopes=scopes,
+            token_endpoint_auth_method=token_endpoint_auth_method,
+            storage=storage,
+            dpop=dpop,
+        )
+        made.kind = "enterprise_managed"
+        return made
 
     @classmethod
     def identity_assertion(
@@ -596,6 +756,7 @@ class OAuth:
             "client_secret_basic", "client_secret_post"
         ] = "client_secret_basic",
         storage: TokenStorage | None = None,
+        dpop: bool | DPoPKey = False,
     ) -> OAuth:
         """Enterprise-managed authorization (SEP-990, cross-app access): the enterprise
         identity provider's signed grant (an ID-JAG) is exchanged for an access token
@@ -606,7 +767,7 @@ class OAuth:
         server (``audience``) and MCP server (``resource``): obtaining it from the
         identity provider (an RFC 8693 token exchange) is the deployment's part. The
         authorization server is configuration here: the MCP server is never asked
-        which one to use."""
+        which one to use. ``dpop`` binds the tokens to a key (see :class:`OAuth`)."""
 
         def make(server_url: str, store: _SDKStorage) -> httpx2.Auth:
             from mcp.client.auth.extensions.identity_assertion import (
@@ -637,7 +798,181 @@ class OAuth:
             make,
             storage if storage is not None else FileTokenStorage(),
             shown=f" client_id={client_id!r} issuer={issuer!r}",
+            dpop=dpop,
         )
+
+
+_JWT_BEARER: list[type[t.Any]] = []
+
+
+def _jwt_bearer_provider() -> type[t.Any]:
+    """The SDK's OAuth client provider doing the RFC 7523 jwt-bearer grant with a
+    workload's JWT, as a public client (made once, on first use: the SDK is imported
+    only then)."""
+    if _JWT_BEARER:
+        return _JWT_BEARER[0]
+    from mcp.client.auth import OAuthClientProvider, OAuthFlowError
+    from mcp.client.auth.utils import issuers_match
+    from mcp.shared.auth import (
+        JWT_BEARER_GRANT_TYPE,
+        OAuthClientInformationFull,
+        OAuthClientMetadata,
+    )
+
+    class JWTBearerOAuthProvider(OAuthClientProvider):
+        def __init__(
+            self,
+            server_url: str,
+            storage: t.Any,
+            client_id: str,
+            assertion_provider: c.Callable[[str], c.Awaitable[str]],
+            scope: str | None,
+            issuer: str | None,
+        ) -> None:
+            metadata = OAuthClientMetadata(
+                redirect_uris=None,
+                grant_types=[JWT_BEARER_GRANT_TYPE],
+                token_endpoint_auth_method="none",
+                scope=scope,
+            )
+            super().__init__(server_url, metadata, storage, None, None)
+            self._issuer = issuer
+            self._scope = scope
+            self._assertion_provider = assertion_provider
+            self._fixed_client_info = OAuthClientInformationFull(
+                redirect_uris=None,
+                client_id=client_id,
+                grant_types=[JWT_BEARER_GRANT_TYPE],
+                token_endpoint_auth_method="none",
+                scope=scope,
+            )
+
+        async def _initialize(self) -> None:
+            self.context.current_tokens = await self.context.storage.get_tokens()
+            self.context.client_info = self._fixed_client_info
+            self._initialized = True
+
+        def _select_authorization_server(self, advertised: list[str]) -> str:
+            chosen = [a for a in advertised if self._issuer and issuers_match(a, self._issuer)]
+            return chosen[0] if chosen else advertised[0]
+
+        async def _perform_authorization(self) -> httpx2.Request:
+            import httpx2
+
+            metadata = self.context.oauth_metadata
+            if metadata is None:
+                raise OAuthFlowError("no authorization server metadata for the jwt-bearer grant")
+            if self._issuer is not None and not issuers_match(str(metadata.issuer), self._issuer):
+                self.context.oauth_metadata = None
+                self.context.clear_tokens()
+                raise OAuthFlowError(
+                    f"the authorization server {metadata.issuer} is not the configured "
+                    f"issuer {self._issuer}: the workload's JWT is not sent to it"
+                )
+            assertion = await self._assertion_provider(str(metadata.issuer))
+            data: dict[str, str] = {
+                "grant_type": JWT_BEARER_GRANT_TYPE,
+                "assertion": assertion,
+                "client_id": self._fixed_client_info.client_id or "",
+            }
+            if self.context.should_include_resource_param(self.context.protocol_version):
+                data["resource"] = self.context.get_resource_url()
+            # The server's choice (its challenge, its metadata), else the configured one.
+            scope = self.context.client_metadata.scope or self._scope
+            if scope:
+                data["scope"] = scope
+            headers = {"Content-Type": "application/x-www-form-urlencoded"}
+            return httpx2.Request("POST", self._get_token_endpoint(), data=data, headers=headers)
+
+    _JWT_BEARER.append(JWTBearerOAuthProvider)
+    return JWTBearerOAuthProvider
+
+
+def _dpop_key(dpop: bool | DPoPKey) -> DPoPKey | None:
+    """The key ``dpop=`` names: a fresh one for True, none for False."""
+    from nous_tools.contrib.mcp._dpop import DPoPKey
+
+    if isinstance(dpop, DPoPKey):
+        return dpop
+    if dpop is True:
+        return DPoPKey.generate()
+    if dpop is False:
+        return None
+    raise TypeError(f"OAuth: dpop must be a bool or a DPoPKey, got {type(dpop).__name__}")
+
+
+TOKEN_EXCHANGE_GRANT_TYPE = "urn:ietf:params:oauth:grant-type:token-exchange"
+ID_JAG_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:id-jag"
+ID_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:id_token"
+
+
+class _IdJagExchange:
+    """Leg 1 of enterprise-managed authorization: the person's ID token exchanged at
+    the enterprise identity provider's token endpoint for an ID-JAG naming the MCP
+    server's authorization server (``audience``) and the MCP server (``resource``),
+    by an RFC 8693 token exchange. Called in a worker thread, once per token request."""
+
+    def __init__(
+        self,
+        token_endpoint: str,
+        id_token: str | c.Callable[[], str],
+        client_id: str,
+        client_secret: str | None,
+        scopes: str | None,
+        timeout: float = 30.0,
+    ) -> None:
+        self.token_endpoint = token_endpoint
+        self.id_token = id_token
+        self.client_id = client_id
+        self.client_secret = client_secret
+        self.scopes = scopes
+        self.timeout = timeout
+
+    def __call__(self, audience: str, resource: str) -> str:
+        import httpx2
+        from mcp.client.auth import OAuthFlowError
+
+        subject = self.id_token if isinstance(self.id_token, str) else self.id_token()
+        if not isinstance(subject, str):
+            raise TypeError(f"the id_token callable returned {type(subject).__name__}, not a JWT")
+        form = {
+            "grant_type": TOKEN_EXCHANGE_GRANT_TYPE,
+            "requested_token_type": ID_JAG_TOKEN_TYPE,
+            "subject_token": subject,
+            "subject_token_type": ID_TOKEN_TYPE,
+            "audience": audience,
+            "resource": resource,
+        }
+        if self.scopes:
+            form["scope"] = self.scopes
+        basic = None
+        if self.client_secret is None:
+            form["client_id"] = self.client_id
+        else:
+            basic = httpx2.BasicAuth(
+                urllib.parse.quote(self.client_id, safe=""),
+                urllib.parse.quote(self.client_secret, safe=""),
+            )
+        with httpx2.Client(timeout=self.timeout) as http:
+            answer = http.post(self.token_endpoint, data=form, auth=basic)
+        try:
+            body = answer.json()
+        except ValueError:
+            body = {}
+        if answer.status_code != 200 or not isinstance(body, dict):
+            error = body.get("error", "no error code") if isinstance(body, dict) else "?"
+            raise OAuthFlowError(
+                f"the identity provider refused the token exchange for an ID-JAG "
+                f"(HTTP {answer.status_code}, {error})"
+            )
+        issued = body.get("issued_token_type")
+        grant = body.get("access_token")
+        if issued != ID_JAG_TOKEN_TYPE or not isinstance(grant, str):
+            raise OAuthFlowError(
+                f"the identity provider's token exchange gave no ID-JAG "
+                f"(issued_token_type {issued!r})"
+            )
+        return grant
 
 
 def _client_metadata(

@@ -11,6 +11,7 @@ import asyncio
 import collections.abc as c
 import concurrent.futures
 import contextlib
+import functools
 import itertools
 import logging
 import math
@@ -18,17 +19,20 @@ import os
 import queue
 import threading
 import typing as t
+import weakref
 
 import anyio
 import anyio.to_thread
+import attrs
 import mcp_types as types
 from anyio.from_thread import BlockingPortal
 from mcp.shared.exceptions import MCPError
 
 from nous_tools._engine._admission import DEFAULT_MAX_RESULT_CHARS, clip_text, result_limit
 from nous_tools._util._clock import monotonic
-from nous_tools.contrib.mcp import _reports, _task_client
+from nous_tools.contrib.mcp import _pinned, _reports, _task_client
 from nous_tools.contrib.mcp._auth import redact
+from nous_tools.contrib.mcp._pinned import DefinitionChange
 from nous_tools.contrib.mcp._server_requests import (
     PROGRESS,
     InFlight,
@@ -60,12 +64,24 @@ if t.TYPE_CHECKING:
     from nous_tools.contrib.mcp._auth import OAuth
     from nous_tools.registry import Registry
 
-__all__ = ["MCPElicitation", "MCPServer", "TaskHandle", "TaskStatus", "register_mcp"]
+__all__ = [
+    "DefinitionChange",
+    "MCPElicitation",
+    "MCPServer",
+    "TaskHandle",
+    "TaskStatus",
+    "definition_change",
+    "register_mcp",
+]
 
 _log = logging.getLogger("nous_tools")
 
 #: How often a waiting call looks at ``ctx.cancelled`` (it wakes at once on a result).
 _POLL = 0.05
+#: The keyword that binds a remote tool's function to the definition it was made
+#: from, so that :func:`~nous_tools.approval.tool_digest` (and every approval token)
+#: covers the definition: an approval of one definition never redeems for another.
+_PIN = "__nous_definition__"
 
 
 class _Connection:
@@ -129,6 +145,13 @@ class MCPServer:
         #: Whether each listed tool runs as a task ("required", "optional", "forbidden").
         self._task_support: dict[str, str] = {}
         self._listed = False
+        #: The last ``tools/list`` entries, by name.
+        self._entries: dict[str, types.Tool] = {}
+        #: The registries :func:`register_mcp` put this server's tools in.
+        self._registries: list[weakref.ref[Registry]] = []
+        #: Changed definitions found by calls and not accepted, by remote name.
+        self._changes: dict[str, DefinitionChange] = {}
+        self._pin_lock = threading.Lock()
 
     # -- constructors -----------------------------------------------------------------
 
@@ -235,6 +258,7 @@ class MCPServer:
         trusted: bool = False,
         prefix: str | None = None,
         timeout: float | None = 30.0,
+        on_definition_change: _pinned.OnDefinitionChange = "refuse",
     ) -> list[Tool]:
         """The server's tools as :class:`Tool` values (name = ``prefix`` + remote name).
 
@@ -244,10 +268,55 @@ class MCPServer:
         other one (destructive, or not annotated) is ``"ask"``. ``retries`` is 0:
         a remote call is not repeated unless a trusted server annotates the tool
         ``idempotentHint`` (then 1). ``timeout`` is each call's deadline.
+
+        Each tool is pinned to the definition listed now (name, title, description,
+        schemas, annotations, task support): before each call the server's list is
+        read again (see :func:`register_mcp`) and a changed definition is handled as
+        ``on_definition_change`` says (``"refuse"``, ``"ask"`` or ``"accept"``).
         """
+        policy = _pinned.check_policy(on_definition_change)
         listed = self._run(self._list_tools, timeout=self.connect_timeout)
         self._remember(listed)
-        return [self._make_tool(entry, trusted, prefix or "", timeout) for entry in listed]
+        made = _Made(trusted, prefix or "", timeout, policy)
+        return [self._make_tool(entry, made) for entry in listed]
+
+    def definition_changes(self) -> list[DefinitionChange]:
+        """The changes of remote definitions that calls have found and nobody has
+        accepted yet (one per tool, the latest), for a person to review: each
+        :class:`DefinitionChange` names the tool and the fields and shows the diff."""
+        with self._pin_lock:
+            return list(self._changes.values())
+
+    def accept_definitions(self) -> list[str]:
+        """Accept the server's current definitions of the registered tools whose
+        definition changed since it was pinned (a person reviewed the change): their
+        tools, in the registries :func:`register_mcp` put them in, are replaced by
+        tools made from the new definitions. Returns the names of the tools replaced.
+
+        Tools registered otherwise (``registry.register_mcp(server)``, or
+        :meth:`tools`) are not known here: register them again
+        (``registry.register_mcp(server, replace=True)``) to accept a new definition.
+        """
+        self._remember(self._run(self._list_tools, timeout=self.connect_timeout))
+        accepted: list[str] = []
+        with self._pin_lock:
+            registries = self._known_registries()
+        for registry in registries:
+            for tool in registry.all():
+                remote = _remote_of(tool)
+                if remote is None or remote.server is not self:
+                    continue
+                entry = self._entries.get(remote.name)
+                if entry is None or (
+                    remote.waiting is None
+                    and _pinned.definition_of(entry).digest == remote.pin.digest
+                ):
+                    continue
+                self._replace(remote, self._make_tool(entry, remote.made))
+                accepted.append(tool.name)
+        with self._pin_lock:
+            self._changes.clear()
+        return accepted
 
     def call(
         self,
@@ -365,19 +434,36 @@ class MCPServer:
     # -- internals: making tools ------------------------------------------------------
 
     def _make_tool(
-        self, entry: types.Tool, trusted: bool, prefix: str, timeout: float | None
+        self, entry: types.Tool, made: _Made, waiting: _pinned.DefinitionChange | None = None
     ) -> Tool:
+        """The :class:`Tool` of a listed ``entry``, pinned to its definition. With
+        ``waiting`` (a change a person must approve), a tool that still shows
+        ``entry`` (the accepted definition: a model never reads the unapproved text)
+        but is ``"ask"``, says so first in its description, and is pinned to the
+        new definition, so that approving a call of it approves that definition."""
+        trusted, prefix, timeout = made.trusted, made.prefix, made.timeout
         hints = entry.annotations
         read_only = hints.read_only_hint if hints is not None else None
         destructive = hints.destructive_hint if hints is not None else None
         idempotent = hints.idempotent_hint if hints is not None else None
-        approval = "auto" if trusted and read_only is True else "ask"
+        approval = "auto" if trusted and read_only is True and waiting is None else "ask"
         retries = 1 if trusted and idempotent is True else 0
-        remote = _RemoteCall(self, entry.name)
+        pin = _pinned.definition_of(entry) if waiting is None else waiting.new
+        remote = _RemoteCall(self, entry, pin, made, waiting)
+        description = entry.description or entry.title or ""
+        if waiting is not None:
+            description = (
+                f"[Waiting for a person: the remote definition of '{entry.name}' changed "
+                f"since it was registered ({', '.join(waiting.fields)}); approving a call "
+                "accepts the new one (nous_tools.contrib.mcp.definition_change(tool) "
+                f"shows it).]\n\n{description}"
+            )
         options: dict[str, t.Any] = {
             "name": prefix + entry.name,
-            "function": remote,
-            "description": entry.description or entry.title or "",
+            # The definition's digest is a keyword of the function: part of the tool's
+            # digest, so of every approval token issued for it.
+            "function": functools.partial(remote, **{_PIN: pin.digest}),
+            "description": description,
             "takes_ctx": True,
             "retries": retries,
             "timeout": timeout,
@@ -429,6 +515,7 @@ class MCPServer:
                 connection = None
             if connection is None:
                 connection = self._connection = self._connect_now(portal)
+                self._listed = False  # another process, perhaps other tools: list again
             return portal, connection
 
     def _connect_now(self, portal: BlockingPortal) -> _Connection:
@@ -505,8 +592,121 @@ class MCPServer:
     # -- internals: one call ------------------------------------------------------------
 
     def _remember(self, listed: c.Sequence[types.Tool]) -> None:
+        """Keep what a ``tools/list`` said: each tool's entry and its task support
+        (which follows every re-list)."""
+        self._entries = {entry.name: entry for entry in listed}
         self._task_support = {entry.name: _task_client.task_support(entry) for entry in listed}
         self._listed = True
+
+    # -- internals: pinned definitions (_pinned) ----------------------------------------
+
+    def _call_pinned(
+        self, remote: _RemoteCall, ctx: RunContext[t.Any], arguments: dict[str, t.Any]
+    ) -> Ok[t.Any] | Err:
+        """A registered tool's call: the server's list read again (the SDK's cache
+        answers while it is fresh), the tool's definition compared with the one it
+        was made for, then the call — or the ``Err`` its policy gives."""
+        tool = remote.tool
+        if tool is None:  # pragma: no cover - set right after the Tool is made
+            raise RuntimeError("remote tool used before it was made")
+        wait = self.connect_timeout
+        if ctx.deadline is not None:  # the list is part of the call: under its deadline
+            wait = min(wait, max(0.0, ctx.deadline - monotonic()))
+        self._remember(self._run(self._list_tools, timeout=wait))
+        entry = self._entries.get(remote.name)
+        if entry is None:
+            return Err(
+                ToolError(
+                    f"MCP server '{self.name}' no longer lists tool '{remote.name}': "
+                    "it was not run",
+                    tool_name=tool.name,
+                )
+            )
+        current = _pinned.definition_of(entry)
+        if current.digest != remote.pin.digest:
+            return self._changed(remote, tool, entry, current, ctx, arguments)
+        if remote.waiting is not None:  # a person approved this call, so the new definition
+            self._replace(remote, self._make_tool(entry, remote.made))
+            with self._pin_lock:
+                self._changes.pop(remote.name, None)
+        as_task = self._runs_as_task(remote.name)
+        return self._call(tool, remote.name, arguments, ctx, task=as_task)
+
+    def _changed(
+        self,
+        remote: _RemoteCall,
+        tool: Tool,
+        entry: types.Tool,
+        current: _pinned.Definition,
+        ctx: RunContext[t.Any],
+        arguments: dict[str, t.Any],
+    ) -> Ok[t.Any] | Err:
+        """A call whose remote definition changed since its tool was made: what the
+        tool's policy says (an ``Err``; a tool waiting for approval; the new
+        definition adopted). The ``Err`` names the fields, never quotes the new
+        text: it may go back to a model, and the new text may be a poisoned one."""
+        accepted = remote.waiting.old if remote.waiting is not None else remote.pin
+        change = _pinned.DefinitionChange(self.name, remote.name, accepted, current)
+        said = (
+            f"MCP server '{self.name}': the definition of tool '{remote.name}' changed "
+            f"since it was registered ({', '.join(change.fields)}); it was not run"
+        )
+        policy = remote.made.policy
+        if policy == "accept":
+            _log.warning("%s; the new definition is accepted:\n%s", said, change.diff)
+            new = self._make_tool(entry, remote.made)
+            self._replace(remote, new)
+            with self._pin_lock:
+                self._changes.pop(remote.name, None)
+            if new.approval == "auto" and tool.approval == "auto" and not ctx.approval_gated:
+                # Nobody approved anything: the call goes on, under the new definition.
+                as_task = self._runs_as_task(remote.name)
+                return self._call(new, remote.name, arguments, ctx, task=as_task)
+            return Err(
+                ToolError(
+                    f"{said}. Its new definition is accepted (on_definition_change="
+                    f"'accept'): call '{tool.name}' again (an approval given before the "
+                    "change does not carry over)",
+                    tool_name=tool.name,
+                )
+            )
+        with self._pin_lock:
+            self._changes[remote.name] = change
+        if policy == "ask":
+            self._replace(remote, self._make_tool(remote.entry, remote.made, change))
+            return Err(
+                ToolError(
+                    f"{said}. A person must approve the new definition: the next call of "
+                    f"'{tool.name}' asks for approval (NeedsApproval; "
+                    "nous_tools.contrib.mcp.definition_change(tool) shows the change)",
+                    tool_name=tool.name,
+                )
+            )
+        return Err(
+            ToolError(
+                f"{said}. server.definition_changes() shows the change to a person; to "
+                "accept it: server.accept_definitions() (tools registered with "
+                "nous_tools.contrib.mcp.register_mcp), or register the server's tools "
+                "again (registry.register_mcp(server, replace=True))",
+                tool_name=tool.name,
+            )
+        )
+
+    def _replace(self, remote: _RemoteCall, new: Tool) -> None:
+        """Put ``new`` in place of ``remote``'s tool in each registry that still holds
+        it (those :func:`register_mcp` registered this server's tools in)."""
+        old = remote.tool
+        with self._pin_lock:
+            for registry in self._known_registries():
+                if old is not None and registry.lookup(old.name) is old:
+                    registry.register(new)
+
+    def _known_registries(self) -> list[Registry]:
+        """The registries :func:`register_mcp` put this server's tools in, still
+        alive (under ``_pin_lock``)."""
+        alive = [registry for ref in self._registries if (registry := ref()) is not None]
+        self._registries = [weakref.ref(registry) for registry in alive]
+        return alive
 
     def _runs_as_task(self, name: str) -> bool:
         """Whether ``call(name)`` runs the tool as a task: what its listed definition
@@ -872,23 +1072,79 @@ class MCPServer:
         await on_log(self, params)
 
 
+@attrs.frozen(slots=True)
+class _Made:
+    """How a server's tools were made (:meth:`MCPServer.tools`'s options), to make
+    them again from a new definition."""
+
+    trusted: bool
+    prefix: str
+    timeout: float | None
+    policy: _pinned.OnDefinitionChange
+
+
 class _RemoteCall:
-    """The function of a remote tool: a synchronous request under the attempt's deadline."""
+    """The function of a remote tool: a synchronous request under the attempt's
+    deadline, for the definition ``pin`` it was made for."""
 
-    __slots__ = ("__name__", "name", "server", "tool")
+    __slots__ = ("__name__", "entry", "made", "name", "pin", "server", "tool", "waiting")
 
-    def __init__(self, server: MCPServer, name: str) -> None:
+    def __init__(
+        self,
+        server: MCPServer,
+        entry: types.Tool,
+        pin: _pinned.Definition,
+        made: _Made,
+        waiting: _pinned.DefinitionChange | None = None,
+    ) -> None:
         self.server = server
-        self.name = name
-        self.__name__ = name
+        self.name = entry.name
+        self.__name__ = entry.name
+        #: The listed entry the tool shows (for a tool waiting for approval, the
+        #: accepted one), and the definition a call of it runs under.
+        self.entry = entry
+        self.pin = pin
+        self.made = made
+        #: The change a person must approve before this tool runs (None: none).
+        self.waiting = waiting
         self.tool: Tool | None = None
 
     def __call__(self, ctx: RunContext[t.Any], /, **arguments: t.Any) -> Ok[t.Any] | Err:
-        tool = self.tool
-        if tool is None:  # pragma: no cover - set right after the Tool is made
-            raise RuntimeError("remote tool used before it was made")
-        as_task = self.server._runs_as_task(self.name)
-        return self.server._call(tool, self.name, arguments, ctx, task=as_task)
+        arguments.pop(_PIN, None)  # the digest the partial binds: self.pin's
+        return self.server._call_pinned(self, ctx, arguments)
+
+
+def _remote_of(tool: Tool) -> _RemoteCall | None:
+    """The :class:`_RemoteCall` behind a tool made by :meth:`MCPServer.tools`."""
+    function = tool.function
+    if isinstance(function, functools.partial) and isinstance(function.func, _RemoteCall):
+        return function.func
+    return None
+
+
+def definition_change(tool: Tool) -> DefinitionChange | None:
+    """The change of remote definition that ``tool`` waits for a person to approve
+    (a tool of a server registered with ``on_definition_change="ask"``, whose
+    definition changed), or None. For an approval handler or the page that shows a
+    :class:`~nous_tools.NeedsApproval`: ``definition_change(request.tool).diff``."""
+    remote = _remote_of(tool)
+    return remote.waiting if remote is not None else None
+
+
+class _Registration:
+    """What ``registry.register_mcp`` reads of a server (its ``name`` and
+    ``tools(trusted=, prefix=)``), with :func:`register_mcp`'s policy."""
+
+    def __init__(self, server: MCPServer, policy: _pinned.OnDefinitionChange) -> None:
+        self.server = server
+        self.policy = policy
+
+    @property
+    def name(self) -> str:
+        return self.server.name
+
+    def tools(self, *, trusted: bool = False, prefix: str | None = None) -> list[Tool]:
+        return self.server.tools(trusted=trusted, prefix=prefix, on_definition_change=self.policy)
 
 
 def register_mcp(
@@ -898,6 +1154,7 @@ def register_mcp(
     trusted: bool = False,
     prefix: str | None = None,
     replace: bool = False,
+    on_definition_change: _pinned.OnDefinitionChange = "refuse",
 ) -> list[Tool]:
     """Register ``server.tools(trusted=trusted, prefix=prefix)`` in ``registry`` and
     return them: ``registry.register_mcp(server, ...)``, as a function.
@@ -905,8 +1162,36 @@ def register_mcp(
     A remote tool never replaces a registered tool silently: a name already in
     ``registry`` (or twice in the server's list) is a ``ValueError`` naming both
     tools, and nothing is registered — unless ``replace=True``. (A hostile server
-    could otherwise take over a local tool's name, and its approval level.)"""
-    return registry.register_mcp(server, trusted=trusted, prefix=prefix, replace=replace)
+    could otherwise take over a local tool's name, and its approval level.)
+
+    Each tool is pinned to its definition as listed now (name, title, description,
+    input and output schemas, annotations, task support). Before each call the
+    server's list is read again — through the SDK's response cache, so with no
+    request while the server's ``ttlMs`` hint holds and no
+    ``notifications/tools/list_changed`` evicted it — and when the tool's definition
+    differs from the pinned one, ``on_definition_change`` decides:
+
+    * ``"refuse"`` (the default): the call is an ``Err`` naming the tool and the
+      fields that changed, with the change; the tool does not run until the change
+      is accepted (:meth:`MCPServer.accept_definitions`, or registering again);
+    * ``"ask"``: the call is an ``Err`` showing the change, and the registered tool
+      becomes ``"ask"`` with the change in its description: the next call is a
+      :class:`~nous_tools.NeedsApproval`; once approved it runs, and the new
+      definition is the pinned one;
+    * ``"accept"``: the new definition is adopted (a warning is logged) and the
+      registered tool replaced by one made from it; the call runs unless it, or the
+      new tool, needs an approval (then it is an ``Err``: call again).
+
+    The definition's digest is part of the tool's digest, so an approval token
+    issued for one definition never redeems for another."""
+    policy = _pinned.check_policy(on_definition_change)
+    tools = registry.register_mcp(
+        _Registration(server, policy), trusted=trusted, prefix=prefix, replace=replace
+    )
+    with server._pin_lock:
+        if not any(ref() is registry for ref in server._registries):
+            server._registries.append(weakref.ref(registry))
+    return tools
 
 
 def _unused(**arguments: t.Any) -> None:  # pragma: no cover - never called

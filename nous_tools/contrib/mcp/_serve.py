@@ -30,23 +30,24 @@ from mcp_types.version import is_version_at_least
 from nous_tools import content as _content
 from nous_tools._engine._admission import DEFAULT_MAX_RESULT_CHARS, result_limit
 from nous_tools.approval import NeedsApproval
-from nous_tools.asking import Elicitation
+from nous_tools.asking import Question
 from nous_tools.contrib.mcp import _reports, _tasks
 from nous_tools.contrib.mcp._peer import (
+    InputRequired,
     Peer,
     RoundState,
     StateRejected,
-    _can_sample,
+    answer_of,
     can_elicit,
-    sampling_request,
+    check_capabilities,
+    request_of,
 )
 from nous_tools.errors import (
     CallInProgress,
-    ElicitationUnavailable,
     JournalConflict,
     JournalUnavailable,
     OutcomeUnknown,
-    SamplingUnavailable,
+    ToolCancelled,
     ToolError,
 )
 from nous_tools.providers._tool_calls import clip_parts, format_tool_result
@@ -125,14 +126,23 @@ class _CancelLink:
 @attrs.frozen(slots=True, eq=False)
 class _ServedContext(RunContext[t.Any]):
     """A :class:`RunContext` whose attempts learn of the client's cancellation, and
-    whose ``ctx.sample``/``ctx.elicit`` go to the client (its ``peer``)."""
+    whose questions go to the client: to its ``peer``, or in a task to the task
+    (``task_asker``)."""
 
     cancel_link: _CancelLink | None = attrs.field(default=None, repr=False)
     peer: Peer | None = attrs.field(default=None, repr=False)
+    task_asker: _TaskAsker | None = attrs.field(default=None, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if self.cancel_link is not None:
             self.cancel_link.attach(self.cancelled)
+
+    def _pose(self, questions: list[tuple[str | None, Question]]) -> list[t.Any]:
+        if self.task_asker is not None:
+            return self.task_asker.pose(questions)
+        if self.peer is not None:
+            return self.peer.pose(questions)
+        return super()._pose(questions)
 
 
 def _served_context(
@@ -357,18 +367,46 @@ def _task_capability_error(method: str) -> MCPError:
 
 
 class _TaskAsker:
-    """``ctx.sample`` and ``ctx.elicit`` of a call run as a task: each question waits
-    in the task (``input_required``, under ``inputRequests``) for the client's
-    ``tasks/update``."""
+    """The questions of a call run as a task: they wait in the task
+    (``input_required``, under ``inputRequests``, by the keys the tool gave) for the
+    client's ``tasks/update``."""
 
-    def __init__(self, task: _tasks.Task, capabilities: t.Any, link: _CancelLink) -> None:
+    def __init__(
+        self,
+        task: _tasks.Task,
+        capabilities: t.Any,
+        link: _CancelLink,
+        first: Peer | None = None,
+    ) -> None:
         self._task = task
         self._capabilities = capabilities
         self._link = link
+        #: ``Tool.ask_before_task``: the call's peer, which asks the first questions in
+        #: multi-round-trip rounds; set once they are answered (or fail), when the
+        #: request hands the call over to the task.
+        self._first = first
+        self.handed_off = threading.Event()
 
-    def _ask(self, request: types.CreateMessageRequest | types.ElicitRequest) -> t.Any:
-        wire = request.model_dump(by_alias=True, mode="json", exclude_none=True)
-        return self._task.ask(wire, self._link.cancelled)
+    def pose(self, questions: list[tuple[str | None, Question]]) -> list[t.Any]:
+        first, self._first = self._first, None
+        if first is not None:
+            try:
+                return first.pose(questions)
+            except InputRequired:  # the round ends asking them: no task yet
+                raise
+            except BaseException:
+                self.handed_off.set()
+                raise
+            finally:
+                if not first.pending:
+                    self.handed_off.set()
+        check_capabilities((q for _, q in questions), self._capabilities)
+        wires = [
+            (key, request_of(q).model_dump(by_alias=True, mode="json", exclude_none=True))
+            for key, q in questions
+        ]
+        answers = self._task.ask_all(wires, self._link.cancelled)
+        return [answer_of(q, a) for (_, q), a in zip(questions, answers, strict=True)]
 
     def sample(
         self,
@@ -378,32 +416,14 @@ class _TaskAsker:
         system: str | None = None,
         temperature: float | None = None,
     ) -> str:
-        if not _can_sample(self._capabilities):
-            raise SamplingUnavailable(
-                "ctx.sample cannot ask the MCP client: it did not declare the sampling capability"
-            )
-        result = types.CreateMessageResult.model_validate(
-            self._ask(sampling_request(messages, max_tokens, system, temperature))
+        question = Question.sample(
+            messages, max_tokens=max_tokens, system=system, temperature=temperature
         )
-        if isinstance(result.content, types.TextContent):
-            return result.content.text
-        raise SamplingUnavailable(
-            f"ctx.sample: the MCP client answered with {type(result.content).__name__}, not text"
-        )
+        text: str = self.pose([(None, question)])[0]
+        return text
 
-    def elicit(self, message: str, schema: c.Mapping[str, t.Any]) -> Elicitation:
-        if not can_elicit(self._capabilities):
-            raise ElicitationUnavailable(
-                "ctx.elicit cannot ask the MCP client: it did not declare form elicitation"
-            )
-        request = types.ElicitRequest(
-            params=types.ElicitRequestFormParams(message=message, requested_schema=dict(schema))
-        )
-        result = types.ElicitResult.model_validate(self._ask(request))
-        content = dict(result.content) if result.action == "accept" and result.content else None
-        if result.action == "accept" and content is None:
-            content = {}
-        return Elicitation(result.action, content)
+    def elicit(self, message: str, schema: c.Mapping[str, t.Any]) -> t.Any:
+        return self.pose([(None, Question.elicit(message, schema))])[0]
 
 
 class _Serving:
@@ -473,7 +493,14 @@ class _Serving:
             except StateRejected as exc:  # SEP-2322: a server MUST reject it
                 raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
         link = _CancelLink()
-        peer = Peer(ctx, link, modern=modern, state=state, responses=params.input_responses)
+        peer = Peer(
+            ctx,
+            link,
+            modern=modern,
+            state=state,
+            responses=params.input_responses,
+            stated=params.request_state is not None,
+        )
         run_ctx = _served_context(base, link, peer)
         # What the tool reports goes to this client (see _reports), from the thread
         # that runs the call, which sees this context.
@@ -524,12 +551,22 @@ class _Serving:
         link: _CancelLink,
         peer: Peer,
     ) -> dict[str, t.Any] | types.CallToolResult | types.InputRequiredResult:
-        """Start ``tool`` as a task; its ``CreateTaskResult``. An ``ask`` tool is
-        approved first, in rounds of its own (``InputRequiredResult``), and its task
-        created on the round that approves it."""
+        """Start ``tool`` as a task; its ``CreateTaskResult``. An ``ask`` tool's approval
+        waits in the task (``input_required``, answered by ``tasks/update``). A
+        ``Tool.ask_before_task`` tool is approved first, in rounds of its own
+        (``InputRequiredResult``), and its first questions come in rounds too: it runs
+        in the task's thread from the start of each round, and the round whose answers
+        get it past them creates the task."""
         name = tool.name
         approved = tool.approval == "ask" and peer.state.approved
-        if tool.approval == "ask" and not approved:
+        # An ask tool's approval is its first question: in the task, answered by
+        # tasks/update; with ask_before_task, in rounds before the task is created.
+        approve_in_task = tool.approval == "ask" and not approved and not tool.ask_before_task
+        if approve_in_task and not can_elicit(getattr(ctx.session, "client_capabilities", None)):
+            raise _missing_capability(
+                name, {"elicitation": {"form": {}}}, "requires approval, asked by form"
+            )
+        if tool.approval == "ask" and not approved and not approve_in_task:
             pending = await self._run(link, self.registry.execute, name, arguments, run_ctx)
             if not isinstance(pending, NeedsApproval):  # refused before it could run
                 limit = result_limit(tool, self.registry.executor.max_result_chars)
@@ -538,40 +575,107 @@ class _Serving:
             if asked is not None:
                 return asked
             approved = True
+            # carried by the rounds of the first questions (Tool.ask_before_task)
+            peer.state.approved, peer.state.asking = True, None
         identity = _tasks.identity_of(ctx)
         task_id = self.tasks.new_id()
-        if self.tasks.journal is not None:
+        first = tool.ask_before_task
+        # A task whose first questions come in rounds is not journaled: a round that
+        # ends asking is no outcome of the task's call.
+        call_id = None if first else task_id
+        if self.tasks.journal is not None and not first:
             run_ctx = attrs.evolve(run_ctx, run_id=_tasks.run_id_of(identity))
         now = time.time()
         task = _tasks.Task(task_id, identity, name, now, link.cancel, updated=now)
-        asker = _TaskAsker(task, getattr(ctx.session, "client_capabilities", None), link)
-        run_ctx = attrs.evolve(run_ctx, sampler=asker.sample, elicitor=asker.elicit)
-        self.tasks.add(task)
+        asker = _TaskAsker(
+            task,
+            getattr(ctx.session, "client_capabilities", None),
+            link,
+            first=peer if first else None,
+        )
+        run_ctx = attrs.evolve(
+            run_ctx, sampler=asker.sample, elicitor=asker.elicit, task_asker=asker
+        )
+        if not first:
+            self.tasks.add(task)
 
         def work() -> None:
             result: object
             try:
                 if approved:
                     result = self.registry.execute_approved(
-                        tool, arguments, run_ctx, call_id=task_id
+                        tool, arguments, run_ctx, call_id=call_id
                     )
                 else:
-                    result = self.registry.execute(name, arguments, run_ctx, call_id=task_id)
-                self._settle(task, tool, result)
+                    result = self.registry.execute(name, arguments, run_ctx, call_id=call_id)
+                if isinstance(result, NeedsApproval):
+                    result = self._approve_in_task(task, link, result, run_ctx, call_id)
+                    if result is None:  # declined, or the task was cancelled meanwhile
+                        return
+                if not peer.pending:  # else the round ended asking: there is no task
+                    self._settle(task, tool, result)
             except BaseException as exc:  # never raised by execute: a bug, said as failed
                 _log.error("MCP task %s of tool '%s' failed", task_id, name, exc_info=True)
                 self.tasks.settle(task, "failed", error=_tasks.failed_error(repr(exc)))
+            finally:
+                asker.handed_off.set()
 
         threading.Thread(target=work, name=f"nous-tools-mcp-task-{name}", daemon=True).start()
-        # A short task is answered as ended: one tasks/get reads it, no poll interval.
-        try:
-            await anyio.to_thread.run_sync(
-                task.wait_working, _tasks.SETTLE_MS / 1000, abandon_on_cancel=True
-            )
-        except anyio.get_cancelled_exc_class():
-            self.tasks.cancel(task_id, identity)  # its id never reaches the client
-            raise
+        if first:
+            # The call's first questions: the request waits until they are answered
+            # (the task goes on from there) or the round ends asking them.
+            await self._run(link, asker.handed_off.wait)
+            if peer.pending:
+                return types.InputRequiredResult(
+                    input_requests=peer.pending,
+                    request_state=peer.state.seal(self.secret, name, arguments),
+                )
+            self.tasks.add(task)
+        else:
+            await anyio.to_thread.run_sync(self.tasks.wait_recorded, task)  # for the replicas
+            # A short task is answered as ended: one tasks/get reads it, no poll interval.
+            try:
+                await anyio.to_thread.run_sync(
+                    task.wait_working, _tasks.SETTLE_MS / 1000, abandon_on_cancel=True
+                )
+            except anyio.get_cancelled_exc_class():
+                self.tasks.cancel(task_id, identity)  # its id never reaches the client
+                raise
         return {"resultType": "task", **task.envelope()}
+
+    def _approve_in_task(
+        self,
+        task: _tasks.Task,
+        link: _CancelLink,
+        pending: NeedsApproval,
+        run_ctx: RunContext[t.Any],
+        call_id: str | None,
+    ) -> object | None:
+        """From the task's thread: ask the client to approve ``pending`` (the task is
+        ``input_required`` with it under ``nous_tools.approval``, answered by
+        ``tasks/update``); the approved call's result, or None when the task was
+        settled here (declined) or cancelled meanwhile."""
+        name = pending.tool.name
+        request = types.ElicitRequest(
+            params=types.ElicitRequestFormParams(
+                message=_approval_message(name, pending.arguments),
+                requested_schema=dict(_EMPTY_SCHEMA),
+            )
+        )
+        wire = request.model_dump(by_alias=True, mode="json", exclude_none=True)
+        try:
+            [raw] = task.ask_all([(APPROVAL_KEY, wire)], link.cancelled)
+        except ToolCancelled:
+            return None
+        try:
+            action = types.ElicitResult.model_validate(raw).action
+        except ValueError:  # not an answer: fail closed
+            action = "decline"
+        if action == "accept":
+            return self.registry.execute_approved(pending, run_ctx, call_id=call_id)
+        body = _answered(name, action).model_dump(by_alias=True, mode="json", exclude_none=True)
+        self.tasks.settle(task, "completed", body)
+        return None
 
     def _settle(self, task: _tasks.Task, tool: Tool, result: object) -> None:
         status, body, error = self._outcome(tool, result)
@@ -597,11 +701,13 @@ class _Serving:
 
     def _journaled(self, task_id: str, identity: str) -> dict[str, t.Any] | None:
         """``tasks/get`` of a task this process does not hold, from the journal:
-        completed (its stored outcome), failed (outcome unknown: the process that ran
-        it died; it is never run again) or working (another live process runs it)."""
+        cancelled (asked to stop through any replica), completed (its stored
+        outcome), failed (outcome unknown: the process that ran it died; it is never
+        run again) or working (another live process runs it)."""
         record = self.tasks.from_journal(task_id, identity)
         if record is None:
             return None
+        cancelled = self.tasks.cancelled_in_journal(task_id, identity)
         answer: dict[str, t.Any] = {
             "taskId": task_id,
             "createdAt": _tasks.iso(record.started_at),
@@ -611,7 +717,9 @@ class _Serving:
             "resultType": "complete",
         }
         tool = self.registry.lookup(record.tool)
-        if record.state == "completed" and tool is None:
+        if cancelled:
+            answer["status"] = "cancelled"
+        elif record.state == "completed" and tool is None:
             answer["status"] = "failed"
             answer["error"] = _tasks.failed_error(
                 f"the task's tool '{record.tool}' is no longer served: its result cannot be read"

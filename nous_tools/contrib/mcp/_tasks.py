@@ -13,6 +13,14 @@ journal, tasks live in this process's memory only.
 
 A task is visible only to the identity that created it: the digest of the
 request's ``Authorization`` header, else its MCP session id, else ``anonymous``.
+
+Replicas: several ``serve`` processes on one shared journal (PostgreSQL) answer
+for each other's tasks. ``tasks/get`` of a task another process runs reads the
+journal; ``tasks/cancel`` records a cancel request there
+(:meth:`~nous_tools.journal._sql.SQLJournal.request_cancel`), and the process that
+runs the task, which reads the requests of its running tasks every
+:data:`WATCH_S` seconds while it has any, cancels it as its own ``tasks/cancel``
+would. A task asked to stop reads as ``cancelled`` from every replica.
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ import time
 import typing as t
 
 import attrs
+
+from nous_tools._util._log import log as _log
 
 __all__ = [
     "TASKS_EXTENSION",
@@ -42,6 +52,11 @@ TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 #: How long a task's outcome is kept in memory (ms); the journal keeps it longer.
 TTL_MS = 3_600_000
 POLL_MS = 500
+#: How often a process running tasks reads the journal's cancel requests (seconds).
+WATCH_S = 0.5
+#: How long a task's creation waits for its call's record in the journal (seconds):
+#: a poll through another replica right after the creation then finds it.
+RECORDED_S = 5.0
 #: How long (ms) a ``tools/call`` that creates a task waits for the task to leave
 #: ``working`` before it answers: a task that ends (or asks) by then is answered as
 #: such, and the client reads its result with one ``tasks/get`` instead of waiting a
@@ -102,25 +117,43 @@ class Task:
     changed: threading.Condition = attrs.field(factory=threading.Condition)
 
     def ask(self, request: dict[str, t.Any], cancelled: threading.Event) -> t.Any:
-        """From the tool's thread: put ``request`` to the client (the task is
-        ``input_required`` until every question is answered) and wait for its answer
-        (``tasks/update``); ``ToolCancelled`` when the task is cancelled meanwhile."""
+        """From the tool's thread: put ``request`` to the client and wait for its
+        answer (see :meth:`ask_all`)."""
+        return self.ask_all([(None, request)], cancelled)[0]
+
+    def ask_all(
+        self, requests: c.Sequence[tuple[str | None, dict[str, t.Any]]], cancelled: threading.Event
+    ) -> list[t.Any]:
+        """From the tool's thread: put ``requests`` to the client together, each under
+        its key (the tool's name for it, else ``nous_tools.task_ask.N``), the task
+        ``input_required`` until every question is answered, and wait for all their
+        answers (``tasks/update``); ``ToolCancelled`` when the task is cancelled
+        meanwhile, ``ValueError`` for a key another question waits under."""
         from nous_tools.errors import ToolCancelled
 
         with self.changed:
-            key = f"{ASK_KEY}{self.asked}"
-            self.asked += 1
-            self.pending[key] = request
+            keys: list[str] = []
+            for key, _ in requests:
+                if key is None:
+                    key = f"{ASK_KEY}{self.asked}"
+                    self.asked += 1
+                if key in self.pending or key in keys:
+                    raise ValueError(f"a question with the key {key!r} is already waiting")
+                keys.append(key)
+            for key, (_, request) in zip(keys, requests, strict=True):
+                self.pending[key] = request
             if self.status == "working":
                 self.status, self.updated = "input_required", time.time()
             try:
-                while key not in self.answers:
+                while not all(key in self.answers for key in keys):
                     if cancelled.is_set() or self.status in TERMINAL:
                         raise ToolCancelled("the MCP client cancelled the task")
                     self.changed.wait(0.2)
-                return self.answers.pop(key)
+                return [self.answers.pop(key) for key in keys]
             finally:
-                self.pending.pop(key, None)
+                for key in keys:
+                    self.pending.pop(key, None)
+                    self.answers.pop(key, None)
                 if not self.pending and self.status == "input_required":
                     self.status, self.updated = "working", time.time()
 
@@ -182,6 +215,7 @@ class Tasks:
         self.journal = journal
         self._lock = threading.Lock()
         self._tasks: dict[str, Task] = {}
+        self._watching = False  # a thread reads the cancel requests of running tasks
 
     @staticmethod
     def new_id() -> str:
@@ -191,6 +225,12 @@ class Tasks:
         with self._lock:
             self._forget_old()
             self._tasks[task.task_id] = task
+            watch = not self._watching and callable(getattr(self.journal, "cancel_requests", None))
+            self._watching = self._watching or watch
+        if watch:
+            threading.Thread(
+                target=self._watch, name="nous-tools-mcp-task-cancels", daemon=True
+            ).start()
 
     def _forget_old(self) -> None:
         cutoff = time.time() - TTL_MS / 1000
@@ -206,7 +246,9 @@ class Tasks:
         error: dict[str, t.Any] | None = None,
     ) -> None:
         """Set ``task``'s terminal state, unless it already has one (a cancelled task
-        stays cancelled)."""
+        stays cancelled, and so does one another replica asked to stop)."""
+        if status != "cancelled" and task.status not in TERMINAL and self._asked_to_stop(task):
+            status, result, error = "cancelled", None, None
         with self._lock, task.changed:
             if task.status in TERMINAL:
                 return
@@ -224,7 +266,43 @@ class Tasks:
         task is left as it is (the ack is the same)."""
         task = self.mine(task_id, identity)
         if task is None:
-            return self.from_journal(task_id, identity) is not None
+            record = self.from_journal(task_id, identity)
+            if record is None:
+                return False
+            if record.state == "started" and not record.unknown():  # another replica runs it
+                self._request_cancel(task_id, identity)
+            return True
+        if self._stop(task):  # and recorded, so that every replica reads it cancelled
+            try:
+                self._request_cancel(task_id, identity)
+            except JournalUnreadable as exc:  # stopped all the same
+                _log.warning("MCP tasks: task %s was cancelled here only (%s)", task_id, exc)
+        return True
+
+    def wait_recorded(self, task: Task, timeout: float = RECORDED_S) -> None:
+        """Block until the journal holds ``task``'s call (its first attempt is about
+        to run), the task has left ``working`` here (ended, or waiting on a question:
+        an ``ask`` tool's approval comes before its call is journaled), or ``timeout``
+        seconds: what a new task's creation waits for, so that every replica finds it
+        at once. Without a journal, at once; a journal that cannot be read stops the
+        wait."""
+        if self.journal is None:
+            return
+        key = (run_id_of(task.identity), task.task_id)
+        deadline = time.monotonic() + timeout
+        pause = 0.002
+        while task.status == "working" and time.monotonic() < deadline:
+            try:
+                if self.journal.get(*key) is not None:
+                    return
+            except Exception:  # the call itself says so (JournalUnavailable)
+                return
+            with task.changed:
+                task.changed.wait(pause)
+            pause = min(pause * 2, 0.05)
+
+    def _stop(self, task: Task) -> bool:
+        """Cancel ``task`` of this process; False when it was already terminal."""
         with self._lock, task.changed:
             running = task.status not in TERMINAL
             if running:
@@ -232,7 +310,55 @@ class Tasks:
                 task.changed.notify_all()
         if running:
             task.cancel()
-        return True
+        return running
+
+    def _request_cancel(self, task_id: str, identity: str) -> None:
+        request = getattr(self.journal, "request_cancel", None)
+        if not callable(request):
+            return
+        try:
+            request(run_id_of(identity), task_id)
+        except Exception as exc:
+            raise JournalUnreadable(f"the journal of tasks cannot be written: {exc}") from exc
+
+    def cancelled_in_journal(self, task_id: str, identity: str) -> bool:
+        """Whether the task was asked to stop (through any replica);
+        :class:`JournalUnreadable` when the journal cannot be read."""
+        requests = getattr(self.journal, "cancel_requests", None)
+        if not callable(requests):
+            return False
+        key = (run_id_of(identity), task_id)
+        try:
+            return key in requests([key])
+        except Exception as exc:
+            raise JournalUnreadable(f"the journal of tasks cannot be read: {exc}") from exc
+
+    def _asked_to_stop(self, task: Task) -> bool:
+        """When ``task`` ends: whether another replica asked it to stop meanwhile
+        (a journal that cannot be read says no: its outcome stands)."""
+        try:
+            return self.cancelled_in_journal(task.task_id, task.identity)
+        except JournalUnreadable:
+            return False
+
+    def _watch(self) -> None:
+        """While this process runs tasks: every :data:`WATCH_S` seconds, read the
+        journal's cancel requests of those tasks and cancel the ones asked to stop."""
+        while True:
+            with self._lock:
+                running = [task for task in self._tasks.values() if task.status not in TERMINAL]
+                if not running:
+                    self._watching = False
+                    return
+            keys = {(run_id_of(task.identity), task.task_id): task for task in running}
+            try:
+                asked = self.journal.cancel_requests(list(keys))  # type: ignore[union-attr]
+            except Exception as exc:  # read again at the next turn
+                _log.warning("MCP tasks: could not read the cancel requests (%s)", exc)
+                asked = set()
+            for key in asked:
+                self._stop(keys[key])
+            time.sleep(WATCH_S)
 
     def from_journal(self, task_id: str, identity: str) -> t.Any | None:
         """The journal's record of a task of ``identity`` (None: none, or no journal);
