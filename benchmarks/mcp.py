@@ -18,12 +18,26 @@ the same server without them. ``MCPServer.call("add", ...)`` is timed against
 each, the protected one with ``OAuth.authorization_code`` signed in once before
 the timing (tokens cached, the case of every call after the first).
 
+Then MCP Tasks (issue 38): ``nous-tools serve`` serves
+``tests/support/mcp_bench_tools.py`` over Streamable HTTP on 127.0.0.1 (a
+subprocess, protocol 2026-07-28), a tool that works 10 ms as a plain ``tools/call``
+(``task="never"``) and as a task (``task="required"``: created, polled with
+``tasks/get``, its result read from it). ``MCPServer.call`` of each, rounds
+interleaved: the task's end-to-end time against the plain call's (target at most
+1.5x), and the poll latency: from the tool's end on the server (the ``time.time()``
+it returns) to the call returning it, against the ``pollIntervalMs`` the server
+advertised (target at most the interval + 10 %), for the 10 ms tool and for
+``--task-number`` tasks of 0.15 to 0.65 s, which outlive the server's short wait
+before it answers the creation (``_tasks.SETTLE_MS``) and so are polled.
+
 Run it with ``.venv/bin/python benchmarks/mcp.py [--rounds N] [--number N]``.
 Each round times ``number`` calls of each path, one path after another, round
 after round (interleaved: the async baseline runs in its own event loop, on a
 thread of its own, between ours); the figures are the medians of the rounds,
 and the ratios are against the SDK's async call (for OAuth: against the server
-without it). ``--no-oauth`` skips the OAuth part.
+without it). ``--no-oauth`` skips the OAuth part, ``--no-tasks`` the Tasks part
+(``--task-number`` calls of each tool a round, default 10), ``--tasks-only`` runs the
+Tasks part alone.
 """
 
 from __future__ import annotations
@@ -57,6 +71,7 @@ from nous_tools.contrib.mcp import MCPServer  # noqa: E402
 
 SERVER = [str(ROOT / "tests" / "support" / "mcp_server.py")]
 OAUTH_SERVER = str(ROOT / "tests" / "support" / "mcp_oauth_server.py")
+SUPPORT = ROOT / "tests" / "support"
 ARGUMENTS = {"text": "x"}
 
 
@@ -179,14 +194,141 @@ def token_handling(rounds: int, number: int) -> float:
     return added * 1e6
 
 
+def _serve_tasks() -> tuple[subprocess.Popen[str], str, int]:
+    """``nous-tools serve mcp_bench_tools:registry --http PORT`` as a subprocess."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    command = [sys.executable, "-m", "nous_tools", "serve", "mcp_bench_tools:registry"]
+    process = subprocess.Popen(
+        [*command, "--http", str(port)],
+        cwd=SUPPORT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError("nous-tools serve mcp_bench_tools:registry exited")
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                process.kill()
+                raise RuntimeError("nous-tools serve did not start within 30 s") from None
+            time.sleep(0.05)
+    return process, f"http://127.0.0.1:{port}/mcp", port
+
+
+def tasks(rounds: int, number: int) -> dict[str, float]:
+    """The MCP Tasks figures (printed); by key, for ``--json``."""
+    from nous_tools.contrib.mcp import _task_client
+
+    process, url, _ = _serve_tasks()
+    plain: list[float] = []
+    tasked: list[float] = []
+    latencies: list[float] = []
+    polled: list[float] = []
+    try:
+        with MCPServer.http(url) as server:
+            assert not server._runs_as_task("pause_plain") and server._runs_as_task("pause_task")
+            handle = server.call_tool("pause_task", {}, as_task=True)
+            interval = handle.status().poll_interval  # what the server advertises
+            assert handle.result(timeout=30).is_ok()
+            for _ in range(3):  # warm up
+                assert server.call("pause_plain", {}, timeout=30).is_ok()
+                assert server.call("pause_task", {}, timeout=30).is_ok()
+            for _ in range(rounds):
+                began = time.perf_counter()
+                for _ in range(number):
+                    server.call("pause_plain", {}, timeout=30)
+                plain.append((time.perf_counter() - began) / number)
+                began = time.perf_counter()
+                for _ in range(number):
+                    answer = server.call("pause_task", {}, timeout=30)
+                    latencies.append(time.time() - float(answer.unwrap()))
+                tasked.append((time.perf_counter() - began) / number)
+            # Tasks that outlive the server's wait before it answers the creation, so
+            # the client polls: ending at every phase of the poll interval.
+            for step in range(number):
+                seconds = 0.15 + (interval or 0.5) * step / number
+                answer = server.call("pause_task", {"seconds": seconds}, timeout=30)
+                polled.append(time.time() - float(answer.unwrap()))
+    finally:
+        process.terminate()
+        process.wait(10)
+    advertised = interval if interval is not None else _task_client.DEFAULT_POLL
+    ratios = sorted(tk / pl for pl, tk in zip(plain, tasked, strict=True))
+    lat = sorted(latencies)
+    print()
+    print(
+        f"MCP Tasks over Streamable HTTP (2026-07-28), a 10 ms tool, {rounds} rounds x "
+        f"{number} calls; load average {_results.loadavg()}"
+    )
+    print(f"{'path':<44}{'min':>9}{'median':>9}{'max':>9}  target")
+    print(
+        f"{'plain tools/call (task=never), ms':<44}{min(plain) * 1e3:>9.1f}"
+        f"{statistics.median(plain) * 1e3:>9.1f}{max(plain) * 1e3:>9.1f}"
+    )
+    print(
+        f"{'as a task (task=required), ms':<44}{min(tasked) * 1e3:>9.1f}"
+        f"{statistics.median(tasked) * 1e3:>9.1f}{max(tasked) * 1e3:>9.1f}"
+    )
+    print(
+        f"{'task / plain, per round':<44}{ratios[0]:>8.2f}x{statistics.median(ratios):>8.2f}x"
+        f"{ratios[-1]:>8.2f}x  <= 1.5x"
+    )
+    print(
+        f"{'poll latency after the tool ended, ms':<44}{lat[0] * 1e3:>9.1f}"
+        f"{statistics.median(lat) * 1e3:>9.1f}{lat[-1] * 1e3:>9.1f}"
+        f"  <= {advertised * 1.1 * 1e3:.0f} (interval {advertised * 1e3:.0f} ms + 10 %)"
+    )
+    slow = sorted(polled)
+    print(
+        f"{'... tasks of 0.15-0.65 s (polled), ms':<44}{slow[0] * 1e3:>9.1f}"
+        f"{statistics.median(slow) * 1e3:>9.1f}{slow[-1] * 1e3:>9.1f}"
+        f"  <= {advertised * 1.1 * 1e3:.0f}"
+    )
+    print(
+        f"  (the max / the interval: the 10 ms tool {lat[-1] / advertised:.2f}, "
+        f"the polled tasks {slow[-1] / advertised:.2f}; target <= 1.10)"
+    )
+    return {
+        "tasks.plain_ms": statistics.median(plain) * 1e3,
+        "tasks.task_ms": statistics.median(tasked) * 1e3,
+        "tasks.ratio": statistics.median(ratios),
+        "tasks.poll_interval_ms": advertised * 1e3,
+        "tasks.poll_latency_ms": statistics.median(lat) * 1e3,
+        "tasks.poll_latency_max_ms": lat[-1] * 1e3,
+        "tasks.poll_latency_ratio": lat[-1] / advertised,
+        "tasks.polled_latency_ms": statistics.median(slow) * 1e3,
+        "tasks.polled_latency_max_ms": slow[-1] * 1e3,
+        "tasks.polled_latency_ratio": slow[-1] / advertised,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=7, help="timing rounds (default 7)")
     parser.add_argument("--number", type=int, default=200, help="calls per path per round")
     parser.add_argument("--no-oauth", action="store_true", help="skip the OAuth comparison")
+    parser.add_argument("--no-tasks", action="store_true", help="skip the MCP Tasks part")
+    parser.add_argument("--tasks-only", action="store_true", help="run the MCP Tasks part alone")
+    parser.add_argument(
+        "--task-number", type=int, default=10, help="calls of each tool per round (Tasks)"
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the figures there")
     options = parser.parse_args(argv)
     number = options.number
+    if options.tasks_only:
+        found = tasks(options.rounds, options.task_number)
+        if options.json:
+            _results.dump(options.json, "mcp", [_results.run(found)])
+        return 0
 
     async def sdk_round(client: Client) -> float:
         began = time.perf_counter()
@@ -248,6 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     if not options.no_oauth:
         figures.update(oauth(options.rounds, number))
+    if not options.no_tasks:
+        figures.update(tasks(options.rounds, options.task_number))
     if options.json:
         _results.dump(options.json, "mcp", [_results.run(figures)])
     return 0

@@ -98,8 +98,9 @@ class _Connection:
 
 #: Seconds the SDK's read timeout of a call lags behind the call's deadline.
 _SDK_LAG = 1.0
-#: Seconds a ``tasks/cancel`` sent at a call's deadline may take.
-_CANCEL_WAIT = 5.0
+#: Seconds a ``tasks/cancel`` sent at a call's deadline may take, and how long a
+#: task's creation may be answered after the call gave up (then it is cancelled).
+_CANCEL_WAIT = _task_client.CANCEL_WAIT
 
 
 class MCPServer:
@@ -396,14 +397,21 @@ class MCPServer:
             raise ValueError(f"ttl must be a positive number of seconds, not {ttl!r}")
         args = dict(arguments or {})
         wait = timeout if timeout is not None else self.connect_timeout
+        creation = _task_client.Creation()  # a task created after the timeout is cancelled
 
         async def start(client: Client) -> _task_client.TaskStatus | types.CallToolResult:
-            return await _task_client.create(
-                client, name, args, ttl=float(ttl), timeout=wait + _SDK_LAG
+            return await _task_client.create_for(
+                client, creation, name, args, ttl=float(ttl), timeout=wait + _CANCEL_WAIT
             )
 
         try:
             created = self._run(start, timeout=wait)
+        except TimeoutError:
+            if (task_id := creation.abandon()) is not None:
+                _, connection = self._ensure()
+                assert self._loop is not None  # set with the portal
+                self._cancel_task(task_id, self._loop, connection)
+            raise
         except MCPError as exc:
             raise ValueError(
                 f"MCP server '{self.name}' refused to run '{name}' as a task: {exc.message}"
@@ -739,7 +747,7 @@ class MCPServer:
         loop = self._loop
         assert loop is not None  # set with the portal
         waiting = InFlight(tool, handler, inbox, ctx)
-        created: list[str] = []  # the id of the task this call creates, once it has
+        creation = _task_client.Creation()  # the task this call creates, once it has
         key = next(self._ids)
         self._inflight[key] = waiting
         left = None if deadline is None else max(0.0, deadline - monotonic())
@@ -756,7 +764,7 @@ class MCPServer:
                 coroutine = self._await_task(connection.client, task, deadline, waiting, None)
             elif task:
                 coroutine = self._acall_task(
-                    connection.client, remote_name, arguments, deadline, waiting, created
+                    connection.client, remote_name, arguments, deadline, waiting, creation
                 )
             else:
                 coroutine = self._acall(connection.client, remote_name, arguments, left, waiting)
@@ -772,10 +780,10 @@ class MCPServer:
             # Our own deadline, ctx.cancelled, or the executor interrupting this
             # worker (ToolCancelled): the server is told to stop (the SDK sends
             # notifications/cancelled for a cancelled request; a task this call
-            # created is cancelled).
+            # created is cancelled, now or, still being created, when its id comes).
             future.cancel()
-            if created:
-                self._cancel_task(created[0], loop, connection)
+            if task is True and (task_id := creation.abandon()) is not None:
+                self._cancel_task(task_id, loop, connection)
             raise
         finally:
             self._inflight.pop(key, None)
@@ -895,17 +903,18 @@ class MCPServer:
         arguments: dict[str, t.Any],
         deadline: float | None,
         waiting: InFlight,
-        created: list[str],
+        creation: _task_client.Creation,
     ) -> types.CallToolResult:
-        """Run the tool as a task: create it, then :meth:`_await_task`."""
+        """Run the tool as a task: create it, then :meth:`_await_task`. The creating
+        request outlives the call (shielded, bounded): a task whose id comes after
+        the call gave up is cancelled then, never left running unseen."""
         current_call.set(waiting)
-        left = None if deadline is None else max(0.0, deadline - monotonic()) + _SDK_LAG
-        first = await _task_client.create(
-            client, name, arguments, ttl=_task_client.DEFAULT_TTL, timeout=left
+        left = None if deadline is None else max(0.0, deadline - monotonic()) + _CANCEL_WAIT
+        first = await _task_client.create_for(
+            client, creation, name, arguments, ttl=_task_client.DEFAULT_TTL, timeout=left
         )
         if isinstance(first, types.CallToolResult):
             return first  # a tool that may run as a task answered at once
-        created.append(first.task_id)
         return await self._await_task(client, first.task_id, deadline, waiting, first)
 
     async def _await_task(
@@ -934,7 +943,12 @@ class MCPServer:
         polled = status is None
         if status is None:
             status = await _task_client.get(client, task_id, timeout=lagged())
+        said: list[str] = []  # the status messages reported so far
         while True:
+            if waiting.inbox is not None and status.message and status.message not in said[-1:]:
+                # what the server says of the task, as the calling tool's progress
+                said.append(status.message)
+                waiting.inbox.put((PROGRESS, float(len(said)), None, status.message))
             if status.result is not None:
                 return status.result
             if status.error is not None:  # a failed task (SEP-2663): the tool failed
@@ -955,7 +969,11 @@ class MCPServer:
                 continue
             if status.done or status.status == "input_required":
                 return await _task_client.result(client, task_id, timeout=lagged())
-            await anyio.sleep(_task_client.poll_interval(status, left()))
+            wait = _task_client.poll_interval(status, left())
+            if wait is None:  # the deadline comes first: the caller ends the call then
+                await anyio.sleep((left() or 0.0) + _SDK_LAG)
+                raise TimeoutError(f"MCP server '{self.name}' task {task_id} is still running")
+            await anyio.sleep(wait)
             polled = True
             status = await _task_client.get(client, task_id, timeout=lagged())
 

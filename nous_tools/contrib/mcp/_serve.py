@@ -633,6 +633,14 @@ class _Serving:
             self.tasks.add(task)
         else:
             await anyio.to_thread.run_sync(self.tasks.wait_recorded, task)  # for the replicas
+            # A short task is answered as ended: one tasks/get reads it, no poll interval.
+            try:
+                await anyio.to_thread.run_sync(
+                    task.wait_working, _tasks.SETTLE_MS / 1000, abandon_on_cancel=True
+                )
+            except anyio.get_cancelled_exc_class():
+                self.tasks.cancel(task_id, identity)  # its id never reaches the client
+                raise
         return {"resultType": "task", **task.envelope()}
 
     def _approve_in_task(

@@ -22,7 +22,11 @@ does that.
 
 from __future__ import annotations
 
+import asyncio
 import collections.abc as c
+import functools
+import logging
+import threading
 import typing as t
 
 import attrs
@@ -42,10 +46,11 @@ TERMINAL = frozenset({"completed", "failed", "cancelled"})
 #: Every status a task may have.
 STATUSES = TERMINAL | {"working", "input_required"}
 #: Seconds between two ``tasks/get`` when the server suggests no interval, and the
-#: bounds put on the interval a server suggests.
+#: least put on the interval a server suggests (a longer one is honoured whole).
 DEFAULT_POLL = 0.5
 MIN_POLL = 0.05
-MAX_POLL = 30.0
+#: Seconds a ``tasks/cancel`` sent in the background may take.
+CANCEL_WAIT = 5.0
 #: How long a task is asked to be kept after it ends (the ``ttl`` of ``tools/call``).
 DEFAULT_TTL = 3600.0
 
@@ -140,15 +145,42 @@ def server_runs_tool_tasks(client: Client) -> bool:
     return "io.modelcontextprotocol/tasks" in extensions
 
 
-def poll_interval(status: TaskStatus, left: float | None) -> float:
-    """Seconds to wait before the next ``tasks/get``: the server's interval (within
-    :data:`MIN_POLL` .. :data:`MAX_POLL`), else :data:`DEFAULT_POLL`, and never past
-    the ``left`` seconds of the call (0 when none are left)."""
+def poll_interval(status: TaskStatus, left: float | None) -> float | None:
+    """Seconds to wait before the next ``tasks/get``: the server's interval (at least
+    :data:`MIN_POLL`, never shortened: a task is never polled faster than its server
+    asks), else :data:`DEFAULT_POLL`; ``None`` when the call's ``left`` seconds end
+    before then (no look is due: the call ends at its deadline, without one more)."""
     wait = status.poll_interval if status.poll_interval is not None else DEFAULT_POLL
-    wait = min(max(wait, MIN_POLL), MAX_POLL)
-    if left is not None:
-        wait = min(wait, max(0.0, left))
+    wait = max(wait, MIN_POLL)
+    if left is not None and left < wait:
+        return None
     return wait
+
+
+@attrs.define(slots=True)
+class Creation:
+    """The task a call is creating, shared by the caller's thread and the event
+    loop: whichever of the two learns that the call gave up with a task created
+    (the caller at its deadline, the loop when the id comes late) cancels it, and
+    only that one."""
+
+    task_id: str | None = None
+    abandoned: bool = False
+    _lock: threading.Lock = attrs.field(factory=threading.Lock)
+
+    def created(self, task_id: str) -> bool:
+        """The server created ``task_id``; True when the call already gave up (the
+        caller of this cancels the task)."""
+        with self._lock:
+            self.task_id = task_id
+            return self.abandoned
+
+    def abandon(self) -> str | None:
+        """The call gives up; the id of the task to cancel now (None: not created
+        yet, so whoever learns its id later cancels it)."""
+        with self._lock:
+            self.abandoned = True
+            return self.task_id
 
 
 def parse_task(raw: t.Any, *, expected_id: str | None = None) -> TaskStatus:
@@ -229,6 +261,23 @@ async def create(
     return types.CallToolResult.model_validate(raw, by_name=False)
 
 
+async def create_for(
+    client: Client,
+    creation: Creation,
+    name: str,
+    arguments: dict[str, t.Any],
+    *,
+    ttl: float,
+    timeout: float | None,
+) -> TaskStatus | types.CallToolResult:
+    """:func:`create`, shielded: cancelling this leaves the request going (bounded by
+    ``timeout``), and a task whose id comes after the caller gave up
+    (``creation.abandon()``) is cancelled then (:func:`cancel_late`)."""
+    creating = asyncio.ensure_future(create(client, name, arguments, ttl=ttl, timeout=timeout))
+    creating.add_done_callback(functools.partial(cancel_late, client, creation))
+    return await asyncio.shield(creating)
+
+
 async def get(client: Client, task_id: str, *, timeout: float | None) -> TaskStatus:
     """``tasks/get``: the task's status now."""
     raw = await _request(client, "tasks/get", {"taskId": task_id}, timeout)
@@ -245,6 +294,36 @@ async def result(client: Client, task_id: str, *, timeout: float | None) -> type
 async def cancel(client: Client, task_id: str, *, timeout: float | None) -> None:
     """``tasks/cancel``."""
     await _request(client, "tasks/cancel", {"taskId": task_id}, timeout)
+
+
+#: The ``tasks/cancel`` requests sent in the background (kept from the collector).
+_cancelling: set[asyncio.Future[None]] = set()
+_log = logging.getLogger("nous_tools")
+
+
+def cancel_late(
+    client: Client, creation: Creation, creating: asyncio.Future[TaskStatus | types.CallToolResult]
+) -> None:
+    """``creating``'s done callback, on the event loop: a task created for a call
+    that already gave up is cancelled (``tasks/cancel`` in the background, best
+    effort, bounded by :data:`CANCEL_WAIT`)."""
+    if creating.cancelled() or creating.exception() is not None:
+        return
+    first = creating.result()
+    if not isinstance(first, TaskStatus) or not creation.created(first.task_id) or first.done:
+        return
+
+    async def cancelling() -> None:
+        try:
+            await cancel(client, first.task_id, timeout=CANCEL_WAIT)
+        except Exception as exc:
+            _log.warning(
+                "MCP task %s, created too late, could not be cancelled (%s)", first.task_id, exc
+            )
+
+    sent = asyncio.ensure_future(cancelling())
+    _cancelling.add(sent)
+    sent.add_done_callback(_cancelling.discard)
 
 
 async def answer_inputs(client: Client, asked: c.Mapping[str, t.Any]) -> dict[str, t.Any]:
