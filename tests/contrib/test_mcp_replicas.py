@@ -9,18 +9,16 @@ cancelled through both; and a SIGKILL of the replica running a task leaves it fa
 from __future__ import annotations
 
 import collections.abc as c
-import contextlib
-import os
 import signal
 import subprocess
-import sys
 import time
 import typing as t
 from pathlib import Path
 
 import pytest
+from servers import served_http
 
-from tests.contrib.test_mcp_tasks import _free_port, _rpc, _settled, _wait_for
+from tests.contrib.test_mcp_tasks import _rpc, _settled, _wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -38,35 +36,10 @@ def dsn() -> c.Iterator[str]:
         yield f"host={server['host']} user={server['user']} dbname={server['name']}"
 
 
-@contextlib.contextmanager
-def _replica(dsn: str, markers: Path) -> t.Iterator[tuple[subprocess.Popen[str], str]]:
+def _replica(dsn: str, markers: Path) -> t.ContextManager[tuple[subprocess.Popen[str], str]]:
     """One ``nous-tools serve`` of ``mcp_replica_tools`` on the journal ``dsn``."""
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "nous_tools", "serve", "mcp_replica_tools:registry",
-         "--http", f"{port}"],
-        cwd=SUPPORT,
-        env={**os.environ, "NOUS_TEST_REPLICA_DSN": dsn,
-             "NOUS_TEST_REPLICA_MARKERS": str(markers)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
-    try:
-        import socket
-
-        deadline = time.monotonic() + WAIT
-        while True:
-            assert process.poll() is None, process.stderr.read() if process.stderr else ""
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-                break
-            assert time.monotonic() < deadline, "nous-tools serve did not start"
-            time.sleep(0.05)
-        yield process, f"http://127.0.0.1:{port}/mcp"
-    finally:
-        if process.poll() is None:
-            process.terminate()
-        process.communicate(timeout=WAIT)
+    env = {"NOUS_TEST_REPLICA_DSN": dsn, "NOUS_TEST_REPLICA_MARKERS": str(markers)}
+    return served_http("mcp_replica_tools:registry", env=env, wait=WAIT)
 
 
 @pytest.fixture(scope="module")

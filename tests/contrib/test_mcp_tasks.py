@@ -5,18 +5,15 @@ lifecycle, the required-task error, who sees a task, a restart on the same journ
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 import typing as t
 from pathlib import Path
 
 import httpx2
 import pytest
+from servers import served_http
 
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
 WAIT = 30.0
@@ -32,44 +29,10 @@ PLAIN = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextlib.contextmanager
-def _served(env: dict[str, str] | None = None) -> t.Iterator[tuple[subprocess.Popen[str], str]]:
-    port = _free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "nous_tools",
-            "serve",
-            "mcp_task_tools:registry",
-            "--http",
-            f"{port}",
-        ],
-        cwd=SUPPORT,
-        env={**os.environ, **(env or {})},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + WAIT
-        while True:
-            assert process.poll() is None, process.stderr.read() if process.stderr else ""
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-                break
-            assert time.monotonic() < deadline, "nous-tools serve did not start"
-            time.sleep(0.05)
-        yield process, f"http://127.0.0.1:{port}/mcp"
-    finally:
-        if process.poll() is None:
-            process.terminate()
-        process.communicate(timeout=WAIT)
+def _served(
+    env: dict[str, str] | None = None,
+) -> t.ContextManager[tuple[subprocess.Popen[str], str]]:
+    return served_http("mcp_task_tools:registry", env=env, wait=WAIT)
 
 
 def _rpc(

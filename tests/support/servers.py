@@ -1,5 +1,5 @@
 """Real servers for the slow tests and the backend benchmark: Redis, PostgreSQL, a
-Celery worker. Each runs on this machine only (127.0.0.1 or a Unix socket in a
+Celery worker, ``nous-tools serve`` over Streamable HTTP. Each runs on this machine only (127.0.0.1 or a Unix socket in a
 temporary directory) and is stopped, and its directory removed, when its context
 manager exits.
 """
@@ -47,6 +47,43 @@ def _stop(process: subprocess.Popen[t.Any], sig: int = signal.SIGTERM, grace: fl
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(grace)
+
+
+@contextlib.contextmanager
+def served_http(
+    target: str, *, env: c.Mapping[str, str] | None = None, wait: float = 30.0
+) -> c.Iterator[tuple[subprocess.Popen[str], str]]:
+    """``nous-tools serve TARGET --http PORT`` run from this folder (``env`` added to
+    the environment), once it accepts connections on 127.0.0.1: the process and its
+    MCP endpoint's URL. Its standard error is in the failure when it exits before
+    (or ``wait`` seconds pass); stopped (SIGTERM) on exit unless it has ended."""
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nous_tools", "serve", target, "--http", str(port)],
+        cwd=HERE,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + wait
+        while True:
+            if process.poll() is not None:
+                raise ServerError(
+                    f"nous-tools serve {target} exited: "
+                    + (process.stderr.read() if process.stderr else "")
+                )
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+                break
+            if time.monotonic() > deadline:
+                raise ServerError(f"nous-tools serve {target} did not start in {wait} s")
+            time.sleep(0.05)
+        yield process, f"http://127.0.0.1:{port}/mcp"
+    finally:
+        if process.poll() is None:
+            process.terminate()
+        process.communicate(timeout=wait)
 
 
 def _redis_ping(port: int) -> bool:
