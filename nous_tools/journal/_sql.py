@@ -154,10 +154,12 @@ class SQLJournal:
             f"call_id) VALUES ({p}, {p}, {p}, {p}, {p}) ON CONFLICT (approval_id) DO NOTHING"
         )
         self._sql_forget = f"DELETE FROM {table}_approvals WHERE expires_at < {p}"
-        self._sql_cancel = (  # only a call still started can be asked to stop
+        self._sql_cancel = (  # only a call started, or waiting on questions, can be stopped
             f"INSERT INTO {table}_cancels (run_id, call_id, requested_at) "
             f"SELECT {p}, {p}, {p} WHERE EXISTS (SELECT 1 FROM {table} WHERE run_id = {p} "
-            f"AND call_id = {p} AND state = 'started') ON CONFLICT (run_id, call_id) DO NOTHING"
+            f"AND call_id = {p} AND state = 'started') OR EXISTS (SELECT 1 FROM "
+            f"{table}_questions WHERE run_id = {p} AND call_id = {p}) "
+            "ON CONFLICT (run_id, call_id) DO NOTHING"
         )
         self._sql_prune_cancels = (
             f"DELETE FROM {table}_cancels WHERE requested_at < {p} AND NOT EXISTS "
@@ -503,9 +505,11 @@ class SQLJournal:
         """Ask whoever runs the started call ``(run_id, call_id)`` to stop it: the
         request is recorded (once; a repeat changes nothing) for
         :meth:`cancel_requests` to find. True when the call is asked to stop (now or
-        before); False when it is not started (completed, or not in the journal):
-        there is nothing to stop."""
-        if self._write(self._sql_cancel, (run_id, call_id, wall(), run_id, call_id)) == 1:
+        before); False when it is neither started nor waiting on questions
+        (:meth:`record_questions`: an approval comes before the call starts), as a
+        completed call, or one not in the journal: there is nothing to stop."""
+        key = (run_id, call_id)
+        if self._write(self._sql_cancel, (*key, wall(), *key, *key)) == 1:
             return True
         return (run_id, call_id) in self.cancel_requests([(run_id, call_id)])
 

@@ -180,6 +180,23 @@ def test_an_ask_tools_approval_in_a_task_is_given_through_another_replica(
     assert _status(b, task_id, "completed")["result"]["content"][0]["text"] == "wiped"
 
 
+def test_an_ask_tool_waiting_for_its_approval_is_cancelled_through_another_replica(
+    replicas: tuple[str, str],
+) -> None:
+    a, b = replicas
+    task_id = _rpc(a, "tools/call", {"name": "wipe", "arguments": {}})["result"]["taskId"]
+    _status(b, task_id, "input_required")
+    assert _rpc(b, "tasks/cancel", {"taskId": task_id})["result"]["resultType"] == "complete"
+    assert _status(a, task_id, "cancelled")["status"] == "cancelled"  # stopped where it runs
+    assert _status(b, task_id, "cancelled")["status"] == "cancelled"
+    answer = {"nous_tools.approval": {"action": "accept", "content": {}}}
+    late = _rpc(b, "tasks/update", {"taskId": task_id, "inputResponses": answer})
+    assert late["result"]["resultType"] == "complete"  # acknowledged, and nothing runs
+    time.sleep(1.0)  # two turns of A's watcher, were it still running the task
+    assert _rpc(a, "tasks/get", {"taskId": task_id})["result"]["status"] == "cancelled"
+    assert "result" not in _rpc(b, "tasks/get", {"taskId": task_id})["result"]
+
+
 def test_a_journal_without_answers_refuses_an_update_for_another_replicas_task(
     tmp_path: Path,
 ) -> None:

@@ -125,3 +125,12 @@ def test_prune_forgets_the_questions_and_answers_of_pruned_calls_only(
     assert journal.take_answers([("run", "gone"), ("run", "running")]) == {
         ("run", "running"): {"q": "running"}
     }
+
+
+def test_a_call_waiting_on_questions_before_it_started_can_be_asked_to_stop(
+    journal: SQLiteJournal,
+) -> None:
+    assert journal.request_cancel("run", "approving") is False  # nothing known yet
+    journal.record_questions("run", "approving", {"nous_tools.approval": ELICIT})
+    assert journal.request_cancel("run", "approving") is True
+    assert journal.cancel_requests([("run", "approving")]) == {("run", "approving")}

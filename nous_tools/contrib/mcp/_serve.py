@@ -710,10 +710,11 @@ class _Serving:
         asked = None
         if record is None or (record.state == "started" and not record.unknown()):
             asked = self.tasks.questions_in_journal(task_id, identity)
-        if record is None and asked is None:
+        cancelled = self.tasks.cancelled_in_journal(task_id, identity)
+        if record is None and asked is None and not cancelled:
             return None
-        cancelled = record is not None and self.tasks.cancelled_in_journal(task_id, identity)
-        created = record.started_at if record is not None else asked[1]  # type: ignore[index]
+        now = time.time()  # a task cancelled before its call started has no record
+        created = record.started_at if record is not None else asked[1] if asked else now
         updated = record.completed_at or record.started_at if record is not None else created
         if asked is not None:
             updated = max(updated, asked[1])
@@ -725,14 +726,15 @@ class _Serving:
             "pollIntervalMs": _tasks.POLL_MS,
             "resultType": "complete",
         }
-        if record is None or (asked is not None and not cancelled):
+        if asked is not None and not cancelled:
             answer["status"] = "input_required"
-            answer["inputRequests"] = asked[0]  # type: ignore[index]
+            answer["inputRequests"] = asked[0]
+            return answer
+        if cancelled or record is None:
+            answer["status"] = "cancelled"
             return answer
         tool = self.registry.lookup(record.tool)
-        if cancelled:
-            answer["status"] = "cancelled"
-        elif record.state == "completed" and tool is None:
+        if record.state == "completed" and tool is None:
             answer["status"] = "failed"
             answer["error"] = _tasks.failed_error(
                 f"the task's tool '{record.tool}' is no longer served: its result cannot be read"
@@ -814,7 +816,11 @@ class _Serving:
         record = self.tasks.from_journal(task_id, identity)
         running = record is not None and record.state == "started" and not record.unknown()
         if self.tasks.asks_across:
-            if record is None and self.tasks.questions_in_journal(task_id, identity) is None:
+            if (
+                record is None
+                and self.tasks.questions_in_journal(task_id, identity) is None
+                and not self.tasks.cancelled_in_journal(task_id, identity)  # before it started
+            ):
                 raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown task: {task_id}")
             self.tasks.answer_in_journal(task_id, identity, responses)
             return

@@ -331,16 +331,19 @@ class Tasks:
         task = self.mine(task_id, identity)
         if task is None:
             record = self.from_journal(task_id, identity)
-            if record is None:
-                return False
-            if record.state == "started" and not record.unknown():  # another replica runs it
+            if record is None:  # another replica runs it, waiting on its approval?
+                if self.questions_in_journal(task_id, identity) is None:
+                    return False
+                self._request_cancel(task_id, identity)
+            elif record.state == "started" and not record.unknown():  # another replica runs it
                 self._request_cancel(task_id, identity)
             return True
-        if self._stop(task):  # and recorded, so that every replica reads it cancelled
-            try:
+        if task.status not in TERMINAL:  # recorded first, while it may still wait on
+            try:  # its questions: so that every replica reads it cancelled
                 self._request_cancel(task_id, identity)
             except JournalUnreadable as exc:  # stopped all the same
                 _log.warning("MCP tasks: task %s was cancelled here only (%s)", task_id, exc)
+        self._stop(task)
         return True
 
     def wait_recorded(self, task: Task, timeout: float = RECORDED_S) -> None:
