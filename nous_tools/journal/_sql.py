@@ -10,8 +10,13 @@ the approval's claim and the ``started`` record are one short transaction.
 
 A second table, ``<table>_cancels``, holds the requests to stop a started call
 (:meth:`SQLJournal.request_cancel`): the process that runs the call reads them
-(:meth:`SQLJournal.cancel_requests`) and stops it. It is made, like the others, if
-missing, so a journal made before it gains it on first use.
+(:meth:`SQLJournal.cancel_requests`) and stops it. Two more,
+``<table>_questions`` and ``<table>_answers``, hold the questions a started call
+waits on (:meth:`SQLJournal.record_questions`, read by :meth:`SQLJournal.questions`)
+and the answers given to them through another process
+(:meth:`SQLJournal.record_answers`), which the process running the call takes once
+(:meth:`SQLJournal.take_answers`). Each is made, like the others, if missing, so a
+journal made before it gains it on first use.
 """
 
 from __future__ import annotations
@@ -149,16 +154,43 @@ class SQLJournal:
             f"call_id) VALUES ({p}, {p}, {p}, {p}, {p}) ON CONFLICT (approval_id) DO NOTHING"
         )
         self._sql_forget = f"DELETE FROM {table}_approvals WHERE expires_at < {p}"
-        self._sql_cancel = (  # only a call still started can be asked to stop
+        self._sql_cancel = (  # only a call started, or waiting on questions, can be stopped
             f"INSERT INTO {table}_cancels (run_id, call_id, requested_at) "
             f"SELECT {p}, {p}, {p} WHERE EXISTS (SELECT 1 FROM {table} WHERE run_id = {p} "
-            f"AND call_id = {p} AND state = 'started') ON CONFLICT (run_id, call_id) DO NOTHING"
+            f"AND call_id = {p} AND state = 'started') OR EXISTS (SELECT 1 FROM "
+            f"{table}_questions WHERE run_id = {p} AND call_id = {p}) "
+            "ON CONFLICT (run_id, call_id) DO NOTHING"
         )
         self._sql_prune_cancels = (
             f"DELETE FROM {table}_cancels WHERE requested_at < {p} AND NOT EXISTS "
             f"(SELECT 1 FROM {table} WHERE {table}.run_id = {table}_cancels.run_id "
             f"AND {table}.call_id = {table}_cancels.call_id)"
         )
+        self._sql_ask = (
+            f"INSERT INTO {table}_questions (run_id, call_id, questions, asked_at) "
+            f"VALUES ({p}, {p}, {p}, {p}) ON CONFLICT (run_id, call_id) DO UPDATE SET "
+            "questions = excluded.questions, asked_at = excluded.asked_at"
+        )
+        self._sql_questions = (
+            f"SELECT questions, asked_at FROM {table}_questions "
+            f"WHERE run_id = {p} AND call_id = {p}"
+        )
+        self._sql_unask = f"DELETE FROM {table}_questions WHERE run_id = {p} AND call_id = {p}"
+        self._sql_unanswer = f"DELETE FROM {table}_answers WHERE run_id = {p} AND call_id = {p}"
+        self._sql_answer = (
+            f"INSERT INTO {table}_answers (run_id, call_id, question, answer, answered_at) "
+            f"VALUES ({p}, {p}, {p}, {p}, {p}) "
+            "ON CONFLICT (run_id, call_id, question) DO NOTHING"
+        )
+        self._sql_take = (
+            f"DELETE FROM {table}_answers WHERE run_id = {p} AND call_id = {p} AND question = {p}"
+        )
+        self._sql_prune_questions = [
+            f"DELETE FROM {table}_{kind} WHERE {column} < {p} AND NOT EXISTS "
+            f"(SELECT 1 FROM {table} WHERE {table}.run_id = {table}_{kind}.run_id "
+            f"AND {table}.call_id = {table}_{kind}.call_id)"
+            for kind, column in (("questions", "asked_at"), ("answers", "answered_at"))
+        ]
         self._claims = 0  # claims made since the expired ones were last forgotten
 
     # -- for subclasses --------------------------------------------------------------
@@ -197,6 +229,13 @@ class SQLJournal:
             f"CREATE TABLE IF NOT EXISTS {table}_cancels ("
             f"run_id TEXT NOT NULL, call_id TEXT NOT NULL, requested_at {real} NOT NULL, "
             "PRIMARY KEY (run_id, call_id))",
+            f"CREATE TABLE IF NOT EXISTS {table}_questions ("
+            "run_id TEXT NOT NULL, call_id TEXT NOT NULL, questions TEXT NOT NULL, "
+            f"asked_at {real} NOT NULL, PRIMARY KEY (run_id, call_id))",
+            f"CREATE TABLE IF NOT EXISTS {table}_answers ("
+            "run_id TEXT NOT NULL, call_id TEXT NOT NULL, question TEXT NOT NULL, "
+            f"answer TEXT NOT NULL, answered_at {real} NOT NULL, "
+            "PRIMARY KEY (run_id, call_id, question))",
         ]
 
     # -- statements ------------------------------------------------------------------
@@ -456,6 +495,8 @@ class SQLJournal:
         self._write(self._sql_forget, (wall(),))  # and the approvals no token can use now
         removed = self._write(self._sql_prune, (wall() - seconds,))
         self._write(self._sql_prune_cancels, (wall() - seconds,))  # of calls now gone
+        for sql in self._sql_prune_questions:  # and their questions and answers
+            self._write(sql, (wall() - seconds,))
         return removed
 
     # -- cancel requests -------------------------------------------------------------
@@ -464,9 +505,11 @@ class SQLJournal:
         """Ask whoever runs the started call ``(run_id, call_id)`` to stop it: the
         request is recorded (once; a repeat changes nothing) for
         :meth:`cancel_requests` to find. True when the call is asked to stop (now or
-        before); False when it is not started (completed, or not in the journal):
-        there is nothing to stop."""
-        if self._write(self._sql_cancel, (run_id, call_id, wall(), run_id, call_id)) == 1:
+        before); False when it is neither started nor waiting on questions
+        (:meth:`record_questions`: an approval comes before the call starts), as a
+        completed call, or one not in the journal: there is nothing to stop."""
+        key = (run_id, call_id)
+        if self._write(self._sql_cancel, (*key, wall(), *key, *key)) == 1:
             return True
         return (run_id, call_id) in self.cancel_requests([(run_id, call_id)])
 
@@ -483,6 +526,75 @@ class SQLJournal:
             rows = self._rows(sql, [value for key in chunk for value in key])
             found.update((str(run_id), str(call_id)) for run_id, call_id in rows)
         return found
+
+    def _pairs(
+        self, keys: c.Iterable[tuple[str, str]], sql: str
+    ) -> c.Iterator[tuple[tuple[str, str], list[t.Any]]]:
+        """The rows of ``sql`` (``... WHERE {pairs}``) for the calls ``keys``, read by
+        the primary key, 100 keys a statement: ``(key, rest of the row)``."""
+        wanted = sorted(set(keys))
+        p = self._placeholder
+        for at in range(0, len(wanted), 100):
+            chunk = wanted[at : at + 100]
+            pairs = " OR ".join([f"(run_id = {p} AND call_id = {p})"] * len(chunk))
+            rows = self._rows(sql.format(pairs=pairs), [value for key in chunk for value in key])
+            for run_id, call_id, *rest in rows:
+                yield (str(run_id), str(call_id)), rest
+
+    # -- questions and their answers ---------------------------------------------------
+
+    def record_questions(
+        self, run_id: str, call_id: str, questions: c.Mapping[str, t.Any] | None
+    ) -> None:
+        """Record that the call ``(run_id, call_id)`` waits on ``questions`` (each
+        key's question, JSON: MCP's ``{"method", "params"}``), replacing what it
+        waited on; None (or none) when it waits on nothing now: its questions and
+        any answers not taken are forgotten."""
+        if not questions:
+            self._write(self._sql_unask, (run_id, call_id))
+            self._write(self._sql_unanswer, (run_id, call_id))
+            return
+        text = json.dumps(dict(questions), ensure_ascii=False, allow_nan=False)
+        self._write(self._sql_ask, (run_id, call_id, text, wall()))
+
+    def questions(self, run_id: str, call_id: str) -> tuple[dict[str, t.Any], float] | None:
+        """The questions the call waits on (:meth:`record_questions`) and when they
+        were recorded (seconds since the epoch); None when it waits on none."""
+        rows = self._rows(self._sql_questions, (run_id, call_id))
+        if not rows:
+            return None
+        text, asked_at = rows[0]
+        return dict(json.loads(text)), float(asked_at)
+
+    def record_answers(self, run_id: str, call_id: str, answers: c.Mapping[str, t.Any]) -> set[str]:
+        """Record ``answers`` (key -> JSON value) to the questions the call waits on,
+        for the process running it to take (:meth:`take_answers`); an answer to no
+        question it waits on, or to one already answered, is ignored. The keys
+        recorded now."""
+        found = self.questions(run_id, call_id)
+        if found is None:
+            return set()
+        recorded: set[str] = set()
+        for key, value in answers.items():
+            if key not in found[0]:
+                continue
+            text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+            if self._write(self._sql_answer, (run_id, call_id, key, text, wall())) == 1:
+                recorded.add(key)
+        return recorded
+
+    def take_answers(
+        self, keys: c.Iterable[tuple[str, str]]
+    ) -> dict[tuple[str, str], dict[str, t.Any]]:
+        """The answers recorded for the calls ``keys`` (:meth:`record_answers`), by
+        call then question, each removed as it is taken: an answer is taken once,
+        even by two processes at a time."""
+        sql = f"SELECT run_id, call_id, question, answer FROM {self.table}_answers WHERE {{pairs}}"
+        taken: dict[tuple[str, str], dict[str, t.Any]] = {}
+        for key, (question, text) in self._pairs(keys, sql):
+            if self._write(self._sql_take, (*key, question)) == 1:  # this one took it
+                taken.setdefault(key, {})[str(question)] = json.loads(text)
+        return taken
 
     def records(
         self, *, run_id: str | None = None, state: str | None = None, limit: int | None = None

@@ -4,7 +4,9 @@ created through one is polled through the other until it completes; it is visibl
 only to the identity (``Authorization``) that created it, through either; a cancel
 through the other stops the process-isolated task the first runs and reads as
 cancelled through both; and a SIGKILL of the replica running a task leaves it failed
-(outcome unknown) through the other, which never runs it again."""
+(outcome unknown) through the other, which never runs it again. A task waiting on a
+question through one reads ``input_required`` with it through the other, which takes
+the answer (``tasks/update``) to the tool."""
 
 from __future__ import annotations
 
@@ -26,6 +28,13 @@ SUPPORT = Path(__file__).resolve().parents[1] / "support"
 WAIT = 30.0
 ALICE = {"Authorization": "Bearer alice-token"}
 BOB = {"Authorization": "Bearer bob-token"}
+ELICITING = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {
+        "elicitation": {},
+        "extensions": {"io.modelcontextprotocol/tasks": {}},
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -211,3 +220,36 @@ def test_a_sigkill_of_the_replica_running_a_task_leaves_it_failed_never_run_agai
         assert _get(b, task_id, ALICE)["result"]["status"] == "failed"
         assert b_process.poll() is None
     assert (tmp_path / "runs").read_text() == "started\n"  # it ran once, on A only
+
+
+def test_a_question_asked_through_one_replica_is_answered_through_the_other(
+    replicas: tuple[str, str], markers: Path
+) -> None:
+    a, b = replicas
+    call = {"name": "ask_colour", "arguments": {"marker": "asked"}}
+    created = _rpc(a, "tools/call", call, meta=ELICITING, headers=ALICE)["result"]
+    assert created["resultType"] == "task", created
+    task_id = created["taskId"]
+    deadline = time.monotonic() + WAIT
+    while (there := _get(b, task_id, ALICE)["result"])["status"] != "input_required":
+        assert there["status"] == "working" and time.monotonic() < deadline, there
+        time.sleep(0.05)
+    here = _get(a, task_id, ALICE)["result"]
+    assert here["status"] == "input_required"
+    assert there["inputRequests"] == here["inputRequests"]
+    [(key, question)] = there["inputRequests"].items()
+    assert key == "colour" and question["method"] == "elicitation/create"
+    assert question["params"]["message"] == "Your favourite colour?"
+    answer = {"colour": {"action": "accept", "content": {"colour": "teal"}}}
+    update = {"taskId": task_id, "inputResponses": answer}
+    refused = _rpc(b, "tasks/update", update, meta=ELICITING, headers=BOB)
+    assert refused["error"]["code"] == -32602  # not bob's task
+    acked = _rpc(b, "tasks/update", update, meta=ELICITING, headers=ALICE)["result"]
+    answered = time.monotonic()
+    assert acked["resultType"] == "complete", acked
+    done = _settled(b, task_id, meta=ELICITING, headers=ALICE)
+    print(f"\nthe task answered through B completed {time.monotonic() - answered:.2f} s later")
+    assert done["status"] == "completed", done
+    assert done["result"]["content"][0]["text"] == "you like teal (accept)"
+    assert _settled(a, task_id, meta=ELICITING, headers=ALICE)["result"] == done["result"]
+    assert (markers / "asked").read_text() == "started\n"  # asked once, answered once

@@ -61,8 +61,8 @@ def test_many_keys_are_read_in_chunks(journal: SQLiteJournal) -> None:
 def test_a_journal_made_before_cancel_requests_gains_their_table(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     old = SQLiteJournal(path)
-    *before, cancels = old._schema()
-    assert "_cancels" in cancels
+    before = [statement for statement in old._schema() if "_cancels" not in statement]
+    before = [s for s in before if "_questions" not in s and "_answers" not in s]
     with sqlite3.connect(path) as connection:  # the tables a journal had before
         for statement in before:
             connection.execute(statement)

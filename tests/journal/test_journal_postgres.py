@@ -209,8 +209,9 @@ def test_cancel_requests_on_postgres_and_an_older_table_gains_theirs(
     from nous_tools.journal._record import JournalRecord
 
     table = "journal_before_cancels"
-    *before, cancels = PostgresJournal(dsn_of(postgres), table=table)._schema()
+    *before, cancels, questions, answers = PostgresJournal(dsn_of(postgres), table=table)._schema()
     assert f"{table}_cancels" in cancels
+    assert f"{table}_questions" in questions and f"{table}_answers" in answers
     with psycopg.connect(dsn_of(postgres), autocommit=True) as connection:
         for statement in before:
             connection.execute(statement)
@@ -232,5 +233,16 @@ def test_cancel_requests_on_postgres_and_an_older_table_gains_theirs(
     other = PostgresJournal(dsn_of(postgres), table=table)  # another process's view
     keys = [("run", "c1"), ("run", "c2"), ("other-run", "c1")]
     assert other.cancel_requests(keys) == {("run", "c1")}
+    # questions and answers (issue 38): replaced, answered once, taken once, cleared
+    ask = {"method": "elicitation/create", "params": {"message": "Colour?"}}
+    journal.record_questions("run", "c1", {"colour": ask})
+    journal.record_questions("run", "c1", {"colour": ask, "size": ask})
+    assert other.questions("run", "c1")[0] == {"colour": ask, "size": ask}  # type: ignore[index]
+    assert other.record_answers("run", "c1", {"colour": "teal", "other": 1}) == {"colour"}
+    assert other.record_answers("run", "c1", {"colour": "red"}) == set()  # the first wins
+    assert journal.take_answers([("run", "c1")]) == {("run", "c1"): {"colour": "teal"}}
+    assert journal.take_answers([("run", "c1")]) == {}
+    journal.record_questions("run", "c1", None)
+    assert other.questions("run", "c1") is None
     journal.close()
     other.close()

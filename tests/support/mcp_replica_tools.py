@@ -47,3 +47,16 @@ def wait_for_gate(ctx: RunContext, marker: str, gate: str) -> str:
         if ctx.cancelled.wait(0.05):
             return "cancelled"
     return f"gate said {path.read_text().strip()}"
+
+
+COLOUR = {"type": "object", "properties": {"colour": {"type": "string"}}, "required": ["colour"]}
+
+
+@registry.register
+@tool(timeout=120, retries=0)
+def ask_colour(ctx: RunContext, marker: str) -> str:
+    """Marks each run (``started``), asks the client's favourite colour (the question
+    keyed ``colour``) and says what it was told."""
+    _mark(marker, "started")
+    answer = ctx.elicit("Your favourite colour?", COLOUR, key="colour")
+    return f"you like {(answer.content or {}).get('colour')} ({answer.action})"

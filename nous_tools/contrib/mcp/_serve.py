@@ -703,23 +703,38 @@ class _Serving:
         """``tasks/get`` of a task this process does not hold, from the journal:
         cancelled (asked to stop through any replica), completed (its stored
         outcome), failed (outcome unknown: the process that ran it died; it is never
-        run again) or working (another live process runs it)."""
+        run again), input_required (another live process runs it, and it waits on
+        the questions that process recorded: an ``ask`` tool's approval comes before
+        its call is journaled) or working."""
         record = self.tasks.from_journal(task_id, identity)
-        if record is None:
-            return None
+        asked = None
+        if record is None or (record.state == "started" and not record.unknown()):
+            asked = self.tasks.questions_in_journal(task_id, identity)
         cancelled = self.tasks.cancelled_in_journal(task_id, identity)
+        if record is None and asked is None and not cancelled:
+            return None
+        now = time.time()  # a task cancelled before its call started has no record
+        created = record.started_at if record is not None else asked[1] if asked else now
+        updated = record.completed_at or record.started_at if record is not None else created
+        if asked is not None:
+            updated = max(updated, asked[1])
         answer: dict[str, t.Any] = {
             "taskId": task_id,
-            "createdAt": _tasks.iso(record.started_at),
-            "lastUpdatedAt": _tasks.iso(record.completed_at or record.started_at),
+            "createdAt": _tasks.iso(created),
+            "lastUpdatedAt": _tasks.iso(updated),
             "ttlMs": _tasks.TTL_MS,
             "pollIntervalMs": _tasks.POLL_MS,
             "resultType": "complete",
         }
-        tool = self.registry.lookup(record.tool)
-        if cancelled:
+        if asked is not None and not cancelled:
+            answer["status"] = "input_required"
+            answer["inputRequests"] = asked[0]
+            return answer
+        if cancelled or record is None:
             answer["status"] = "cancelled"
-        elif record.state == "completed" and tool is None:
+            return answer
+        tool = self.registry.lookup(record.tool)
+        if record.state == "completed" and tool is None:
             answer["status"] = "failed"
             answer["error"] = _tasks.failed_error(
                 f"the task's tool '{record.tool}' is no longer served: its result cannot be read"
@@ -780,15 +795,46 @@ class _Serving:
         _check_task_header(ctx, params.task_id)
         identity = _tasks.identity_of(ctx)
         task = self.tasks.mine(params.task_id, identity)
+        responses = params.input_responses or {}
+        if task is not None:  # responses to questions it does not wait on are ignored
+            task.answer(responses)
+            return {"resultType": "complete"}
         try:
-            unknown = task is None and self.tasks.from_journal(params.task_id, identity) is None
+            self._update_elsewhere(params.task_id, identity, responses)
         except _tasks.JournalUnreadable as exc:
             raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None
-        if unknown:
-            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown task: {params.task_id}")
-        if task is not None:  # responses to questions it does not wait on are ignored
-            task.answer(params.input_responses or {})
         return {"resultType": "complete"}
+
+    def _update_elsewhere(
+        self, task_id: str, identity: str, responses: c.Mapping[str, t.Any]
+    ) -> None:
+        """``tasks/update`` of a task this process does not hold: the responses are
+        recorded in the journal for the replica running it (those to questions it
+        does not wait on are ignored). ``-32602`` for a task the journal does not
+        know; one another live replica runs, on a journal that cannot carry answers,
+        is refused (never acknowledged and dropped)."""
+        record = self.tasks.from_journal(task_id, identity)
+        running = record is not None and record.state == "started" and not record.unknown()
+        if self.tasks.asks_across:
+            if (
+                record is None
+                and self.tasks.questions_in_journal(task_id, identity) is None
+                and not self.tasks.cancelled_in_journal(task_id, identity)  # before it started
+            ):
+                raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown task: {task_id}")
+            self.tasks.answer_in_journal(task_id, identity, responses)
+            return
+        if record is None:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown task: {task_id}")
+        if running:
+            raise MCPError(
+                code=types.INVALID_REQUEST,
+                message=(
+                    f"task {task_id} runs in another process, and this server's journal "
+                    f"({type(self.tasks.journal).__name__}) cannot carry answers to it: "
+                    "send tasks/update to the process running the task"
+                ),
+            )
 
     async def list_prompts(
         self, ctx: t.Any, params: types.PaginatedRequestParams | None

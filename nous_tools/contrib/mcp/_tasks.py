@@ -20,13 +20,21 @@ journal; ``tasks/cancel`` records a cancel request there
 (:meth:`~nous_tools.journal._sql.SQLJournal.request_cancel`), and the process that
 runs the task, which reads the requests of its running tasks every
 :data:`WATCH_S` seconds while it has any, cancels it as its own ``tasks/cancel``
-would. A task asked to stop reads as ``cancelled`` from every replica.
+would. A task asked to stop reads as ``cancelled`` from every replica. The same
+way, a task of this process that waits on questions records them in the journal
+(:meth:`~nous_tools.journal._sql.SQLJournal.record_questions`), so ``tasks/get``
+through any replica reads it ``input_required`` with them; ``tasks/update`` through
+another replica records the answers
+(:meth:`~nous_tools.journal._sql.SQLJournal.record_answers`), and the same watcher
+takes them (:meth:`~nous_tools.journal._sql.SQLJournal.take_answers`) and delivers
+them as this process's own ``tasks/update`` would, once.
 """
 
 from __future__ import annotations
 
 import collections.abc as c
 import datetime
+import functools
 import hashlib
 import secrets
 import threading
@@ -115,6 +123,13 @@ class Task:
     answers: dict[str, t.Any] = attrs.field(factory=dict)
     asked: int = 0
     changed: threading.Condition = attrs.field(factory=threading.Condition)
+    #: Called with the questions the tool waits on whenever they change (an empty
+    #: dict: none now), under the task's lock: the journal's record of them.
+    on_questions: c.Callable[[dict[str, dict[str, t.Any]]], None] | None = None
+
+    def _questions_changed(self) -> None:
+        if self.on_questions is not None:
+            self.on_questions(dict(self.pending))
 
     def ask(self, request: dict[str, t.Any], cancelled: threading.Event) -> t.Any:
         """From the tool's thread: put ``request`` to the client and wait for its
@@ -142,6 +157,7 @@ class Task:
                 keys.append(key)
             for key, (_, request) in zip(keys, requests, strict=True):
                 self.pending[key] = request
+            self._questions_changed()  # before the status: every replica reads them then
             if self.status == "working":
                 self.status, self.updated = "input_required", time.time()
             try:
@@ -154,6 +170,7 @@ class Task:
                 for key in keys:
                     self.pending.pop(key, None)
                     self.answers.pop(key, None)
+                self._questions_changed()
                 if not self.pending and self.status == "input_required":
                     self.status, self.updated = "working", time.time()
 
@@ -216,12 +233,19 @@ class Tasks:
         self._lock = threading.Lock()
         self._tasks: dict[str, Task] = {}
         self._watching = False  # a thread reads the cancel requests of running tasks
+        #: Whether the journal carries questions and answers between replicas.
+        self.asks_across = all(
+            callable(getattr(journal, name, None))
+            for name in ("record_questions", "questions", "record_answers", "take_answers")
+        )
 
     @staticmethod
     def new_id() -> str:
         return secrets.token_urlsafe(18)
 
     def add(self, task: Task) -> None:
+        if self.asks_across:
+            task.on_questions = functools.partial(self._record_questions, task)
         with self._lock:
             self._forget_old()
             self._tasks[task.task_id] = task
@@ -231,6 +255,46 @@ class Tasks:
             threading.Thread(
                 target=self._watch, name="nous-tools-mcp-task-cancels", daemon=True
             ).start()
+
+    def _record_questions(self, task: Task, questions: dict[str, dict[str, t.Any]]) -> None:
+        """Record in the journal the questions ``task`` waits on (none: cleared); a
+        journal that cannot be written leaves them answerable here only."""
+        try:
+            self.journal.record_questions(  # type: ignore[union-attr]
+                run_id_of(task.identity), task.task_id, questions or None
+            )
+        except Exception as exc:
+            _log.warning(
+                "MCP tasks: the questions of task %s are not in the journal (%s)", task.task_id, exc
+            )
+
+    def questions_in_journal(
+        self, task_id: str, identity: str
+    ) -> tuple[dict[str, t.Any], float] | None:
+        """The questions a task of ``identity`` waits on, as recorded by the replica
+        running it, and when (None: none, or a journal that does not carry them);
+        :class:`JournalUnreadable` when the journal cannot be read."""
+        if not self.asks_across:
+            return None
+        try:
+            found: tuple[dict[str, t.Any], float] | None = self.journal.questions(  # type: ignore[union-attr]
+                run_id_of(identity), task_id
+            )
+        except Exception as exc:
+            raise JournalUnreadable(f"the journal of tasks cannot be read: {exc}") from exc
+        return found
+
+    def answer_in_journal(
+        self, task_id: str, identity: str, responses: c.Mapping[str, t.Any]
+    ) -> None:
+        """``tasks/update`` of a task another replica runs: record the responses to
+        the questions it waits on, for that replica to deliver (others are ignored,
+        as this process's own ``tasks/update`` ignores them);
+        :class:`JournalUnreadable` when the journal cannot be written."""
+        try:
+            self.journal.record_answers(run_id_of(identity), task_id, responses)  # type: ignore[union-attr]
+        except Exception as exc:
+            raise JournalUnreadable(f"the journal of tasks cannot be written: {exc}") from exc
 
     def _forget_old(self) -> None:
         cutoff = time.time() - TTL_MS / 1000
@@ -267,16 +331,19 @@ class Tasks:
         task = self.mine(task_id, identity)
         if task is None:
             record = self.from_journal(task_id, identity)
-            if record is None:
-                return False
-            if record.state == "started" and not record.unknown():  # another replica runs it
+            if record is None:  # another replica runs it, waiting on its approval?
+                if self.questions_in_journal(task_id, identity) is None:
+                    return False
+                self._request_cancel(task_id, identity)
+            elif record.state == "started" and not record.unknown():  # another replica runs it
                 self._request_cancel(task_id, identity)
             return True
-        if self._stop(task):  # and recorded, so that every replica reads it cancelled
-            try:
+        if task.status not in TERMINAL:  # recorded first, while it may still wait on
+            try:  # its questions: so that every replica reads it cancelled
                 self._request_cancel(task_id, identity)
             except JournalUnreadable as exc:  # stopped all the same
                 _log.warning("MCP tasks: task %s was cancelled here only (%s)", task_id, exc)
+        self._stop(task)
         return True
 
     def wait_recorded(self, task: Task, timeout: float = RECORDED_S) -> None:
@@ -358,7 +425,22 @@ class Tasks:
                 asked = set()
             for key in asked:
                 self._stop(keys[key])
+            self._deliver_answers([task for task in running if task.status == "input_required"])
             time.sleep(WATCH_S)
+
+    def _deliver_answers(self, waiting: list[Task]) -> None:
+        """Take the answers other replicas recorded for the tasks ``waiting`` on
+        questions here, and deliver them as this process's ``tasks/update`` would."""
+        if not waiting or not self.asks_across:
+            return
+        keys = {(run_id_of(task.identity), task.task_id): task for task in waiting}
+        try:
+            answers = self.journal.take_answers(list(keys))  # type: ignore[union-attr]
+        except Exception as exc:  # read again at the next turn
+            _log.warning("MCP tasks: could not read the answers (%s)", exc)
+            return
+        for key, responses in answers.items():
+            keys[key].answer(responses)
 
     def from_journal(self, task_id: str, identity: str) -> t.Any | None:
         """The journal's record of a task of ``identity`` (None: none, or no journal);
