@@ -218,3 +218,24 @@ def test_the_same_response_again_after_resolve_answers_from_the_journal(
     [message] = again.to_openai_messages()
     assert json.loads(message["content"])["result"] == ["found a", "published again"]
     assert count(markers, "lookup-a") == 1 and count(markers, "publish-again") == 1
+
+
+def test_the_code_tool_run_directly_on_a_journal_never_records_its_call_under_its_id(
+    markers: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    journal = SQLiteJournal(str(tmp_path / "calls.db"))
+    registry = marking_registry(markers, journal=journal)
+    registry.register(registry.code_tool())
+    ctx = RunContext.new(run_id="direct-1")
+    code = 'a = lookup(item="d")\npublish(text="direct")\n'
+    first = registry.execute("run_python", {"code": code}, ctx, call_id="d1")
+    assert isinstance(first, Ok) and isinstance(first.value, ProgramPaused), first
+    assert journal.get("direct-1", "d1") is None  # a paused program is no outcome
+
+    # The same call again is the program again (its nested calls from the journal),
+    # paused on the same nested call: never the paused program's text as an answer.
+    again = registry.execute("run_python", {"code": code}, ctx, call_id="d1")
+    assert isinstance(again, Ok) and isinstance(again.value, ProgramPaused), again
+    assert again.value.ids == first.value.ids
+    assert count(markers, "lookup-d") == 1
+    assert journal.get("direct-1", "d1") is None
