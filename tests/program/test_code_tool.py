@@ -239,3 +239,45 @@ def test_the_code_tool_run_directly_on_a_journal_never_records_its_call_under_it
     assert again.value.ids == first.value.ids
     assert count(markers, "lookup-d") == 1
     assert journal.get("direct-1", "d1") is None
+
+
+@pytest.mark.parametrize("journaled", [True, False])
+def test_the_program_calls_start_signal_carries_its_batch_call_id_and_it_is_not_journaled(
+    markers: pathlib.Path, tmp_path: pathlib.Path, journaled: bool
+) -> None:
+    import threading
+    import typing as t
+
+    from nous_tools import Tool, signals
+
+    journal = SQLiteJournal(str(tmp_path / "calls.db")) if journaled else None
+    registry = marking_registry(markers, **({"journal": journal} if journal else {}))
+    registry.register(registry.code_tool())
+    seen: list[tuple[str, str, object]] = []
+    lock = threading.Lock()
+
+    def on(kind: str) -> t.Callable[..., None]:
+        def receive(sender: Tool, *, measurements: t.Any, metadata: t.Any) -> None:
+            with lock:
+                seen.append((kind, sender.name, metadata.get("call_id")))
+
+        return receive
+
+    start, stop = on("start"), on("stop")
+    signals.tool_execute_start.connect(start)
+    signals.tool_execute_stop.connect(stop)
+    try:
+        code = 'a = lookup(item="g")\np = publish(text="signal")\nresult = [a, p]\n'
+        ctx = RunContext.new(run_id="signals-1")
+        batch = execute_tool_calls(registry, [openai_call("call_s", code)], ctx)
+    finally:
+        signals.tool_execute_start.disconnect(start)
+        signals.tool_execute_stop.disconnect(stop)
+    assert [entry["id"] for entry in batch.pending_summary()] == ["call_s/2"]
+    program = [(kind, call_id) for kind, name, call_id in seen if name == "run_python"]
+    # (a stop signal names no call: signals.tool_execute_stop)
+    assert program == [("start", "call_s"), ("stop", None)]
+    assert ("start", "lookup", "call_s/1") in seen
+    if journal is not None:  # the program's call itself is never an outcome
+        assert journal.get("signals-1", "call_s") is None
+        assert journal.get("signals-1", "call_s/1") is not None
