@@ -281,3 +281,31 @@ def test_the_program_calls_start_signal_carries_its_batch_call_id_and_it_is_not_
     if journal is not None:  # the program's call itself is never an outcome
         assert journal.get("signals-1", "call_s") is None
         assert journal.get("signals-1", "call_s/1") is not None
+
+
+def test_a_batch_resolves_a_nested_call_with_an_edit(
+    markers: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    from nous_tools import Edit
+
+    registry = marking_registry(markers, journal=SQLiteJournal(str(tmp_path / "calls.db")))
+    registry.register(registry.code_tool())
+    code = 'a = lookup(item="a")\np = publish(text="draft")\nresult = [a, p]\n'
+    ctx = RunContext.new(run_id="conversation-e")
+    batch = execute_tool_calls(registry, [openai_call("call_e", code)], ctx)
+    with pytest.raises(ValueError, match="'approve', 'reject' or an Edit"):
+        batch.resolve({"call_e/2": 42})
+    resolved = batch.resolve({"call_e/2": Edit({"text": "final"})})
+    assert resolved.pending == [] and resolved.all_ok, resolved.results
+    [message] = resolved.to_openai_messages()
+    assert json.loads(message["content"])["result"] == ["found a", "published final"]
+    assert count(markers, "publish-final") == 1 and count(markers, "publish-draft") == 0
+
+    # The same response again, as a new batch, has no paused program to say the call
+    # at #2 was edited: the asked call conflicts with the journal's (edited) record,
+    # and the program diverges there; nothing runs twice.
+    again = execute_tool_calls(registry, [openai_call("call_e", code)], ctx)
+    [error] = again.to_openai_messages()
+    assert "diverged at nested call #2" in error["content"]
+    assert count(markers, "publish-final") == 1 and count(markers, "publish-draft") == 0
+    assert count(markers, "lookup-a") == 1
