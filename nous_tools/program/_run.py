@@ -239,7 +239,10 @@ def resume(
     rejected = paused.rejected + tuple(i for i, (d, _, _) in plan.items() if d == "reject")
     edited = paused.edited + tuple(
         EditedCall(
-            i, asked.tool.name, _digest(_canonical.thaw(asked.arguments)), dict(run.arguments)
+            i,
+            asked.tool.name,
+            _digest(_canonical.thaw(asked.arguments)),
+            _canonical.thaw(run.arguments),
         )
         for i, (d, asked, run) in plan.items()
         if d == "edit"
@@ -575,7 +578,7 @@ class _Run:
         """The journal's outcome of an edited call (recorded under its id with the
         edited arguments); an edit the tool's schema refused never ran: its
         validation error again."""
-        arguments = dict(edited.arguments)
+        arguments = _canonical.thaw(edited.arguments)
         tool = self.registry.lookup(name)
         validator = None if tool is None else tool.validator
         failure = None if validator is None else validator.validate(arguments)

@@ -314,3 +314,26 @@ two = publish(text="two")
     assert "#1" in result.reason.message and "text='changed'" in result.reason.message
     assert count(markers, "publish-uno") == 1 and count(markers, "publish-changed") == 0
     assert count(markers, "publish-two") == 0
+
+
+def test_an_edit_with_nested_values_crosses_a_request_and_replays(
+    markers: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    from nous_tools import Tool
+
+    def tag(items: list[str], labels: dict[str, list[int]]) -> str:
+        """Tag items (asks a person first)."""
+        return ",".join(items) + ":" + json.dumps(labels, sort_keys=True)
+
+    registry = registry_for("journal", markers, tmp_path)
+    registry.register(Tool.from_function(tag, timeout=30, approval="ask"))
+    source = 't = tag(items=["a"], labels={"x": [1]})\np = publish(text="after")\nresult = [t, p]\n'
+    paused = registry.run_program(source, program_id="nest")
+    assert isinstance(paused, ProgramPaused) and paused.ids == ["nest/1"]
+    again = paused.resolve({"nest/1": Edit({"items": ["b", "c"], "labels": {"y": [2, 3]}})})
+    assert isinstance(again, ProgramPaused) and again.ids == ["nest/2"]
+    wire = json.loads(json.dumps(again.to_dict(secret="k")))
+    back = ProgramPaused.from_dict(wire, registry, secret="k")
+    result = back.resolve({"nest/2": "approve"})
+    assert isinstance(result, Ok), result
+    assert result.value.result == ['b,c:{"y": [2, 3]}', "published after"]
