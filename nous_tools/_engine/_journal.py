@@ -81,6 +81,7 @@ __all__ = [
     "resolve_conflict",
     "run_journaled",
     "step0",
+    "unjournaled",
 ]
 
 
@@ -494,6 +495,14 @@ class JournalClaim(Claim):
             )
 
 
+def unjournaled(tool: Tool) -> bool:
+    """Whether ``tool``'s calls are never journaled under their own id: its
+    function's class says so (``_nous_unjournaled = True``), as a code tool's does
+    — its nested calls are journaled each, and a paused program is no outcome to
+    record (the same call again runs the program again, its calls replayed)."""
+    return getattr(type(tool.function), "_nous_unjournaled", False) is True
+
+
 def run_journaled(
     rest: Rest,
     journal: t.Any,
@@ -508,6 +517,8 @@ def run_journaled(
     """Step 0 of a call on an executor or registry with a journal, wrapping the
     rest: the journaled answer of a repeat, or ``rest`` run once with the
     :class:`JournalClaim` that records it (unjournaled, for a call without a key)."""
+    if unjournaled(tool):
+        return rest(tool, arguments, ctx, call_id, skip_approval, shielded, None, None)
     hook = getattr(journal, "_run_call", None)
     if hook is not None:  # a journal that takes the whole call (a Cassette)
         return t.cast("Result", hook(rest, tool, arguments, ctx, call_id, skip_approval, shielded))
@@ -554,7 +565,7 @@ def step0(
     to run it with, or None when the journal has no say (no journal, no key)."""
     from nous_tools.run_context import RunContext
 
-    if journal is None or getattr(journal, "_run_call", None) is not None:
+    if journal is None or getattr(journal, "_run_call", None) is not None or unjournaled(tool):
         return None
     run_id = ctx.run_id if isinstance(ctx, RunContext) else None
     if run_id is None or call_id is None:

@@ -34,7 +34,7 @@ from nous_tools._util._scope import Scope, here, interrupts
 from nous_tools._util._text import safe_str
 from nous_tools._util._tokens import claim_expiry
 from nous_tools._util._tokens import limits as limits_of
-from nous_tools.approval import NeedsApproval
+from nous_tools.approval import Edit, NeedsApproval
 from nous_tools.errors import (
     BatchAlreadyResolved,
     JournalConflict,
@@ -44,7 +44,7 @@ from nous_tools.errors import (
     ToolTimeout,
 )
 from nous_tools.program import _children
-from nous_tools.program._values import ProgramOutput, ProgramPaused
+from nous_tools.program._values import EditedCall, ProgramOutput, ProgramPaused
 from nous_tools.results import Err, Ok, Result
 from nous_tools.run_context import RunContext
 from nous_tools.sandbox import SandboxPolicy
@@ -183,7 +183,7 @@ def run_program(
 
 def resume(
     paused: ProgramPaused,
-    decisions: c.Mapping[str, str],
+    decisions: c.Mapping[str, str | Edit],
     ctx: RunContext[t.Any] | None,
 ) -> Result | ProgramPaused:
     """:meth:`ProgramPaused.resolve`."""
@@ -192,11 +192,12 @@ def resume(
         raise ValueError("cannot resolve: this paused program has no registry")
     if not isinstance(decisions, c.Mapping):
         raise TypeError(
-            f"resolve expects a mapping of nested call ids to 'approve' or 'reject', "
-            f"got {type(decisions).__name__}"
+            f"resolve expects a mapping of nested call ids to 'approve', 'reject' or an "
+            f"Edit, got {type(decisions).__name__}"
         )
     waiting = {na.call_id: na for na in paused.waiting}
-    plan: dict[str, tuple[str, NeedsApproval]] = {}
+    # each decided call: its decision, the call the program asked, the call to run
+    plan: dict[str, tuple[str, NeedsApproval, NeedsApproval]] = {}
     for call_id, decision in decisions.items():
         na = waiting.get(call_id)
         if na is None:
@@ -205,12 +206,16 @@ def resume(
                 f"cannot resolve: {call_id!r} is not a nested call waiting in program "
                 f"{paused.program_id} (waiting: {shown})"
             )
-        if decision not in ("approve", "reject"):
+        if type(decision) is Edit:
+            plan[call_id] = ("edit", na, _edited(call_id, decision, na))
+        elif type(decision) is str and decision in ("approve", "reject"):
+            plan[call_id] = (decision, na, na)
+        else:
+            shown = safe_str(decision)[:60] if type(decision) is str else type(decision).__name__
             raise ValueError(
                 f"cannot resolve: the decision for nested call {call_id!r} must be "
-                f"'approve' or 'reject', got {safe_str(decision)[:60]!r}"
+                f"'approve', 'reject' or an Edit, got {shown!r}"
             )
-        plan[call_id] = (decision, na)
     if not plan:
         return paused
     claim = (
@@ -231,13 +236,50 @@ def resume(
         raise TypeError(f"resolve expects a RunContext or None, got {type(ctx).__name__}")
     if ctx.run_id != paused.run_id or ctx.approval_gated:
         ctx = attrs.evolve(ctx, run_id=paused.run_id, approval_gated=False)
-    rejected = paused.rejected + tuple(i for i, (d, _) in plan.items() if d == "reject")
-    for _, (decision, na) in plan.items():
+    rejected = paused.rejected + tuple(i for i, (d, _, _) in plan.items() if d == "reject")
+    edited = paused.edited + tuple(
+        EditedCall(
+            i,
+            asked.tool.name,
+            _digest(_canonical.thaw(asked.arguments)),
+            _canonical.thaw(run.arguments),
+        )
+        for i, (d, asked, run) in plan.items()
+        if d == "edit"
+    )
+    for _, (decision, na, _) in plan.items():
         if decision == "reject":
             registry.claim_approval(na.id, _expiry(registry, (na,)))
     undecided = tuple(na for na in paused.waiting if na.call_id not in plan)
-    again = attrs.evolve(paused, waiting=undecided, rejected=rejected)
-    return _Run(registry, again, ctx, {i: na for i, (d, na) in plan.items() if d == "approve"}).go()
+    again = attrs.evolve(paused, waiting=undecided, rejected=rejected, edited=edited)
+    approved = {i: (asked, run) for i, (d, asked, run) in plan.items() if d != "reject"}
+    return _Run(registry, again, ctx, approved).go()
+
+
+def _edited(call_id: str, decision: Edit, na: NeedsApproval) -> NeedsApproval:
+    """The approval that runs ``na``'s call with the edited arguments (its own id:
+    running it uses up the approval); ``ValueError`` for arguments that are not a
+    mapping or cannot be an approval's. The schema is checked when it runs: a bad
+    edit is the nested call's validation error, inside the program."""
+    arguments = decision.arguments
+    if not isinstance(arguments, c.Mapping):
+        raise ValueError(
+            f"cannot resolve: the edit of nested call {call_id!r} must give the arguments "
+            f"as a mapping, got {type(arguments).__name__}"
+        )
+    try:
+        approval = NeedsApproval(
+            na.tool,
+            arguments,
+            id=na.id,
+            issued_at=na.issued_at,
+            call_id=na.call_id,
+            audience=na.audience,
+        )
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"cannot resolve: the edit of nested call {call_id!r}: {exc}") from None
+    object.__setattr__(approval, "_limits", na._limits)  # accepted under the same limits
+    return approval
 
 
 def _expiry(registry: RegistryLike, waiting: c.Iterable[NeedsApproval]) -> float | None:
@@ -272,12 +314,14 @@ class _Run:
         registry: RegistryLike,
         paused: ProgramPaused,
         ctx: RunContext[t.Any],
-        approved: dict[str, NeedsApproval],
+        approved: dict[str, tuple[NeedsApproval, NeedsApproval]],
     ) -> None:
         self.registry = registry
         self.paused = paused
         self.ctx = ctx
+        # each approved call: the call the program asked, the call to run (edited)
         self.approved = approved
+        self.edited = {e.call_id: e for e in paused.edited}
         self.position = 0
         self.journal = registry.effective_journal()
         self.memo = _memo_of(registry) if self.journal is None else None
@@ -478,15 +522,17 @@ class _Run:
         ctx = self.ctx
         approved = self.approved.get(call_id)
         if approved is not None:
-            if approved.tool.name != name or _canonical.thaw(approved.arguments) != arguments:
+            asked, run = approved
+            if asked.tool.name != name or _canonical.thaw(asked.arguments) != arguments:
                 return self._diverged(
                     position,
                     name,
                     arguments,
-                    approved.tool.name,
-                    _canonical.thaw(approved.arguments),
+                    asked.tool.name,
+                    _canonical.thaw(asked.arguments),
                 )
-            result = registry.run_approval(approved, ctx, call_id)
+            # (edited: the edited call runs, recorded under the call's id)
+            result = registry.run_approval(run, ctx, call_id)
             self._record(call_id, name, arguments, result)
             return result
         if call_id in self.paused.rejected:
@@ -496,6 +542,11 @@ class _Run:
         memo = self.memo
         key = (self.paused.run_id, call_id)
         digest = _digest(arguments)
+        edited = self.edited.get(call_id)
+        # A call a person approved with other arguments: the one approved if the
+        # program asks what it asked then, answered by the edited call's outcome.
+        if edited is not None and (edited.tool != name or edited.asked != digest):
+            return self._diverged(position, name, arguments, edited.tool, None)
         if memo is not None:
             with _memo_lock:
                 known = memo.get(key)
@@ -503,6 +554,11 @@ class _Run:
                 if known[0] != name or known[1] != digest:
                     return self._diverged(position, name, arguments, known[0], None)
                 return known[2]
+        if edited is not None:  # never the asked arguments: the edited call's outcome
+            replayed = self._replay_edit(edited, name, call_id)
+            if not isinstance(replayed, NeedsApproval):
+                self._record(call_id, name, arguments, replayed)
+            return replayed
         answer = registry.execute(name, arguments, ctx, call_id=call_id)
         if isinstance(answer, NeedsApproval):
             return answer
@@ -517,6 +573,20 @@ class _Run:
             )
         self._record(call_id, name, arguments, answer)
         return answer
+
+    def _replay_edit(self, edited: EditedCall, name: str, call_id: str) -> Result | NeedsApproval:
+        """The journal's outcome of an edited call (recorded under its id with the
+        edited arguments); an edit the tool's schema refused never ran: its
+        validation error again."""
+        arguments = _canonical.thaw(edited.arguments)
+        tool = self.registry.lookup(name)
+        validator = None if tool is None else tool.validator
+        failure = None if validator is None else validator.validate(arguments)
+        if failure is not None:
+            return Err(
+                ToolError(f"Invalid arguments for '{name}': {failure.message}", tool_name=name)
+            )
+        return self.registry.execute(name, arguments, self.ctx, call_id=call_id)
 
     def _record(self, call_id: str, name: str, arguments: dict[str, t.Any], result: Result) -> None:
         if self.memo is not None:

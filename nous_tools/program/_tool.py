@@ -130,7 +130,12 @@ def code_tool(
 class _Runner:
     """A code tool's function: a callable object, so that the approval tokens of its
     calls identify it by its class and code (a closure over a registry could not
-    be represented in a token)."""
+    be represented in a token). Its calls are never journaled under their own id
+    (``_nous_unjournaled``, which the journal's step honours): a paused program is
+    no outcome, and the same call again runs the program again, each of its nested
+    calls answered by the journal under ``"<program id>/<position>"``."""
+
+    _nous_unjournaled = True
 
     def __init__(
         self,

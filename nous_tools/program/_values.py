@@ -8,7 +8,7 @@ import typing as t
 
 import attrs
 
-from nous_tools.approval import NeedsApproval
+from nous_tools.approval import Edit, NeedsApproval
 from nous_tools.sandbox import SandboxPolicy
 
 if t.TYPE_CHECKING:
@@ -16,7 +16,7 @@ if t.TYPE_CHECKING:
     from nous_tools.results import Result
     from nous_tools.run_context import RunContext
 
-__all__ = ["ProgramOutput", "ProgramPaused"]
+__all__ = ["EditedCall", "ProgramOutput", "ProgramPaused"]
 
 
 @attrs.frozen(slots=True)
@@ -36,6 +36,27 @@ class ProgramOutput:
     def to_dict(self) -> dict[str, t.Any]:
         """``{"result", "stdout"}``: what a model is shown of it (``code_tool``)."""
         return {"result": self.result, "stdout": self.stdout}
+
+
+@attrs.frozen(slots=True)
+class EditedCall:
+    """A nested call a person approved with changed arguments (an
+    :class:`~nous_tools.Edit`): the program asked ``tool`` with arguments whose
+    digest is ``asked``, and the call ran (under ``call_id``) with ``arguments``.
+
+    Every later re-run of the program accepts the asked call at that position as
+    the approved one, and answers it with the edited call's outcome (from the
+    journal, which holds it under ``call_id``, or this process's record).
+    """
+
+    #: The nested call's id, ``"<program_id>/<position>"``.
+    call_id: str
+    #: The tool the program asked there.
+    tool: str
+    #: The digest of the arguments the program asked there.
+    asked: str
+    #: The arguments the call ran with (JSON-safe).
+    arguments: c.Mapping[str, t.Any] = attrs.field(eq=False)
 
 
 @attrs.frozen(slots=True, eq=False)
@@ -63,6 +84,9 @@ class ProgramPaused:
     #: The nested calls rejected by earlier decisions (their ids): rejected again on
     #: every re-run, never asked twice.
     rejected: tuple[str, ...] = ()
+    #: The nested calls approved with changed arguments by earlier decisions: the
+    #: asked call is accepted at each one's position on every re-run.
+    edited: tuple[EditedCall, ...] = ()
     #: The program's deadline in seconds on each run (None: none).
     timeout: float | None = None
     #: The most nested calls it may make on each run.
@@ -133,16 +157,21 @@ class ProgramPaused:
 
     def resolve(
         self,
-        decisions: c.Mapping[str, str],
+        decisions: c.Mapping[str, str | Edit],
         ctx: RunContext[t.Any] | None = None,
     ) -> Result | ProgramPaused:
-        """Apply a person's decisions (``{nested_id: "approve" | "reject"}``) and run
-        the program again from its start; returns what :meth:`Registry.run_program`
-        returns. An approved call runs once (its approval is claimed); a rejected one
-        is an exception inside the program (:class:`ToolError`, which it may catch).
+        """Apply a person's decisions (``{nested_id: "approve" | "reject" |
+        Edit(arguments)}``) and run the program again from its start; returns what
+        :meth:`Registry.run_program` returns. An approved call runs once (its
+        approval is claimed); an edited one runs once with the edited arguments,
+        validated against the tool's schema (a bad edit is that call's validation
+        error inside the program), and every re-run accepts the call the program
+        asks there as the one approved (:class:`EditedCall`); a rejected one is an
+        exception inside the program (:class:`ToolError`, which it may catch).
         Checked before anything runs, each a ``ValueError``: an id that is not
-        waiting, a decision that is neither. A paused program resolves once: again
-        is :class:`~nous_tools.errors.BatchAlreadyResolved` and runs nothing."""
+        waiting, a decision that is none of those, an edit whose arguments are not a
+        mapping. A paused program resolves once: again is
+        :class:`~nous_tools.errors.BatchAlreadyResolved` and runs nothing."""
         from nous_tools.program._run import resume
 
         return resume(self, decisions, ctx)

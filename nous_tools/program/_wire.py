@@ -18,6 +18,7 @@ import typing as t
 from nous_tools._util import _canonical as _c
 from nous_tools._util._tokens import _HMAC, _key, _same, mismatch
 from nous_tools.approval import NeedsApproval
+from nous_tools.program._values import EditedCall
 from nous_tools.sandbox import SandboxPolicy
 
 if t.TYPE_CHECKING:
@@ -73,6 +74,10 @@ def write(paused: ProgramPaused, secret: str | bytes | None) -> dict[str, t.Any]
         "max_calls": paused.max_calls,
         "functions": None if paused.functions is None else list(paused.functions),
         "rejected": list(paused.rejected),
+        "edited": [
+            {"id": e.call_id, "tool": e.tool, "asked": e.asked, "arguments": dict(e.arguments)}
+            for e in paused.edited
+        ],
         "sandbox": _policy(paused.sandbox),
         "audience": getattr(paused.registry, "name", None),
         "waiting": [na.to_dict(secret) for na in paused.waiting],
@@ -142,12 +147,25 @@ def read(
     rejected = _field(data, "rejected", (list,))
     if not all(type(x) is str for x in [*(functions or ()), *rejected]):
         raise _refused("'functions' and 'rejected' must hold str only")
+    edited = []
+    entries = data.get("edited", [])  # (none before edits were carried)
+    if type(entries) is not list:
+        raise _refused(f"'edited' must be list, got {type(entries).__name__}")
+    for entry in entries:
+        if not (
+            isinstance(entry, dict)
+            and all(type(entry.get(k)) is str for k in ("id", "tool", "asked"))
+            and isinstance(entry.get("arguments"), dict)
+        ):
+            raise _refused("'edited' must hold {id, tool, asked, arguments} entries only")
+        edited.append(EditedCall(entry["id"], entry["tool"], entry["asked"], entry["arguments"]))
     return cls(
         source=_field(data, "source", (str,)),
         program_id=_field(data, "program_id", (str,)),
         run_id=_field(data, "run_id", (str,)),
         waiting=tuple(waiting),
         rejected=tuple(rejected),
+        edited=tuple(edited),
         timeout=timeout,
         max_calls=_field(data, "max_calls", (int,)),
         sandbox=None if policy is None else SandboxPolicy.new(policy),

@@ -516,11 +516,11 @@ def resolve(
 
 def _program_decisions(
     batch: ToolCallResults, decisions: t.Any
-) -> tuple[t.Any, dict[int, dict[str, str]]]:
+) -> tuple[t.Any, dict[int, dict[str, str | Edit]]]:
     """The decisions for the batch's own pending calls, and those for the nested
     calls of its paused programs by the program's index; ``ValueError`` for a
     program's own call id (its nested calls are what a person decides) or a nested
-    decision that is not ``"approve"`` or ``"reject"``, before anything runs."""
+    decision that is not ``"approve"``, ``"reject"`` or an ``Edit``, before anything runs."""
     if not isinstance(decisions, c.Mapping):
         return decisions, {}
     nested: dict[str, int] = {}
@@ -535,7 +535,7 @@ def _program_decisions(
     if not nested:
         return decisions, {}
     rest: dict[t.Any, t.Any] = {}
-    programs: dict[int, dict[str, str]] = {}
+    programs: dict[int, dict[str, str | Edit]] = {}
     for key, decision in decisions.items():
         if type(key) is str and key in own:
             raise ValueError(
@@ -546,10 +546,12 @@ def _program_decisions(
         if where is None:
             rest[key] = decision
             continue
-        if type(decision) is not str or decision not in ("approve", "reject"):
+        if type(decision) is not Edit and (
+            type(decision) is not str or decision not in ("approve", "reject")
+        ):
             raise ValueError(
-                f"cannot resolve: the decision for nested call {key!r} must be 'approve' "
-                f"or 'reject', got {_short(decision)}"
+                f"cannot resolve: the decision for nested call {key!r} must be 'approve', "
+                f"'reject' or an Edit, got {_short(decision)}"
             )
         programs.setdefault(where, {})[key] = decision
     return rest, programs
@@ -558,7 +560,7 @@ def _program_decisions(
 def _resolve_programs(
     batch: ToolCallResults,
     registry: Registry,
-    programs: dict[int, dict[str, str]],
+    programs: dict[int, dict[str, str | Edit]],
     ctx: RunContext[t.Any],
 ) -> ToolCallResults:
     """``batch`` with each paused program of ``programs`` resolved (run again from

@@ -69,7 +69,6 @@ from nous_tools.errors import ToolError, ToolNotFound
 from nous_tools.executor import ToolCall, ToolExecutor, _check_batch_cap
 from nous_tools.program import ProgramPaused
 from nous_tools.program._calling import calling as _calling
-from nous_tools.program._tool import is_code_tool
 from nous_tools.providers import _web
 from nous_tools.providers._calls_in import (
     _SKIP,
@@ -720,13 +719,12 @@ def execute_tool_calls(
     if not callable(lookup):
         raise TypeError(f"execute_tool_calls expects a Registry, got {type(registry).__name__}")
     calls, kinds, jobs, skipped, refused, providers = _read_calls(_unwrap(tool_calls), lookup)
-    for index, job in enumerate(jobs):
-        if type(job) is tuple and is_code_tool(job[0]):
-            # A program's call is not journaled itself (its nested calls are, under
-            # "<call id>/<position>"): a paused program is no outcome to record, and
-            # the same call again runs the program again, its calls answered by the
-            # journal. Its id reaches it as its program's id (``enter``).
-            jobs[index] = (job[0], job[1], None)
+    # A code tool's call keeps its id (its signals and span carry it) and is never
+    # journaled itself (its function says so: the journal's step honours
+    # ``_nous_unjournaled``); its nested calls are, under "<call id>/<position>". A
+    # paused program is no outcome to record, and the same call again runs the
+    # program again, its calls answered by the journal. Its id reaches it as its
+    # program's id (``enter``).
 
     observer = _observer
     for tool, call, err in refused:  # calls refused before running, for a tracer

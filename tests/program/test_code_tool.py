@@ -218,3 +218,94 @@ def test_the_same_response_again_after_resolve_answers_from_the_journal(
     [message] = again.to_openai_messages()
     assert json.loads(message["content"])["result"] == ["found a", "published again"]
     assert count(markers, "lookup-a") == 1 and count(markers, "publish-again") == 1
+
+
+def test_the_code_tool_run_directly_on_a_journal_never_records_its_call_under_its_id(
+    markers: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    journal = SQLiteJournal(str(tmp_path / "calls.db"))
+    registry = marking_registry(markers, journal=journal)
+    registry.register(registry.code_tool())
+    ctx = RunContext.new(run_id="direct-1")
+    code = 'a = lookup(item="d")\npublish(text="direct")\n'
+    first = registry.execute("run_python", {"code": code}, ctx, call_id="d1")
+    assert isinstance(first, Ok) and isinstance(first.value, ProgramPaused), first
+    assert journal.get("direct-1", "d1") is None  # a paused program is no outcome
+
+    # The same call again is the program again (its nested calls from the journal),
+    # paused on the same nested call: never the paused program's text as an answer.
+    again = registry.execute("run_python", {"code": code}, ctx, call_id="d1")
+    assert isinstance(again, Ok) and isinstance(again.value, ProgramPaused), again
+    assert again.value.ids == first.value.ids
+    assert count(markers, "lookup-d") == 1
+    assert journal.get("direct-1", "d1") is None
+
+
+@pytest.mark.parametrize("journaled", [True, False])
+def test_the_program_calls_start_signal_carries_its_batch_call_id_and_it_is_not_journaled(
+    markers: pathlib.Path, tmp_path: pathlib.Path, journaled: bool
+) -> None:
+    import threading
+    import typing as t
+
+    from nous_tools import Tool, signals
+
+    journal = SQLiteJournal(str(tmp_path / "calls.db")) if journaled else None
+    registry = marking_registry(markers, **({"journal": journal} if journal else {}))
+    registry.register(registry.code_tool())
+    seen: list[tuple[str, str, object]] = []
+    lock = threading.Lock()
+
+    def on(kind: str) -> t.Callable[..., None]:
+        def receive(sender: Tool, *, measurements: t.Any, metadata: t.Any) -> None:
+            with lock:
+                seen.append((kind, sender.name, metadata.get("call_id")))
+
+        return receive
+
+    start, stop = on("start"), on("stop")
+    signals.tool_execute_start.connect(start)
+    signals.tool_execute_stop.connect(stop)
+    try:
+        code = 'a = lookup(item="g")\np = publish(text="signal")\nresult = [a, p]\n'
+        ctx = RunContext.new(run_id="signals-1")
+        batch = execute_tool_calls(registry, [openai_call("call_s", code)], ctx)
+    finally:
+        signals.tool_execute_start.disconnect(start)
+        signals.tool_execute_stop.disconnect(stop)
+    assert [entry["id"] for entry in batch.pending_summary()] == ["call_s/2"]
+    program = [(kind, call_id) for kind, name, call_id in seen if name == "run_python"]
+    # (a stop signal names no call: signals.tool_execute_stop)
+    assert program == [("start", "call_s"), ("stop", None)]
+    assert ("start", "lookup", "call_s/1") in seen
+    if journal is not None:  # the program's call itself is never an outcome
+        assert journal.get("signals-1", "call_s") is None
+        assert journal.get("signals-1", "call_s/1") is not None
+
+
+def test_a_batch_resolves_a_nested_call_with_an_edit(
+    markers: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    from nous_tools import Edit
+
+    registry = marking_registry(markers, journal=SQLiteJournal(str(tmp_path / "calls.db")))
+    registry.register(registry.code_tool())
+    code = 'a = lookup(item="a")\np = publish(text="draft")\nresult = [a, p]\n'
+    ctx = RunContext.new(run_id="conversation-e")
+    batch = execute_tool_calls(registry, [openai_call("call_e", code)], ctx)
+    with pytest.raises(ValueError, match="'approve', 'reject' or an Edit"):
+        batch.resolve({"call_e/2": 42})
+    resolved = batch.resolve({"call_e/2": Edit({"text": "final"})})
+    assert resolved.pending == [] and resolved.all_ok, resolved.results
+    [message] = resolved.to_openai_messages()
+    assert json.loads(message["content"])["result"] == ["found a", "published final"]
+    assert count(markers, "publish-final") == 1 and count(markers, "publish-draft") == 0
+
+    # The same response again, as a new batch, has no paused program to say the call
+    # at #2 was edited: the asked call conflicts with the journal's (edited) record,
+    # and the program diverges there; nothing runs twice.
+    again = execute_tool_calls(registry, [openai_call("call_e", code)], ctx)
+    [error] = again.to_openai_messages()
+    assert "diverged at nested call #2" in error["content"]
+    assert count(markers, "publish-final") == 1 and count(markers, "publish-draft") == 0
+    assert count(markers, "lookup-a") == 1

@@ -14,6 +14,7 @@ import pytest
 
 from nous_tools import (
     BatchAlreadyResolved,
+    Edit,
     Err,
     Ok,
     ProgramDiverged,
@@ -120,8 +121,10 @@ def test_an_unknown_id_or_decision_is_a_value_error_and_runs_nothing(
     assert isinstance(paused, ProgramPaused)
     with pytest.raises(ValueError, match="not a nested call waiting"):
         paused.resolve({"bad/1": "approve"})
-    with pytest.raises(ValueError, match="'approve' or 'reject'"):
+    with pytest.raises(ValueError, match="'approve', 'reject' or an Edit"):
         paused.resolve({"bad/3": "maybe"})
+    with pytest.raises(ValueError, match="as a mapping"):
+        paused.resolve({"bad/3": Edit(t.cast(t.Any, ["not", "a", "mapping"]))})
     assert count(markers, "publish-hello") == 0
 
 
@@ -226,3 +229,111 @@ def test_a_paused_program_crosses_requests_signed_and_refuses_a_change(
     assert count(markers, "lookup-a") == 1 and count(markers, "publish-hello") == 1
     with pytest.raises(BatchAlreadyResolved):  # the original, once the copy was used
         paused.resolve({paused.ids[0]: "approve"})
+
+
+# -- a nested call approved with changed arguments (an Edit) --------------------------
+
+TWO_PUBLISHES = """
+a = lookup(item="a")
+one = publish(text="one")
+two = publish(text="two")
+result = [a, one, two]
+"""
+
+
+def test_an_edited_nested_call_runs_with_the_edited_arguments(
+    markers: pathlib.Path, tmp_path: pathlib.Path, journal_kind: str
+) -> None:
+    registry = registry_for(journal_kind, markers, tmp_path)
+    paused = registry.run_program(PUBLISHING, program_id="ed")
+    assert isinstance(paused, ProgramPaused)
+    result = paused.resolve({"ed/3": Edit({"text": "edited"})})
+    assert isinstance(result, Ok), result
+    assert result.value.result == ["found a", 1, "published edited", "found c"]
+    assert count(markers, "publish-edited") == 1
+    assert count(markers, "publish-hello") == 0  # the asked arguments never ran
+    assert count(markers, "lookup-a") == 1 and count(markers, "lookup-c") == 1
+
+
+def test_an_edit_the_schema_refuses_is_the_nested_calls_validation_error_in_the_program(
+    markers: pathlib.Path, tmp_path: pathlib.Path, journal_kind: str
+) -> None:
+    registry = registry_for(journal_kind, markers, tmp_path)
+    paused = registry.run_program(PUBLISHING, program_id="bad-edit")
+    assert isinstance(paused, ProgramPaused)
+    result = paused.resolve({"bad-edit/3": Edit({"text": 5})})
+    assert isinstance(result, Ok), result
+    refused = result.value.result[2]
+    assert refused.startswith("refused: Invalid arguments for 'publish'"), refused
+    assert count(markers, "publish-5") == 0 and count(markers, "publish-hello") == 0
+    assert count(markers, "lookup-c") == 1  # the program caught it and went on
+
+
+def test_an_edited_call_is_accepted_at_its_position_on_every_later_rerun(
+    markers: pathlib.Path, tmp_path: pathlib.Path, journal_kind: str
+) -> None:
+    registry = registry_for(journal_kind, markers, tmp_path)
+    paused = registry.run_program(TWO_PUBLISHES, program_id="later")
+    assert isinstance(paused, ProgramPaused) and paused.ids == ["later/2"]
+    again = paused.resolve({"later/2": Edit({"text": "uno"})})
+    # the re-run got past the edited call (the program asked "one" there) to the next
+    assert isinstance(again, ProgramPaused), again
+    assert again.ids == ["later/3"]
+    if journal_kind == "journal":  # across a request: the edit is carried, signed
+        wire = json.loads(json.dumps(again.to_dict(secret="k")))
+        forged = json.loads(json.dumps(wire))
+        forged["edited"][0]["arguments"] = {"text": "evil"}
+        with pytest.raises(ValueError, match="signature does not match"):
+            ProgramPaused.from_dict(forged, registry, secret="k")
+        again = ProgramPaused.from_dict(wire, registry, secret="k")
+    result = again.resolve({"later/3": "approve"})
+    assert isinstance(result, Ok), result
+    assert result.value.result == ["found a", "published uno", "published two"]
+    assert count(markers, "publish-uno") == 1  # replayed on the second re-run
+    assert count(markers, "publish-one") == 0 and count(markers, "publish-two") == 1
+    assert count(markers, "lookup-a") == 1
+
+
+def test_a_rerun_that_asks_another_call_at_an_edited_position_diverges(
+    markers: pathlib.Path, tmp_path: pathlib.Path, journal_kind: str
+) -> None:
+    text = tmp_path / "text.txt"
+    text.write_text("one")
+    source = f"""
+one = publish(text=open({str(text)!r}).read())
+two = publish(text="two")
+"""
+    registry = registry_for(journal_kind, markers, tmp_path)
+    paused = registry.run_program(source, program_id="ed-div")
+    assert isinstance(paused, ProgramPaused)
+    again = paused.resolve({"ed-div/1": Edit({"text": "uno"})})
+    assert isinstance(again, ProgramPaused) and again.ids == ["ed-div/2"]
+    text.write_text("changed")  # the program now asks another call at the edited position
+    result = again.resolve({"ed-div/2": "approve"})
+    assert isinstance(result, Err) and isinstance(result.reason, ProgramDiverged), result
+    assert "#1" in result.reason.message and "text='changed'" in result.reason.message
+    assert count(markers, "publish-uno") == 1 and count(markers, "publish-changed") == 0
+    assert count(markers, "publish-two") == 0
+
+
+def test_an_edit_with_nested_values_crosses_a_request_and_replays(
+    markers: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    from nous_tools import Tool
+
+    def tag(items: list[str], labels: dict[str, list[int]]) -> str:
+        """Tag items (asks a person first)."""
+        return ",".join(items) + ":" + json.dumps(labels, sort_keys=True)
+
+    registry = registry_for("journal", markers, tmp_path)
+    registry.register(Tool.from_function(tag, timeout=30, approval="ask"))
+    source = 't = tag(items=["a"], labels={"x": [1]})\np = publish(text="after")\nresult = [t, p]\n'
+    paused = registry.run_program(source, program_id="nest")
+    assert isinstance(paused, ProgramPaused) and paused.ids == ["nest/1"]
+    again = paused.resolve({"nest/1": Edit({"items": ["b", "c"], "labels": {"y": [2, 3]}})})
+    assert isinstance(again, ProgramPaused) and again.ids == ["nest/2"]
+    wire = json.loads(json.dumps(again.to_dict(secret="k")))
+    back = ProgramPaused.from_dict(wire, registry, secret="k")
+    result = back.resolve({"nest/2": "approve"})
+    assert isinstance(result, Ok), result
+    assert result.value.result == ['b,c:{"y": [2, 3]}', "published after"]
