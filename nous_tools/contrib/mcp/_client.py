@@ -168,6 +168,8 @@ class MCPServer:
         self._list_changes = 0
         self._seen_changes = -1
         self._listed_at = 0.0
+        #: Whether the connection's subscriptions/listen stream was lost.
+        self._deaf = False
 
     # -- constructors -----------------------------------------------------------------
 
@@ -567,6 +569,7 @@ class MCPServer:
             with anyio.CancelScope(deadline=anyio.current_time() + self.connect_timeout) as scope:
                 async with contextlib.AsyncExitStack() as stack:
                     client = await self._connect(stack, self)
+                    self._deaf = False
                     if self.list_ttl > 0:
                         await self._listen_for_changes(stack, client)
                     scope.deadline = math.inf
@@ -624,6 +627,10 @@ class MCPServer:
             with contextlib.suppress(Exception):
                 async for _ in subscription:
                     self._tools_changed()
+            # The stream ended with the connection still up: changes can no longer be
+            # heard, so until a reconnection every call lists again.
+            self._deaf = True
+            self._tools_changed()
 
         group.start_soon(consume)
 
@@ -683,6 +690,7 @@ class MCPServer:
         not passed since it was asked for and no list change came since."""
         return (
             self.list_ttl > 0
+            and not self._deaf
             and self._seen_changes == self._list_changes
             and monotonic() - self._listed_at < self.list_ttl
         )
