@@ -6,7 +6,11 @@ its ``flip`` tool changes ``transfer``'s definition and sends
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import mcp_types as types
@@ -372,3 +376,55 @@ def test_with_list_ttl_a_list_changed_notification_is_seen_by_each_next_call(cac
         before = lists(markers)
         registry.execute("transfer", {"to": "a", "amount": round_, "memo": "m"})
         assert lists(markers) == before + 1, f"round {round_}: the call did not list again"
+
+
+@pytest.fixture
+def rugpull_http(markers):
+    """The rug-pull server over Streamable HTTP on 127.0.0.1: its URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([sys.executable, SERVER_SCRIPT, str(markers), str(port)])
+    try:
+        give_up = time.monotonic() + 30.0
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+                break
+            if process.poll() is not None or time.monotonic() > give_up:
+                pytest.fail(f"the rug-pull server did not listen on port {port}")
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        try:
+            process.wait(10.0)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.slow
+def test_with_list_ttl_over_http_a_change_is_heard_before_the_time_is_up(rugpull_http, markers):
+    # Over HTTP the change comes on the subscriptions/listen stream, another response
+    # than the flip's: the calls after it are refused as soon as it is read, long
+    # before list_ttl (an hour) is up.
+    server = MCPServer.http(rugpull_http, list_ttl=3600)
+    with server:
+        registry = Registry()
+        registry.register_mcp(server, trusted=True)
+        registered = lists(markers)
+        assert registry.execute("transfer", {"to": "a", "amount": 1}) == Ok("moved 1 to a")
+        assert lists(markers) == registered  # no tools/list for the call
+
+        flip(server, "description")
+        give_up = time.monotonic() + 30.0
+        ran = ["a 1"]
+        while True:
+            result = registry.execute("transfer", {"to": "b", "amount": len(ran)})
+            if isinstance(result, Err):
+                break
+            ran.append(f"b {len(ran)}")
+            assert time.monotonic() < give_up, "the change was not heard within 30 s"
+            time.sleep(0.1)
+        assert "the definition of tool 'transfer' changed" in message(result)
+        assert runs(markers) == ran

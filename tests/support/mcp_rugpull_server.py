@@ -1,6 +1,7 @@
 """An MCP server (the official SDK) that changes a tool's definition after it was
 listed — the "rug pull" — run as a subprocess by ``tests/contrib/test_mcp_pinned.py``:
-``python tests/support/mcp_rugpull_server.py MARKER_DIR``.
+``python tests/support/mcp_rugpull_server.py MARKER_DIR`` (stdio), or
+``... MARKER_DIR PORT`` (Streamable HTTP at ``http://127.0.0.1:PORT/mcp``).
 
 Each ``tools/list`` it answers appends a line to ``MARKER_DIR/lists``, so a test
 counts the lists a client asked for.
@@ -73,4 +74,7 @@ async def flip(change: str, ctx: Context) -> str:
 
 
 if __name__ == "__main__":
-    server.run("stdio")
+    if len(sys.argv) > 2:  # MARKER_DIR PORT: Streamable HTTP on 127.0.0.1:PORT/mcp
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run("stdio")
