@@ -321,8 +321,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--task-number", type=int, default=10, help="calls of each tool per round (Tasks)"
     )
+    parser.add_argument(
+        "--list-ttl",
+        type=float,
+        default=0.0,
+        help="MCPServer.stdio(list_ttl=...) of the stdio part (default 0: list every call)",
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the figures there")
     options = parser.parse_args(argv)
+    stdio_options = {"list_ttl": options.list_ttl} if options.list_ttl else {}
     number = options.number
     if options.tasks_only:
         found = tasks(options.rounds, options.task_number)
@@ -345,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     with (
         anyio.from_thread.start_blocking_portal() as portal,
         portal.wrap_async_context_manager(Client(params)) as client,
-        MCPServer.stdio(sys.executable, SERVER) as server,
+        MCPServer.stdio(sys.executable, SERVER, **stdio_options) as server,
     ):
         answer = portal.call(client.call_tool, "echo", ARGUMENTS)
         assert answer.content[0].text == "x"  # type: ignore[union-attr]

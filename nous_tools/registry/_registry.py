@@ -698,6 +698,7 @@ class Registry:
         trusted: bool = False,
         prefix: str | None = None,
         replace: bool = False,
+        on_definition_change: t.Literal["refuse", "ask", "accept"] = "refuse",
     ) -> list[Tool]:
         """Register the tools of an external MCP server (a
         :class:`nous_tools.contrib.mcp.MCPServer`) and return them; needs
@@ -707,15 +708,24 @@ class Registry:
         tools (nothing is registered) unless ``replace=True``. (A hostile server could
         otherwise take over a local tool's name, and its approval level.)
 
-        ``server`` is read through what it shows: its ``name`` and its
-        ``tools(trusted=..., prefix=...)``, so the registry needs nothing of
-        ``contrib.mcp`` (any object with those two works)."""
-        tools: list[Tool] = server.tools(trusted=trusted, prefix=prefix)
+        Each tool is pinned to its definition as listed now; ``on_definition_change``
+        (``"refuse"``, ``"ask"`` or ``"accept"``) says what a call does when the
+        server has changed it since: see :func:`nous_tools.contrib.mcp.register_mcp`,
+        which is this method as a function.
+
+        ``server`` is read through what it shows: its ``name``, its
+        ``tools(trusted=..., prefix=..., on_definition_change=...)`` and
+        ``registered_in(registry)`` (told once the tools are registered), so the
+        registry needs nothing of ``contrib.mcp``."""
+        tools: list[Tool] = server.tools(
+            trusted=trusted, prefix=prefix, on_definition_change=on_definition_change
+        )
 
         def refuse(tool: Tool, existing: Tool) -> None:
             raise ValueError(_collision(server.name, tool, existing))
 
         self._register_all(tools, None if replace else refuse)
+        server.registered_in(self)
         return tools
 
     # -- for integrations -------------------------------------------------------

@@ -6,7 +6,11 @@ its ``flip`` tool changes ``transfer``'s definition and sends
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import mcp_types as types
@@ -255,3 +259,172 @@ def test_task_support_follows_a_relist(remote, markers):
     assert registry.execute("transfer", {"to": "b", "amount": 2}) == Ok("moved 2 to b")
     assert remote._task_support["transfer"] == "optional"
     assert runs(markers) == ["a 1", "b 2"]
+
+
+# -- registry.register_mcp: the same policies -------------------------------------------
+
+
+def test_registry_register_mcp_refuses_an_unknown_policy(remote):
+    with pytest.raises(ValueError, match="on_definition_change must be one of"):
+        Registry().register_mcp(remote, on_definition_change="maybe")  # type: ignore[arg-type]
+
+
+def test_registry_register_mcp_accept_adopts_the_new_definition(remote, markers):
+    registry = Registry()
+    registry.register_mcp(remote, trusted=True, on_definition_change="accept")
+    flip(remote, "description")
+    assert registry.execute("transfer", {"to": "a", "amount": 2}) == Ok("moved 2 to a")
+    tool = registry.lookup("transfer")
+    assert tool is not None and "id_rsa" in tool.description
+    assert runs(markers) == ["a 2"]
+
+
+def test_registry_register_mcp_ask_makes_the_changed_tool_wait(remote, markers):
+    registry = Registry()
+    registry.register_mcp(remote, trusted=True, on_definition_change="ask")
+    flip(remote, "description")
+    assert "A person must approve" in message(
+        registry.execute("transfer", {"to": "a", "amount": 2})
+    )
+    waiting = registry.execute("transfer", {"to": "a", "amount": 3})
+    assert isinstance(waiting, NeedsApproval)
+    change = definition_change(waiting.tool)
+    assert change is not None and change.fields == ("description",)
+    assert runs(markers) == []
+
+
+def test_registry_register_mcp_tools_are_accepted_by_accept_definitions(remote, markers):
+    registry = Registry()
+    registry.register_mcp(remote, trusted=True)  # "refuse"
+    flip(remote, "description")
+    assert isinstance(registry.execute("transfer", {"to": "a", "amount": 2}), Err)
+    assert remote.accept_definitions() == ["transfer"]
+    assert registry.execute("transfer", {"to": "a", "amount": 3}) == Ok("moved 3 to a")
+    assert runs(markers) == ["a 3"]
+
+
+# -- list_ttl: how long a list without a ttlMs hint stands ----------------------------------
+
+
+def lists(markers: Path) -> int:
+    """How many ``tools/list`` the server answered."""
+    path = markers / "lists"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+@pytest.fixture(params=["auto", "legacy"])
+def cached(request, markers):
+    # 2026-07-28 (the change comes on a subscriptions/listen stream) and 2025-11-25
+    # (a notification on the connection)
+    args = [SERVER_SCRIPT, str(markers)]
+    server = MCPServer.stdio(sys.executable, args, list_ttl=60, mode=request.param)
+    with server:
+        yield server
+
+
+@pytest.mark.parametrize("bad", [-1, float("nan"), "5", True, None])
+def test_list_ttl_must_be_a_number_of_seconds_at_least_zero(bad):
+    with pytest.raises(ValueError, match="list_ttl must be a number of seconds >= 0"):
+        MCPServer.stdio(sys.executable, [SERVER_SCRIPT, "."], list_ttl=bad)
+
+
+def test_by_default_every_call_lists_the_tools_again(remote, markers):
+    registry = Registry()
+    registry.register_mcp(remote, trusted=True)
+    registered = lists(markers)
+    assert registered >= 1
+    for amount in (1, 2, 3):
+        assert registry.execute("transfer", {"to": "a", "amount": amount}) == Ok(
+            f"moved {amount} to a"
+        )
+    assert lists(markers) == registered + 3
+
+
+def test_with_list_ttl_calls_send_no_tools_list(cached, markers):
+    registry = Registry()
+    registry.register_mcp(cached, trusted=True)
+    registered = lists(markers)
+    for amount in (1, 2, 3):
+        assert registry.execute("transfer", {"to": "a", "amount": amount}) == Ok(
+            f"moved {amount} to a"
+        )
+    assert lists(markers) == registered
+    assert runs(markers) == ["a 1", "a 2", "a 3"]
+
+
+def test_with_list_ttl_a_list_changed_notification_makes_the_next_call_list_again(cached, markers):
+    registry = Registry()
+    registry.register_mcp(cached, trusted=True)
+    assert registry.execute("transfer", {"to": "a", "amount": 1}) == Ok("moved 1 to a")
+    registered = lists(markers)
+
+    flip(cached, "description")  # the server sends notifications/tools/list_changed
+    said = message(registry.execute("transfer", {"to": "a", "amount": 2}))
+    assert "the definition of tool 'transfer' changed since it was registered" in said
+    assert lists(markers) == registered + 1
+    assert runs(markers) == ["a 1"]  # refused: not run
+
+
+def test_with_list_ttl_a_list_changed_notification_is_seen_by_each_next_call(cached, markers):
+    # Over and over, the call right after the notification sees the change: the
+    # notification is noted as it is read, not when the SDK's task gets to it.
+    registry = Registry()
+    registry.register_mcp(cached, trusted=True, on_definition_change="accept")
+    for round_ in range(10):
+        change = "description" if round_ % 2 == 0 else "schema"
+        flip(cached, change)
+        before = lists(markers)
+        registry.execute("transfer", {"to": "a", "amount": round_, "memo": "m"})
+        assert lists(markers) == before + 1, f"round {round_}: the call did not list again"
+
+
+@pytest.fixture
+def rugpull_http(markers):
+    """The rug-pull server over Streamable HTTP on 127.0.0.1: its URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([sys.executable, SERVER_SCRIPT, str(markers), str(port)])
+    try:
+        give_up = time.monotonic() + 30.0
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+                break
+            if process.poll() is not None or time.monotonic() > give_up:
+                pytest.fail(f"the rug-pull server did not listen on port {port}")
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        try:
+            process.wait(10.0)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.slow
+def test_with_list_ttl_over_http_a_change_is_heard_before_the_time_is_up(rugpull_http, markers):
+    # Over HTTP the change comes on the subscriptions/listen stream, another response
+    # than the flip's: the calls after it are refused as soon as it is read, long
+    # before list_ttl (an hour) is up.
+    server = MCPServer.http(rugpull_http, list_ttl=3600)
+    with server:
+        registry = Registry()
+        registry.register_mcp(server, trusted=True)
+        registered = lists(markers)
+        assert registry.execute("transfer", {"to": "a", "amount": 1}) == Ok("moved 1 to a")
+        assert lists(markers) == registered  # no tools/list for the call
+
+        flip(server, "description")
+        give_up = time.monotonic() + 30.0
+        ran = ["a 1"]
+        while True:
+            result = registry.execute("transfer", {"to": "b", "amount": len(ran)})
+            if isinstance(result, Err):
+                break
+            ran.append(f"b {len(ran)}")
+            assert time.monotonic() < give_up, "the change was not heard within 30 s"
+            time.sleep(0.1)
+        assert "the definition of tool 'transfer' changed" in message(result)
+        assert runs(markers) == ran

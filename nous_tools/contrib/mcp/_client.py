@@ -60,6 +60,7 @@ from nous_tools.tool import Tool
 
 if t.TYPE_CHECKING:
     from mcp import Client
+    from mcp.client.caching import CacheMode
 
     from nous_tools.contrib.mcp._auth import OAuth
     from nous_tools.registry import Registry
@@ -125,13 +126,23 @@ class MCPServer:
         name: str,
         named: bool = True,
         connect_timeout: float = 30.0,
+        list_ttl: float = 0.0,
     ) -> None:
+        if (
+            not isinstance(list_ttl, (int, float))
+            or isinstance(list_ttl, bool)
+            or not list_ttl >= 0
+        ):
+            raise ValueError(f"list_ttl must be a number of seconds >= 0, not {list_ttl!r}")
         self._connect = connect
         #: The server's name in results and errors: the ``name`` given, else the
         #: name the server reports once connected (before that, its command or URL).
         self.name = name
         self._named = named
         self.connect_timeout = connect_timeout
+        #: Seconds a ``tools/list`` answer without a ``ttlMs`` hint stands for the
+        #: check of a registered tool's definition (0: every call lists again).
+        self.list_ttl = float(list_ttl)
         self._lock = threading.Lock()
         self._portal: BlockingPortal | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -152,6 +163,13 @@ class MCPServer:
         #: Changed definitions found by calls and not accepted, by remote name.
         self._changes: dict[str, DefinitionChange] = {}
         self._pin_lock = threading.Lock()
+        #: How many ``notifications/tools/list_changed`` (and reconnections) came,
+        #: and how many had when the last list was asked for, and when that was.
+        self._list_changes = 0
+        self._seen_changes = -1
+        self._listed_at = 0.0
+        #: Whether the connection's subscriptions/listen stream was lost.
+        self._deaf = False
 
     # -- constructors -----------------------------------------------------------------
 
@@ -166,6 +184,7 @@ class MCPServer:
         name: str | None = None,
         connect_timeout: float = 30.0,
         mode: str = "auto",
+        list_ttl: float = 0.0,
     ) -> MCPServer:
         """A server run as ``command args...``, spoken to over its stdin/stdout.
 
@@ -173,10 +192,24 @@ class MCPServer:
         ``HOME``, ...), not to the whole of ``os.environ``. ``mode`` is the SDK
         client's protocol negotiation: ``"auto"`` (the newest both sides speak) or
         ``"legacy"`` (the ``initialize`` handshake of protocol 2025-11-25 and before).
+
+        ``list_ttl`` is how many seconds the server's tool list, once read, stands
+        for the check of a registered tool's pinned definition when the server gives
+        no ``ttlMs`` hint (see :func:`register_mcp`): ``0`` (the default) reads it
+        again before every call; more saves that round trip, and a definition
+        changed meanwhile is seen only when the server sends
+        ``notifications/tools/list_changed`` (then the next call lists again) or the
+        time is up.
         """
         connect = stdio_connect(command, args, env, cwd, mode)
         shown = name or " ".join([os.path.basename(command), *args])
-        return cls(connect, name=shown, named=name is not None, connect_timeout=connect_timeout)
+        return cls(
+            connect,
+            name=shown,
+            named=name is not None,
+            connect_timeout=connect_timeout,
+            list_ttl=list_ttl,
+        )
 
     @classmethod
     def http(
@@ -189,9 +222,10 @@ class MCPServer:
         connect_timeout: float = 30.0,
         mode: str = "auto",
         allow_private_networks: bool = False,
+        list_ttl: float = 0.0,
     ) -> MCPServer:
         """A server at a Streamable HTTP endpoint (``https://host/mcp``), with
-        ``headers`` sent on every request; ``mode`` as in :meth:`stdio`.
+        ``headers`` sent on every request; ``mode`` and ``list_ttl`` as in :meth:`stdio`.
 
         Requests to any other origin than the server's (its OAuth discovery, sign-in
         and tokens) never go to a loopback, private, link-local or reserved address
@@ -212,6 +246,7 @@ class MCPServer:
             name=name or url,
             named=name is not None,
             connect_timeout=connect_timeout + waiting,
+            list_ttl=list_ttl,
         )
 
     # -- lifecycle --------------------------------------------------------------------
@@ -275,10 +310,18 @@ class MCPServer:
         ``on_definition_change`` says (``"refuse"``, ``"ask"`` or ``"accept"``).
         """
         policy = _pinned.check_policy(on_definition_change)
-        listed = self._run(self._list_tools, timeout=self.connect_timeout)
-        self._remember(listed)
+        listed = self._relist(self.connect_timeout)
         made = _Made(trusted, prefix or "", timeout, policy)
         return [self._make_tool(entry, made) for entry in listed]
+
+    def registered_in(self, registry: Registry) -> None:
+        """Called by ``registry.register_mcp(server)`` once this server's tools are
+        registered in ``registry``: the tools there are those :meth:`accept_definitions`
+        and a changed definition (``on_definition_change="ask"`` or ``"accept"``)
+        replace."""
+        with self._pin_lock:
+            if not any(ref() is registry for ref in self._registries):
+                self._registries.append(weakref.ref(registry))
 
     def definition_changes(self) -> list[DefinitionChange]:
         """The changes of remote definitions that calls have found and nobody has
@@ -290,14 +333,14 @@ class MCPServer:
     def accept_definitions(self) -> list[str]:
         """Accept the server's current definitions of the registered tools whose
         definition changed since it was pinned (a person reviewed the change): their
-        tools, in the registries :func:`register_mcp` put them in, are replaced by
-        tools made from the new definitions. Returns the names of the tools replaced.
+        tools, in the registries :func:`register_mcp` (or ``registry.register_mcp``)
+        put them in, are replaced by tools made from the new definitions. Returns the
+        names of the tools replaced.
 
-        Tools registered otherwise (``registry.register_mcp(server)``, or
-        :meth:`tools`) are not known here: register them again
-        (``registry.register_mcp(server, replace=True)``) to accept a new definition.
+        Tools made by :meth:`tools` and registered otherwise are not known here:
+        register them again to accept a new definition.
         """
-        self._remember(self._run(self._list_tools, timeout=self.connect_timeout))
+        self._relist(self.connect_timeout)
         accepted: list[str] = []
         with self._pin_lock:
             registries = self._known_registries()
@@ -516,6 +559,7 @@ class MCPServer:
             if connection is None:
                 connection = self._connection = self._connect_now(portal)
                 self._listed = False  # another process, perhaps other tools: list again
+                self._tools_changed()
             return portal, connection
 
     def _connect_now(self, portal: BlockingPortal) -> _Connection:
@@ -525,6 +569,9 @@ class MCPServer:
             with anyio.CancelScope(deadline=anyio.current_time() + self.connect_timeout) as scope:
                 async with contextlib.AsyncExitStack() as stack:
                     client = await self._connect(stack, self)
+                    self._deaf = False
+                    if self.list_ttl > 0:
+                        await self._listen_for_changes(stack, client)
                     scope.deadline = math.inf
                     closing = anyio.Event()
                     task_status.started((client, closing))
@@ -553,6 +600,40 @@ class MCPServer:
                 self.name = info.name
         return _Connection(client, closing, done)
 
+    async def _listen_for_changes(self, stack: contextlib.AsyncExitStack, client: Client) -> None:
+        """On 2026-07-28, where a server says its tool list changed only on a
+        ``subscriptions/listen`` stream, open one for as long as the connection (with
+        a ``list_ttl``, the only way a call hears of a change before the time is up).
+        Each event is noted as it is read (see ``_transport._Watched``); this
+        consumes them. Before 2026-07-28 the notification comes by itself."""
+        from mcp.client.subscriptions import ListenNotSupportedError
+
+        try:
+            subscription = await stack.enter_async_context(client.listen(tools_list_changed=True))
+        except ListenNotSupportedError:
+            return
+        except Exception as exc:
+            _log.warning(
+                "MCP server '%s' refused to tell of tool list changes (%s): with list_ttl "
+                "a changed definition is seen only when the time is up",
+                self.name,
+                describe_error(exc),
+            )
+            return
+        group = await stack.enter_async_context(anyio.create_task_group())
+        stack.callback(group.cancel_scope.cancel)  # first out: the stream ends with us
+
+        async def consume() -> None:
+            with contextlib.suppress(Exception):
+                async for _ in subscription:
+                    self._tools_changed()
+            # The stream ended with the connection still up: changes can no longer be
+            # heard, so until a reconnection every call lists again.
+            self._deaf = True
+            self._tools_changed()
+
+        group.start_soon(consume)
+
     def _end(self, portal: BlockingPortal, connection: _Connection) -> None:
         """Close a connection (best effort, bounded): its subprocess ends with it."""
         with contextlib.suppress(Exception):
@@ -578,11 +659,11 @@ class MCPServer:
             raise
 
     @staticmethod
-    async def _list_tools(client: Client) -> list[types.Tool]:
+    async def _list_tools(client: Client, cache_mode: CacheMode = "use") -> list[types.Tool]:
         tools: list[types.Tool] = []
         cursor: str | None = None
         for _ in range(100):
-            page = await client.list_tools(cursor=cursor)
+            page = await client.list_tools(cursor=cursor, cache_mode=cache_mode)
             tools.extend(page.tools)
             cursor = page.next_cursor
             if cursor is None:
@@ -598,6 +679,36 @@ class MCPServer:
         self._task_support = {entry.name: _task_client.task_support(entry) for entry in listed}
         self._listed = True
 
+    def _tools_changed(self) -> None:
+        """The server said its tool list changed (or the connection is a new one):
+        the list is read again before the next call of a registered tool. Called
+        from the loop thread as the notification is read, before what follows it."""
+        self._list_changes += 1
+
+    def _list_fresh(self) -> bool:
+        """Whether the last list still stands for a call's check: ``list_ttl`` has
+        not passed since it was asked for and no list change came since."""
+        return (
+            self.list_ttl > 0
+            and not self._deaf
+            and self._seen_changes == self._list_changes
+            and monotonic() - self._listed_at < self.list_ttl
+        )
+
+    def _relist(self, timeout: float | None) -> list[types.Tool]:
+        """Read the server's list (the SDK's cache answers while the server's
+        ``ttlMs`` hint holds, unless a list change came since the last list: the
+        SDK's own eviction may not have run yet) and remember it."""
+        self._ensure()  # connected first: a new connection counts as a list change
+        changes, started = self._list_changes, monotonic()
+        mode: CacheMode = "use" if changes == self._seen_changes else "refresh"
+        listed: list[types.Tool] = self._run(
+            functools.partial(self._list_tools, cache_mode=mode), timeout=timeout
+        )
+        self._remember(listed)
+        self._seen_changes, self._listed_at = changes, started
+        return listed
+
     # -- internals: pinned definitions (_pinned) ----------------------------------------
 
     def _call_pinned(
@@ -612,7 +723,8 @@ class MCPServer:
         wait = self.connect_timeout
         if ctx.deadline is not None:  # the list is part of the call: under its deadline
             wait = min(wait, max(0.0, ctx.deadline - monotonic()))
-        self._remember(self._run(self._list_tools, timeout=wait))
+        if not self._list_fresh():
+            self._relist(wait)
         entry = self._entries.get(remote.name)
         if entry is None:
             return Err(
@@ -685,8 +797,7 @@ class MCPServer:
         return Err(
             ToolError(
                 f"{said}. server.definition_changes() shows the change to a person; to "
-                "accept it: server.accept_definitions() (tools registered with "
-                "nous_tools.contrib.mcp.register_mcp), or register the server's tools "
+                "accept it: server.accept_definitions(), or register the server's tools "
                 "again (registry.register_mcp(server, replace=True))",
                 tool_name=tool.name,
             )
@@ -1131,22 +1242,6 @@ def definition_change(tool: Tool) -> DefinitionChange | None:
     return remote.waiting if remote is not None else None
 
 
-class _Registration:
-    """What ``registry.register_mcp`` reads of a server (its ``name`` and
-    ``tools(trusted=, prefix=)``), with :func:`register_mcp`'s policy."""
-
-    def __init__(self, server: MCPServer, policy: _pinned.OnDefinitionChange) -> None:
-        self.server = server
-        self.policy = policy
-
-    @property
-    def name(self) -> str:
-        return self.server.name
-
-    def tools(self, *, trusted: bool = False, prefix: str | None = None) -> list[Tool]:
-        return self.server.tools(trusted=trusted, prefix=prefix, on_definition_change=self.policy)
-
-
 def register_mcp(
     registry: Registry,
     server: MCPServer,
@@ -1157,7 +1252,8 @@ def register_mcp(
     on_definition_change: _pinned.OnDefinitionChange = "refuse",
 ) -> list[Tool]:
     """Register ``server.tools(trusted=trusted, prefix=prefix)`` in ``registry`` and
-    return them: ``registry.register_mcp(server, ...)``, as a function.
+    return them: ``registry.register_mcp(server, ...)`` (the same, options and
+    all), as a function.
 
     A remote tool never replaces a registered tool silently: a name already in
     ``registry`` (or twice in the server's list) is a ``ValueError`` naming both
@@ -1168,8 +1264,10 @@ def register_mcp(
     input and output schemas, annotations, task support). Before each call the
     server's list is read again — through the SDK's response cache, so with no
     request while the server's ``ttlMs`` hint holds and no
-    ``notifications/tools/list_changed`` evicted it — and when the tool's definition
-    differs from the pinned one, ``on_definition_change`` decides:
+    ``notifications/tools/list_changed`` came; for a server without the hint, none
+    either for the ``list_ttl`` seconds given to :meth:`MCPServer.stdio` or
+    :meth:`MCPServer.http` (0 by default: every call) — and when the tool's
+    definition differs from the pinned one, ``on_definition_change`` decides:
 
     * ``"refuse"`` (the default): the call is an ``Err`` naming the tool and the
       fields that changed, with the change; the tool does not run until the change
@@ -1184,14 +1282,13 @@ def register_mcp(
 
     The definition's digest is part of the tool's digest, so an approval token
     issued for one definition never redeems for another."""
-    policy = _pinned.check_policy(on_definition_change)
-    tools = registry.register_mcp(
-        _Registration(server, policy), trusted=trusted, prefix=prefix, replace=replace
+    return registry.register_mcp(
+        server,
+        trusted=trusted,
+        prefix=prefix,
+        replace=replace,
+        on_definition_change=on_definition_change,
     )
-    with server._pin_lock:
-        if not any(ref() is registry for ref in server._registries):
-            server._registries.append(weakref.ref(registry))
-    return tools
 
 
 def _unused(**arguments: t.Any) -> None:  # pragma: no cover - never called

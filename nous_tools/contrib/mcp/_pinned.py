@@ -5,7 +5,8 @@ description, schema or annotations afterwards (MCP's most cited tool-poisoning
 attack). Each tool made by :meth:`MCPServer.tools <nous_tools.contrib.mcp.MCPServer.tools>`
 carries the :class:`Definition` it was made from; before each call the server's list
 is read again (through the SDK's response cache: no request while the server's
-``ttlMs`` hint holds and no ``notifications/tools/list_changed`` came) and compared
+``ttlMs`` hint holds, or the server's ``list_ttl`` when it gives none, and no
+``notifications/tools/list_changed`` came) and compared
 with it. What happens on a difference is the registration's
 ``on_definition_change``: ``"refuse"`` (the default), ``"ask"`` or ``"accept"``.
 

@@ -116,7 +116,9 @@ def stdio_connect(
     )
 
     async def connect(stack: contextlib.AsyncExitStack, server: MCPServer) -> Client:
-        return await stack.enter_async_context(_client(params, server, mode))
+        from mcp.client.stdio import stdio_client
+
+        return await stack.enter_async_context(_client(stdio_client(params), server, mode))
 
     return connect
 
@@ -227,12 +229,60 @@ def request_guard(
     return guard
 
 
+#: The notification that says a server's tool list changed.
+_TOOLS_CHANGED = "notifications/tools/list_changed"
+
+
+class _Watched:
+    """A transport's read stream that tells ``server`` of each
+    ``notifications/tools/list_changed`` as it is read, before the messages after
+    it (the SDK handles a notification in a task of its own, so a call answered
+    after the notification could otherwise be over before the server heard of it)."""
+
+    def __init__(self, stream: t.Any, server: MCPServer) -> None:
+        self._stream = stream
+        self._server = server
+
+    def __getattr__(self, name: str) -> t.Any:  # last_context, ...: the stream's own
+        return getattr(self._stream, name)
+
+    async def __aenter__(self) -> _Watched:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: t.Any) -> t.Any:
+        return await self._stream.__aexit__(*exc_info)
+
+    def __aiter__(self) -> _Watched:
+        return self
+
+    async def __anext__(self) -> t.Any:
+        return self._seen(await self._stream.__anext__())
+
+    async def receive(self) -> t.Any:
+        return self._seen(await self._stream.receive())
+
+    def _seen(self, item: t.Any) -> t.Any:
+        message = getattr(item, "message", None)  # a SessionMessage, or an Exception
+        if isinstance(message, types.JSONRPCNotification) and message.method == _TOOLS_CHANGED:
+            self._server._tools_changed()
+        return item
+
+
+@contextlib.asynccontextmanager
+async def _watched(transport: t.Any, server: MCPServer) -> c.AsyncIterator[tuple[t.Any, t.Any]]:
+    """``transport``'s streams, its read stream :class:`_Watched`."""
+    async with transport as (read_stream, write_stream):
+        yield _Watched(read_stream, server), write_stream
+
+
 def _client(transport: t.Any, server: MCPServer, mode: str) -> Client:
-    """The SDK client over ``transport``, with ``server``'s callbacks."""
+    """The SDK client over ``transport`` (its read stream watched for
+    ``notifications/tools/list_changed``), with ``server``'s callbacks."""
     from mcp import Client
 
     return Client(
-        transport,
+        _watched(transport, server),
         mode=mode,
         elicitation_callback=server._on_elicit,
         sampling_callback=server._on_sample,
