@@ -8,24 +8,13 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-import pytest
-
 from nous_tools import SQLiteJournal
 from nous_tools.journal._record import JournalRecord
+from tests.journal.conftest import started_elsewhere
 
 
 def _started(journal: SQLiteJournal, run_id: str, call_id: str) -> JournalRecord:
-    record = JournalRecord(
-        run_id=run_id, call_id=call_id, tool="charge", digest="d", owner="other-host:1:x",
-        lease_expires=4e9, started_at=1.0,
-    )  # fmt: skip
-    assert journal.start(record) is None
-    return record
-
-
-@pytest.fixture
-def journal(tmp_path: Path) -> SQLiteJournal:
-    return SQLiteJournal(tmp_path / "calls.db")
+    return started_elsewhere(journal, run_id, call_id, "charge")
 
 
 def test_a_started_call_is_asked_to_stop_once_and_found_by_its_key(

@@ -9,27 +9,16 @@ import sqlite3
 import threading
 from pathlib import Path
 
-import pytest
-
 from nous_tools import SQLiteJournal
 from nous_tools.journal._record import JournalRecord
+from tests.journal.conftest import started_elsewhere
 
 ELICIT = {"method": "elicitation/create", "params": {"message": "Colour?"}}
 SAMPLE = {"method": "sampling/createMessage", "params": {"maxTokens": 5}}
 
 
 def _started(journal: SQLiteJournal, run_id: str, call_id: str) -> JournalRecord:
-    record = JournalRecord(
-        run_id=run_id, call_id=call_id, tool="ask", digest="d", owner="other-host:1:x",
-        lease_expires=4e9, started_at=1.0,
-    )  # fmt: skip
-    assert journal.start(record) is None
-    return record
-
-
-@pytest.fixture
-def journal(tmp_path: Path) -> SQLiteJournal:
-    return SQLiteJournal(tmp_path / "calls.db")
+    return started_elsewhere(journal, run_id, call_id, "ask")
 
 
 def test_questions_are_recorded_replaced_and_cleared_by_their_call(
