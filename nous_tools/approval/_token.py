@@ -47,7 +47,7 @@ if t.TYPE_CHECKING:
     from nous_tools._types import RegistryLike
     from nous_tools.tool import Tool
 
-__all__ = ["NeedsApproval", "approved_arguments", "approved_tool", "tool_digest"]
+__all__ = ["NeedsApproval", "approved_arguments", "approved_tool", "edited", "tool_digest"]
 
 _new = object.__new__
 
@@ -518,6 +518,32 @@ class NeedsApproval:
     def _limits_in(self, registry: object) -> tuple[float | None, float]:
         known = self._limits
         return known if known is not None else limits(registry, None, None)
+
+
+def edited(na: NeedsApproval, arguments: object, call: str) -> NeedsApproval:
+    """``na`` for a person's edited ``arguments`` (an ``Edit``): its own id (running the
+    edit uses up the approval), its token's time, call id and audience, accepted under
+    the same limits. ``ValueError`` naming ``call`` (e.g. ``"call 'c1'"``) for arguments
+    that are not a mapping or cannot be an approval's; the tool's schema is not checked
+    here."""
+    if not isinstance(arguments, c.Mapping):
+        raise ValueError(
+            f"cannot resolve: the edit of {call} must give the arguments as a mapping, "
+            f"got {type(arguments).__name__}"
+        )
+    try:
+        approval = NeedsApproval(
+            na.tool,
+            arguments,
+            id=na.id,
+            issued_at=na.issued_at,
+            call_id=na.call_id,
+            audience=na.audience,
+        )
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"cannot resolve: the edit of {call}: {exc}") from None
+    _set_limits(approval, na._limits)
+    return approval
 
 
 class _Unhashed(tuple[str, object]):

@@ -35,6 +35,7 @@ from nous_tools._util._text import safe_str
 from nous_tools._util._tokens import claim_expiry
 from nous_tools._util._tokens import limits as limits_of
 from nous_tools.approval import Edit, NeedsApproval
+from nous_tools.approval._token import edited as edited_approval
 from nous_tools.errors import (
     BatchAlreadyResolved,
     JournalConflict,
@@ -207,7 +208,11 @@ def resume(
                 f"{paused.program_id} (waiting: {shown})"
             )
         if type(decision) is Edit:
-            plan[call_id] = ("edit", na, _edited(call_id, decision, na))
+            plan[call_id] = (
+                "edit",
+                na,
+                edited_approval(na, decision.arguments, f"nested call {call_id!r}"),
+            )
         elif type(decision) is str and decision in ("approve", "reject"):
             plan[call_id] = (decision, na, na)
         else:
@@ -254,32 +259,6 @@ def resume(
     again = attrs.evolve(paused, waiting=undecided, rejected=rejected, edited=edited)
     approved = {i: (asked, run) for i, (d, asked, run) in plan.items() if d != "reject"}
     return _Run(registry, again, ctx, approved).go()
-
-
-def _edited(call_id: str, decision: Edit, na: NeedsApproval) -> NeedsApproval:
-    """The approval that runs ``na``'s call with the edited arguments (its own id:
-    running it uses up the approval); ``ValueError`` for arguments that are not a
-    mapping or cannot be an approval's. The schema is checked when it runs: a bad
-    edit is the nested call's validation error, inside the program."""
-    arguments = decision.arguments
-    if not isinstance(arguments, c.Mapping):
-        raise ValueError(
-            f"cannot resolve: the edit of nested call {call_id!r} must give the arguments "
-            f"as a mapping, got {type(arguments).__name__}"
-        )
-    try:
-        approval = NeedsApproval(
-            na.tool,
-            arguments,
-            id=na.id,
-            issued_at=na.issued_at,
-            call_id=na.call_id,
-            audience=na.audience,
-        )
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"cannot resolve: the edit of nested call {call_id!r}: {exc}") from None
-    object.__setattr__(approval, "_limits", na._limits)  # accepted under the same limits
-    return approval
 
 
 def _expiry(registry: RegistryLike, waiting: c.Iterable[NeedsApproval]) -> float | None:

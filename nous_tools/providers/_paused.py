@@ -35,6 +35,7 @@ from nous_tools._util._tokens import (
 )
 from nous_tools.approval import Edit, NeedsApproval
 from nous_tools.approval._store import already_used
+from nous_tools.approval._token import edited
 from nous_tools.errors import ApprovalAlreadyUsed, BatchAlreadyResolved, ToolError
 from nous_tools.executor import ToolCall
 from nous_tools.program import ProgramPaused
@@ -280,25 +281,8 @@ def _decided(call_id: str, decision: object, na: NeedsApproval) -> tuple[str, Ne
             f"cannot resolve: the decision for call {call_id!r} must be 'approve', 'reject' "
             f"or an Edit, got {_short(decision) if type(decision) is str else type(decision).__name__}"
         )
-    edited = decision.arguments
     name = na.tool.name
-    if not isinstance(edited, c.Mapping):
-        raise ValueError(
-            f"cannot resolve: the edit of call {call_id!r} must give the arguments as a "
-            f"mapping, got {type(edited).__name__}"
-        )
-    try:  # the approval's own id: running the edit uses up the approval
-        approval = NeedsApproval(
-            na.tool,
-            edited,
-            id=na.id,
-            issued_at=na.issued_at,
-            call_id=na.call_id,
-            audience=na.audience,
-        )
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"cannot resolve: the edit of call {call_id!r}: {exc}") from None
-    object.__setattr__(approval, "_limits", na._limits)  # accepted under the same limits
+    approval = edited(na, decision.arguments, f"call {call_id!r}")
     validator = na.tool.validator
     if validator is not None:
         failure = validator.validate(_c.thaw(approval.arguments))
